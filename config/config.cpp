@@ -1,0 +1,403 @@
+#include "config/config.hpp"
+
+#include "messages/errors.hpp"
+
+#include <toml++/toml.h>
+
+#include <unistd.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <set>
+#include <sstream>
+
+namespace taskmill {
+
+namespace {
+
+caf::error config_error(const std::string& where, const std::string& what) {
+  return make_error(errc::invalid_argument, "config: " + where + ": " + what);
+}
+
+/// Reads the keys of one TOML table into fields, remembering which keys it
+/// consumed so that misspelled options are reported instead of ignored.
+class table_reader {
+ public:
+  table_reader(const toml::table* table, std::string prefix)
+      : table_(table), prefix_(std::move(prefix)) {}
+
+  const std::string& error() const { return error_; }
+
+  void read(const char* key, std::string& out) {
+    if (auto node = take(key)) {
+      if (auto v = node->value<std::string>())
+        out = *v;
+      else
+        fail(key, "must be a string");
+    }
+  }
+
+  void read(const char* key, bool& out) {
+    if (auto node = take(key)) {
+      if (auto v = node->value<bool>())
+        out = *v;
+      else
+        fail(key, "must be true or false");
+    }
+  }
+
+  void read(const char* key, int& out, int min, int max) {
+    int64_t wide = out;
+    read(key, wide, min, max);
+    out = static_cast<int>(wide);
+  }
+
+  void read(const char* key, int64_t& out, int64_t min, int64_t max) {
+    if (auto node = take(key)) {
+      auto v = node->value<int64_t>();
+      if (!v || *v < min || *v > max)
+        fail(key, "must be an integer from " + std::to_string(min) + " to " + std::to_string(max));
+      else
+        out = *v;
+    }
+  }
+
+  void read(const char* key, double& out, double min, double max) {
+    if (auto node = take(key)) {
+      auto v = node->value<double>();
+      if (!v || *v < min || *v > max)
+        fail(key, "must be a number from " + std::to_string(min) + " to " + std::to_string(max));
+      else
+        out = *v;
+    }
+  }
+
+  void read(const char* key, milliseconds& out, milliseconds min = milliseconds{0}) {
+    auto node = take(key);
+    if (!node) return;
+    caf::expected<milliseconds> parsed = caf::error{};
+    if (auto text = node->value<std::string>())
+      parsed = parse_duration(*text);
+    else if (auto number = node->value<int64_t>())
+      parsed = milliseconds{*number};
+    if (!parsed || *parsed < min) {
+      fail(key,
+           "must be a duration such as \"250ms\", \"5s\", \"2m\", \"24h\" or \"7d\", at least " +
+               std::to_string(min.count()) + "ms");
+      return;
+    }
+    out = *parsed;
+  }
+
+  const toml::table* table(const char* key) {
+    auto node = take(key);
+    if (!node) return nullptr;
+    if (!node->is_table()) fail(key, "must be a table");
+    return node->as_table();
+  }
+
+  const toml::array* array(const char* key) {
+    auto node = take(key);
+    if (!node) return nullptr;
+    if (!node->is_array()) fail(key, "must be an array");
+    return node->as_array();
+  }
+
+  std::string path(const std::string& key) const {
+    return prefix_.empty() ? key : prefix_ + "." + key;
+  }
+
+  /// Reports the first key nobody read.
+  void reject_unknown_keys() {
+    if (!table_ || !error_.empty()) return;
+    for (auto&& [key, value] : *table_) {
+      std::string name{key.str()};
+      if (!seen_.count(name)) {
+        error_ = "unknown option '" + path(name) + "'";
+        return;
+      }
+    }
+  }
+
+  void fail(const std::string& key, const std::string& what) {
+    if (error_.empty()) error_ = "'" + path(key) + "' " + what;
+  }
+
+ private:
+  const toml::node* take(const char* key) {
+    seen_.insert(key);
+    if (!table_) return nullptr;
+    return table_->get(key);
+  }
+
+  const toml::table* table_;
+  std::string prefix_;
+  std::set<std::string> seen_;
+  std::string error_;
+};
+
+void read_type(table_reader& r, task_type_config& t) {
+  r.read("executor", t.executor);
+  r.read("url", t.url);
+  r.read("timeout", t.timeout, milliseconds{1});
+  r.read("max_retries", t.max_retries, 0, 1000);
+  r.read("running_limit", t.running_limit, 0, 1'000'000);
+  r.read("pending_deadline", t.pending_deadline);
+  std::string kind = t.backoff.exponential ? "exponential" : "fixed";
+  r.read("backoff", kind);
+  r.read("backoff_base", t.backoff.base, milliseconds{1});
+  r.read("backoff_cap", t.backoff.cap, milliseconds{1});
+  r.read("backoff_jitter", t.backoff.jitter, 0.0, 1.0);
+  if (kind != "exponential" && kind != "fixed")
+    r.fail("backoff", "must be \"fixed\" or \"exponential\"");
+  t.backoff.exponential = kind == "exponential";
+  static const std::set<std::string> executors{"noop", "sleep", "fail", "http", "caf"};
+  if (!executors.count(t.executor))
+    r.fail("executor", "must be one of noop, sleep, fail, http, caf (got \"" + t.executor + "\")");
+  if (t.executor == "http" && t.url.rfind("http://", 0) != 0)
+    r.fail("url", "must be an http:// URL when executor = \"http\"");
+}
+
+std::string read_sections(const toml::table& root, config& cfg) {
+  table_reader top{&root, ""};
+  {
+    table_reader r{top.table("node"), "node"};
+    r.read("name", cfg.node.name);
+    r.read("data_dir", cfg.node.data_dir);
+    r.read("shutdown_grace", cfg.node.shutdown_grace);
+    r.read("log_level", cfg.node.log_level);
+    static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
+    if (!levels.count(cfg.node.log_level))
+      r.fail("log_level", "must be one of trace, debug, info, warn, error, off");
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("database"), "database"};
+    r.read("url", cfg.database.url);
+    r.read("listen", cfg.database.listen);
+    r.read("statement_timeout", cfg.database.statement_timeout, milliseconds{1});
+    r.read("lock_timeout", cfg.database.lock_timeout, milliseconds{1});
+    r.read("reconnect_min", cfg.database.reconnect_min, milliseconds{1});
+    r.read("reconnect_max", cfg.database.reconnect_max, milliseconds{1});
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("embedded"), "embedded"};
+    r.read("bin_dir", cfg.embedded.bin_dir);
+    r.read("user", cfg.embedded.user);
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("api"), "api"};
+    r.read("listen", cfg.api.listen);
+    r.read("token", cfg.api.token);
+    r.read("max_payload_bytes", cfg.api.max_payload_bytes, 2, int64_t{1} << 30);
+    r.read("max_body_bytes", cfg.api.max_body_bytes, 1024, int64_t{1} << 31);
+    if (auto addr = parse_listen_address(cfg.api.listen, "api.listen"); !addr)
+      r.fail("listen", "must be host:port");
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("cluster"), "cluster"};
+    r.read("listen", cfg.cluster.listen);
+    if (auto addr = parse_listen_address(cfg.cluster.listen, "cluster.listen"); !addr)
+      r.fail("listen", "must be host:port");
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("scheduling"), "scheduling"};
+    auto& s = cfg.scheduling;
+    r.read("batch_size", s.batch_size, 1, 10'000);
+    r.read("node_limit", s.node_limit, 1, 1'000'000);
+    r.read("global_limit", s.global_limit, 0, 10'000'000);
+    r.read("poll_interval", s.poll_interval, milliseconds{10});
+    if (auto weights = r.array("weights")) {
+      if (weights->size() != 5) r.fail("weights", "must list 5 weights, for priorities 1 to 5");
+      for (size_t i = 0; i < weights->size() && i < 5; ++i) {
+        auto w = (*weights)[i].value<int64_t>();
+        if (!w || *w < 1 || *w > 1000)
+          r.fail("weights", "must be integers from 1 to 1000");
+        else
+          s.weights[i] = static_cast<int>(*w);
+      }
+    }
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("heartbeat"), "heartbeat"};
+    r.read("interval", cfg.heartbeat.interval, milliseconds{10});
+    r.read("missed", cfg.heartbeat.missed, 2, 1000);
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("watcher"), "watcher"};
+    r.read("interval", cfg.watcher.interval, milliseconds{10});
+    r.read("success_retention", cfg.watcher.success_retention);
+    r.read("purge_retention", cfg.watcher.purge_retention);
+    r.read("batch_size", cfg.watcher.batch_size, 1, 100'000);
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("reconciler"), "reconciler"};
+    r.read("interval", cfg.reconciler.interval, milliseconds{10});
+    if (auto rules = r.array("rules")) {
+      for (size_t i = 0; i < rules->size(); ++i) {
+        auto prefix = "reconciler.rules[" + std::to_string(i) + "]";
+        if (!(*rules)[i].is_table()) return "'" + prefix + "' must be a table";
+        table_reader rr{(*rules)[i].as_table(), prefix};
+        compensation_rule rule;
+        rr.read("name", rule.name);
+        rr.read("type", rule.type);
+        rr.read("query", rule.query);
+        if (rule.type.empty()) rr.fail("type", "is required");
+        if (rule.query.empty()) rr.fail("query", "is required");
+        if (rule.name.empty()) rule.name = rule.type;
+        rr.reject_unknown_keys();
+        if (!rr.error().empty()) return rr.error();
+        cfg.reconciler.rules.push_back(std::move(rule));
+      }
+    }
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  {
+    table_reader r{top.table("defaults"), "defaults"};
+    read_type(r, cfg.default_type);
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  if (auto types = top.table("types")) {
+    for (auto&& [key, node] : *types) {
+      std::string name{key.str()};
+      if (!node.is_table()) return "'types." + name + "' must be a table";
+      table_reader r{node.as_table(), "types." + name};
+      task_type_config t = cfg.default_type;
+      t.name = name;
+      read_type(r, t);
+      r.reject_unknown_keys();
+      if (!r.error().empty()) return r.error();
+      cfg.types.emplace(name, std::move(t));
+    }
+  }
+  top.reject_unknown_keys();
+  return top.error();
+}
+
+/// Parses the value of an override as TOML; a bare word is taken as a string.
+toml::table parse_override_value(const std::string& value) {
+  try {
+    return toml::parse("v = " + value);
+  } catch (const toml::parse_error&) {
+    toml::table t;
+    t.insert_or_assign("v", value);
+    return t;
+  }
+}
+
+caf::error apply_override(toml::table& root, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    return config_error("override '" + assignment + "'", "must have the form section.key=value");
+  auto path = assignment.substr(0, eq);
+  auto value = parse_override_value(assignment.substr(eq + 1));
+  toml::table* table = &root;
+  std::string::size_type start = 0;
+  for (auto dot = path.find('.'); dot != std::string::npos; dot = path.find('.', start)) {
+    auto part = path.substr(start, dot - start);
+    auto [it, inserted] = table->emplace(part, toml::table{});
+    if (!it->second.is_table())
+      return config_error("override '" + assignment + "'", "'" + part + "' is not a section");
+    table = it->second.as_table();
+    start = dot + 1;
+  }
+  table->insert_or_assign(path.substr(start), *value.get("v"));
+  return caf::none;
+}
+
+void set_from_environment(toml::table& root, const char* section, const char* key,
+                          const char* variable) {
+  auto value = std::getenv(variable);
+  if (!value || !*value) return;
+  auto [it, inserted] = root.emplace(section, toml::table{});
+  if (auto table = it->second.as_table()) table->insert_or_assign(key, std::string{value});
+}
+
+std::string default_node_name(const config& cfg) {
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) std::snprintf(host, sizeof(host), "node");
+  auto addr = parse_listen_address(cfg.api.listen, "api.listen");
+  return std::string{host} + "-" + (addr ? std::to_string(addr->second) : "0");
+}
+
+}  // namespace
+
+const task_type_config& config::type_config(const std::string& type) const {
+  auto it = types.find(type);
+  return it != types.end() ? it->second : default_type;
+}
+
+caf::expected<milliseconds> parse_duration(const std::string& text) {
+  int64_t number = 0;
+  auto begin = text.data();
+  auto end = text.data() + text.size();
+  auto [rest, ec] = std::from_chars(begin, end, number);
+  if (ec != std::errc{} || number < 0)
+    return make_error(errc::invalid_argument, "bad duration '" + text + "'");
+  std::string unit{rest, end};
+  static const std::map<std::string, int64_t> factors{
+      {"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
+  auto factor = factors.find(unit);
+  if (factor == factors.end())
+    return make_error(errc::invalid_argument, "bad duration unit in '" + text + "'");
+  return milliseconds{number * factor->second};
+}
+
+caf::expected<std::pair<std::string, uint16_t>> parse_listen_address(const std::string& text,
+                                                                     const std::string& field) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_error(errc::invalid_argument, field + " must be host:port, got '" + text + "'");
+  int port = -1;
+  auto ptr = text.data() + colon + 1;
+  auto end = text.data() + text.size();
+  auto [rest, ec] = std::from_chars(ptr, end, port);
+  if (ec != std::errc{} || rest != end || port < 0 || port > 65535)
+    return make_error(errc::invalid_argument, field + " has a bad port in '" + text + "'");
+  return std::pair{text.substr(0, colon), static_cast<uint16_t>(port)};
+}
+
+caf::expected<config> load_config(const std::string& path,
+                                  const std::vector<std::string>& overrides) {
+  toml::table root;
+  std::string where = path.empty() ? "defaults" : path;
+  if (!path.empty()) {
+    try {
+      root = toml::parse_file(path);
+    } catch (const toml::parse_error& e) {
+      std::ostringstream msg;
+      msg << e.description() << " (line " << e.source().begin.line << ", column "
+          << e.source().begin.column << ")";
+      return config_error(path, msg.str());
+    }
+  }
+  // The environment overrides the file; the command line overrides both.
+  set_from_environment(root, "database", "url", "TASKMILL_DATABASE_URL");
+  set_from_environment(root, "api", "token", "TASKMILL_API_TOKEN");
+  for (const auto& o : overrides)
+    if (auto err = apply_override(root, o)) return err;
+  config cfg;
+  if (auto problem = read_sections(root, cfg); !problem.empty())
+    return config_error(where, problem);
+  if (cfg.node.name.empty()) cfg.node.name = default_node_name(cfg);
+  return cfg;
+}
+
+}  // namespace taskmill

@@ -1,0 +1,127 @@
+#pragma once
+
+// The node's configuration: one TOML file (see config/taskmill.example.toml),
+// every option with a default, `key=value` overrides from the command line,
+// TASKMILL_DATABASE_URL and TASKMILL_API_TOKEN from the environment.
+
+#include <caf/expected.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace taskmill {
+
+using std::chrono::milliseconds;
+
+struct backoff_config {
+  bool exponential = true;
+  milliseconds base{1000};
+  milliseconds cap{std::chrono::hours{1}};
+  double jitter = 0.1;
+};
+
+/// How tasks of one type are run.
+struct task_type_config {
+  std::string name;
+  /// noop | sleep | fail | http | caf
+  std::string executor = "noop";
+  std::string url;  // http executor only
+  milliseconds timeout{5000};
+  int max_retries = 3;
+  backoff_config backoff;
+  int running_limit = 0;             // cluster-wide; 0 means none
+  milliseconds pending_deadline{0};  // 0 means none
+};
+
+/// A reconciler rule: rows of `query` (key, execute_at, payload) that must
+/// each have a live task of `type`.
+struct compensation_rule {
+  std::string name;
+  std::string type;
+  std::string query;
+};
+
+struct config {
+  struct node_section {
+    std::string name;  // default: <hostname>-<api port>
+    std::string data_dir = "taskmill-data";
+    milliseconds shutdown_grace{5000};
+    std::string log_level = "info";
+  } node;
+
+  struct database_section {
+    std::string url;     // empty: run the embedded PostgreSQL
+    bool listen = true;  // false: poll only (for poolers that break LISTEN)
+    milliseconds statement_timeout{30000};
+    milliseconds lock_timeout{2000};
+    milliseconds reconnect_min{100};
+    milliseconds reconnect_max{5000};
+  } database;
+
+  struct embedded_section {
+    std::string bin_dir;            // default: the newest /usr/lib/postgresql/*/bin
+    std::string user = "postgres";  // runs the server when taskmill runs as root
+  } embedded;
+
+  struct api_section {
+    std::string listen = "127.0.0.1:8480";
+    std::string token;
+    int64_t max_payload_bytes = 1 << 20;
+    int64_t max_body_bytes = 64 << 20;
+  } api;
+
+  struct cluster_section {
+    std::string listen = "127.0.0.1:8481";
+  } cluster;
+
+  struct scheduling_section {
+    int batch_size = 512;   // most tasks claimed in one round trip
+    int node_limit = 2048;  // tasks in flight on this node
+    int global_limit = 0;   // running tasks in the cluster; 0 means none
+    milliseconds poll_interval{1000};
+    std::array<int, 5> weights{16, 8, 4, 2, 1};  // priorities 1..5
+  } scheduling;
+
+  struct heartbeat_section {
+    milliseconds interval{1000};
+    int missed = 5;
+  } heartbeat;
+
+  struct watcher_section {
+    milliseconds interval{1000};
+    milliseconds success_retention{std::chrono::hours{24}};
+    milliseconds purge_retention{std::chrono::hours{24 * 7}};
+    int batch_size = 1000;
+  } watcher;
+
+  struct reconciler_section {
+    milliseconds interval{30000};
+    std::vector<compensation_rule> rules;
+  } reconciler;
+
+  /// Settings for types without a section of their own.
+  task_type_config default_type;
+  std::map<std::string, task_type_config> types;
+
+  /// The settings that apply to `type`.
+  const task_type_config& type_config(const std::string& type) const;
+};
+
+/// Reads `path` (none: defaults only), applies `overrides` ("section.key=value",
+/// the value in TOML syntax or a bare string), then the environment. Errors
+/// name the file, the key and what is wrong.
+caf::expected<config> load_config(const std::string& path,
+                                  const std::vector<std::string>& overrides);
+
+/// Parses "250ms", "5s", "2m", "24h", "7d" or a number of milliseconds.
+caf::expected<milliseconds> parse_duration(const std::string& text);
+
+/// Splits "host:port"; errors name `field`.
+caf::expected<std::pair<std::string, uint16_t>> parse_listen_address(const std::string& text,
+                                                                     const std::string& field);
+
+}  // namespace taskmill

@@ -1,0 +1,101 @@
+#pragma once
+
+// The typed interface of every actor of a node, in one place, so the message
+// flow can be read here:
+//
+//   api / inserter --submit--> storage        inserter --wake--> pusher
+//   storage (NOTIFY) --wake--> pusher          pusher --acquire--> limiter
+//   pusher --claim--> storage --tasks--> pusher --dispatch--> dispatcher
+//   dispatcher --execute--> executor --outcome--> dispatcher
+//   dispatcher --complete--> storage --acks--> dispatcher --release--> limiter
+//   limiter --wake--> pusher
+
+#include "taskmill.pb.h"
+
+#include <caf/meta/load_callback.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/replies_to.hpp>
+#include <caf/sec.hpp>
+#include <caf/type_id.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <cstdint>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace taskmill::pb {
+
+/// Lets every protobuf message travel as a CAF message: serialized through
+/// its wire format when CAF needs bytes, passed by value inside a node.
+template <class Inspector, class Message>
+std::enable_if_t<std::is_base_of_v<google::protobuf::MessageLite, Message>,
+                 typename Inspector::result_type>
+inspect(Inspector& f, Message& x) {
+  std::string buf;
+  if constexpr (Inspector::reads_state) x.SerializeToString(&buf);
+  auto load = caf::meta::load_callback([&]() -> caf::error {
+    if (!x.ParseFromString(buf)) return caf::sec::invalid_argument;
+    return caf::none;
+  });
+  return f(caf::meta::type_name(Message::descriptor()->full_name().c_str()), buf, load);
+}
+
+}  // namespace taskmill::pb
+
+CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
+
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Task))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskList))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitTasks))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitResults))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleRequest))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleResult))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelRequest))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelResult))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcome))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcomes))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::OutcomeAcks))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultReport))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultAck))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimRequest))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimedTasks))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AttemptList))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ListTasksRequest))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::NodeList))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Stats))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::BatchCounts))
+CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::StorageStatus))
+
+CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
+CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
+CAF_ADD_ATOM(taskmill, taskmill, cancel_atom, "cancel")
+CAF_ADD_ATOM(taskmill, taskmill, claim_atom, "claim")
+CAF_ADD_ATOM(taskmill, taskmill, complete_atom, "complete")
+CAF_ADD_ATOM(taskmill, taskmill, status_atom, "status")
+CAF_ADD_ATOM(taskmill, taskmill, wake_atom, "wake")
+CAF_ADD_ATOM(taskmill, taskmill, reconnect_atom, "reconnect")
+
+CAF_END_TYPE_ID_BLOCK(taskmill)
+
+namespace taskmill {
+
+/// Anything that can be told that due work may exist.
+using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
+
+/// Owns every PostgreSQL connection of the node. Requests that arrive while a
+/// round trip is under way are sent together in the next one.
+using storage_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, pb::SubmitTasks>::with<pb::SubmitResults>,
+    caf::replies_to<reschedule_atom, pb::RescheduleRequest>::with<pb::RescheduleResult>,
+    caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>,
+    caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
+    caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
+    caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
+    caf::replies_to<status_atom>::with<pb::StorageStatus>,
+    // Starts forwarding NOTIFY wake-ups to the listener.
+    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
+    // Internal: the next round trip, and reconnect attempts.
+    caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
+
+}  // namespace taskmill

@@ -1,0 +1,30 @@
+#pragma once
+
+// Times are microseconds since the Unix epoch, UTC, everywhere inside a node.
+
+#include <caf/expected.hpp>
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace google::protobuf {
+class Timestamp;
+}
+
+namespace taskmill {
+
+/// "2026-11-21T22:52:00.123456Z"; fractions are dropped when zero.
+std::string format_rfc3339(int64_t micros);
+
+/// Parses RFC 3339 ("2026-11-21T22:52:00Z", "...00.5+01:00"); also accepts the
+/// space PostgreSQL prints instead of 'T' and an hour-only offset ("+00").
+caf::expected<int64_t> parse_rfc3339(std::string_view text);
+
+int64_t to_micros(const google::protobuf::Timestamp& ts);
+void set_micros(google::protobuf::Timestamp* ts, int64_t micros);
+
+/// The local wall clock. Scheduling decisions use the database clock instead.
+int64_t wall_clock_micros();
+
+}  // namespace taskmill

@@ -1,0 +1,532 @@
+-- The rules of SPEC §3 and §4, once: submit, reschedule, cancel, claim and
+-- complete. Nodes call these functions; a business service may call submit,
+-- reschedule and cancel inside its own transaction (READ COMMITTED), and the
+-- nodes hear of the commit through NOTIFY on channel taskmill_tasks.
+
+-- Submits, reschedules and cancels of one (type, key) take turns on this lock
+-- until their transaction ends. Claims and outcomes use row locks only.
+CREATE FUNCTION taskmill.lock_unit(p_type text, p_key text) RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_advisory_xact_lock(hashtextextended(p_type || E'\x1f' || p_key, 7345))
+$$;
+
+CREATE FUNCTION taskmill.wake_nodes() RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_notify('taskmill_tasks', '')
+$$;
+
+CREATE FUNCTION taskmill.type_settings(p_type text) RETURNS taskmill.task_types
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  s taskmill.task_types;
+BEGIN
+  SELECT * INTO s FROM taskmill.task_types t
+   WHERE t.type IN (p_type, '') ORDER BY t.type = p_type DESC LIMIT 1;
+  IF NOT FOUND THEN
+    s := ROW(p_type, 5000, 3, 'exponential', 1000, 3600000, 0.1, NULL, NULL, now());
+  END IF;
+  RETURN s;
+END
+$$;
+
+CREATE FUNCTION taskmill.bad_argument(p_message text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = p_message;
+END
+$$;
+
+CREATE FUNCTION taskmill.check_unit(p_type text, p_key text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_type IS NULL OR p_type = '' OR length(p_type) > 200 THEN
+    PERFORM taskmill.bad_argument('type must be a non-empty string of at most 200 characters');
+  END IF;
+  IF p_key IS NULL OR p_key = '' OR length(p_key) > 500 THEN
+    PERFORM taskmill.bad_argument('key must be a non-empty string of at most 500 characters');
+  END IF;
+END
+$$;
+
+-- The wait before retry number p_retry_count + 1.
+CREATE FUNCTION taskmill.backoff_delay(p_kind text, p_base_ms integer, p_cap_ms integer,
+                                       p_jitter real, p_retry_count integer) RETURNS interval
+LANGUAGE sql VOLATILE AS $$
+  SELECT make_interval(secs => greatest(0, least(p_cap_ms::float8,
+           CASE WHEN p_kind = 'fixed' THEN p_base_ms::float8
+                ELSE p_base_ms * power(2::float8, least(p_retry_count, 40)) END
+           * (1 + p_jitter * (2 * random() - 1)))) / 1000.0)
+$$;
+
+CREATE FUNCTION taskmill.deadline_after(p_execute_at timestamptz, p_type text) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+  SELECT p_execute_at + s.pending_deadline_ms * interval '1 millisecond'
+    FROM taskmill.type_settings(p_type) s
+$$;
+
+-- The highest non-cancelled version of (type, key): its current task.
+CREATE FUNCTION taskmill.current_task(p_type text, p_key text) RETURNS taskmill.tasks
+LANGUAGE sql STABLE AS $$
+  SELECT t.* FROM taskmill.tasks t
+   WHERE t.type = p_type AND t.key = p_key AND t.status <> 'cancelled'
+   ORDER BY t.version DESC LIMIT 1
+$$;
+
+-- SPEC §3, submit. Outcome: created | replaced | duplicate | stale.
+CREATE FUNCTION taskmill.submit(
+  type text, key text, version bigint DEFAULT 0, payload jsonb DEFAULT NULL,
+  execute_at timestamptz DEFAULT NULL, priority integer DEFAULT NULL,
+  max_retries integer DEFAULT NULL, timeout_ms integer DEFAULT NULL,
+  backoff_kind text DEFAULT NULL, backoff_base_ms integer DEFAULT NULL,
+  backoff_cap_ms integer DEFAULT NULL, backoff_jitter real DEFAULT NULL,
+  batch text DEFAULT NULL, trace_id text DEFAULT NULL,
+  shard_index integer DEFAULT NULL, shard_total integer DEFAULT NULL,
+  OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  s taskmill.task_types := taskmill.type_settings(type);
+  cur taskmill.tasks;
+  v_version bigint := coalesce(version, 0);
+  v_payload jsonb := coalesce(payload, '{}'::jsonb);
+  v_execute_at timestamptz := coalesce(execute_at, now());
+  v_priority integer := coalesce(priority, 3);
+  v_max_retries integer := coalesce(max_retries, s.max_retries);
+  v_timeout_ms integer := coalesce(timeout_ms, s.timeout_ms);
+  v_kind text := coalesce(backoff_kind, s.backoff_kind);
+  v_base integer := coalesce(backoff_base_ms, s.backoff_base_ms);
+  v_cap integer := coalesce(backoff_cap_ms, s.backoff_cap_ms);
+  v_jitter real := coalesce(backoff_jitter, s.backoff_jitter);
+  v_deadline timestamptz;
+  v_trace text := coalesce(nullif(trace_id, ''), replace(gen_random_uuid()::text, '-', ''));
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  IF v_version < 0 THEN
+    PERFORM taskmill.bad_argument(format('version must be 0 or more, got %s', v_version));
+  END IF;
+  IF v_priority NOT BETWEEN 1 AND 5 THEN
+    PERFORM taskmill.bad_argument(format('priority must be between 1 and 5, got %s', v_priority));
+  END IF;
+  IF v_max_retries NOT BETWEEN 0 AND 1000 THEN
+    PERFORM taskmill.bad_argument(format('max_retries must be between 0 and 1000, got %s', v_max_retries));
+  END IF;
+  IF v_timeout_ms <= 0 THEN
+    PERFORM taskmill.bad_argument(format('timeout_ms must be positive, got %s', v_timeout_ms));
+  END IF;
+  IF v_kind NOT IN ('fixed', 'exponential') THEN
+    PERFORM taskmill.bad_argument(format('backoff kind must be fixed or exponential, got %s', v_kind));
+  END IF;
+  IF v_base <= 0 OR v_cap <= 0 THEN
+    PERFORM taskmill.bad_argument('backoff base_ms and cap_ms must be positive');
+  END IF;
+  IF v_jitter NOT BETWEEN 0 AND 1 THEN
+    PERFORM taskmill.bad_argument(format('backoff jitter must be between 0 and 1, got %s', v_jitter));
+  END IF;
+  IF (shard_index IS NULL) <> (shard_total IS NULL)
+     OR shard_total < 1 OR shard_index < 0 OR shard_index >= shard_total THEN
+    PERFORM taskmill.bad_argument('shard_index and shard_total go together, with 0 <= shard_index < shard_total');
+  END IF;
+  v_deadline := v_execute_at + s.pending_deadline_ms * interval '1 millisecond';
+
+  PERFORM taskmill.lock_unit(type, key);
+  LOOP
+    cur := taskmill.current_task(type, key);
+    IF cur.id IS NOT NULL AND cur.version > v_version THEN
+      outcome := 'stale';
+      task := cur;
+      RETURN;
+    END IF;
+    IF cur.id IS NOT NULL AND cur.version = v_version THEN
+      IF cur.status IN ('running', 'succeeded') THEN
+        outcome := 'duplicate';
+        task := cur;
+        RETURN;
+      END IF;
+      UPDATE taskmill.tasks t
+         SET status = 'pending', payload = v_payload, execute_at = v_execute_at,
+             priority = v_priority, max_retries = v_max_retries, timeout_ms = v_timeout_ms,
+             backoff_kind = v_kind, backoff_base_ms = v_base, backoff_cap_ms = v_cap,
+             backoff_jitter = v_jitter, deadline_at = v_deadline, batch = submit.batch,
+             trace_id = v_trace, shard_index = submit.shard_index,
+             shard_total = submit.shard_total, retry_count = 0, result = NULL,
+             heartbeat_at = NULL, updated_at = now()
+       WHERE t.id = cur.id AND t.status IN ('pending', 'failed', 'dead', 'stopped')
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'replaced';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+      -- Claimed between reading and writing: decide again.
+      CONTINUE;
+    END IF;
+    IF cur.id IS NOT NULL THEN
+      UPDATE taskmill.tasks t
+         SET status = 'cancelled', error = format('superseded by version %s', v_version),
+             updated_at = now()
+       WHERE t.type = type AND t.key = key AND t.version < v_version
+         AND t.status IN ('pending', 'failed');
+    END IF;
+    INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
+                                timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                backoff_jitter, deadline_at, batch, trace_id, shard_index,
+                                shard_total)
+    VALUES (type, key, v_version, v_payload, v_execute_at, v_priority, v_max_retries,
+            v_timeout_ms, v_kind, v_base, v_cap, v_jitter, v_deadline, batch, v_trace,
+            shard_index, shard_total)
+    RETURNING * INTO task;
+    outcome := 'created';
+    PERFORM taskmill.wake_nodes();
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- Many submits in one statement, for the nodes. Units are locked in hash
+-- order so that concurrent batches cannot deadlock; submits of the same unit
+-- keep their order. Rows come back with their position in the input.
+CREATE FUNCTION taskmill.submit_many(
+  p_types text[], p_keys text[], p_versions bigint[], p_payloads jsonb[],
+  p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
+  p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
+  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
+  p_shard_indexes integer[], p_shard_totals integer[])
+RETURNS TABLE (ordinal bigint, outcome text, task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  res record;
+BEGIN
+  FOR r IN
+    SELECT * FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
+                         p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
+                         p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
+                         p_shard_indexes, p_shard_totals)
+      WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
+                           timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                           backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+     ORDER BY hashtextextended(coalesce(u.type, '') || E'\x1f' || coalesce(u.key, ''), 7345), u.ord
+  LOOP
+    SELECT * INTO res FROM taskmill.submit(r.type, r.key, r.version, r.payload, r.execute_at,
+      r.priority, r.max_retries, r.timeout_ms, r.backoff_kind, r.backoff_base_ms,
+      r.backoff_cap_ms, r.backoff_jitter, r.batch, r.trace_id, r.shard_index, r.shard_total);
+    ordinal := r.ord;
+    outcome := res.outcome;
+    task := res.task;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- SPEC §3, reschedule. Outcome: updated | recreated | ignored | created.
+CREATE FUNCTION taskmill.reschedule(type text, key text, execute_at timestamptz,
+                                    payload jsonb DEFAULT NULL,
+                                    OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+  prev taskmill.tasks;
+  s taskmill.task_types;
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  IF execute_at IS NULL THEN
+    PERFORM taskmill.bad_argument('execute_at is required');
+  END IF;
+  PERFORM taskmill.lock_unit(type, key);
+  LOOP
+    cur := taskmill.current_task(type, key);
+    IF cur.id IS NULL THEN
+      SELECT t.* INTO prev FROM taskmill.tasks t
+       WHERE t.type = type AND t.key = key AND t.status = 'cancelled'
+       ORDER BY t.id DESC LIMIT 1;
+      IF prev.id IS NULL THEN
+        s := taskmill.type_settings(type);
+        INSERT INTO taskmill.tasks (type, key, payload, execute_at, max_retries, timeout_ms,
+                                    backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                    backoff_jitter, deadline_at, trace_id)
+        VALUES (type, key, coalesce(payload, '{}'::jsonb), execute_at, s.max_retries,
+                s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
+                s.backoff_jitter, taskmill.deadline_after(execute_at, type),
+                replace(gen_random_uuid()::text, '-', ''))
+        RETURNING * INTO task;
+      ELSE
+        INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
+                                    max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                    backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                    trace_id, shard_index, shard_total)
+        VALUES (type, key, prev.version, coalesce(payload, prev.payload), execute_at,
+                prev.priority, prev.max_retries, prev.timeout_ms, prev.backoff_kind,
+                prev.backoff_base_ms, prev.backoff_cap_ms, prev.backoff_jitter,
+                taskmill.deadline_after(execute_at, type), prev.batch, prev.trace_id,
+                prev.shard_index, prev.shard_total)
+        RETURNING * INTO task;
+      END IF;
+      outcome := 'created';
+      PERFORM taskmill.wake_nodes();
+      RETURN;
+    END IF;
+
+    IF cur.status IN ('succeeded', 'stopped') THEN
+      outcome := 'ignored';
+      task := cur;
+      RETURN;
+    END IF;
+
+    IF cur.status IN ('pending', 'failed') THEN
+      UPDATE taskmill.tasks t
+         SET execute_at = reschedule.execute_at, payload = coalesce(payload, t.payload),
+             deadline_at = taskmill.deadline_after(reschedule.execute_at, type),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status IN ('pending', 'failed')
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'updated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    ELSIF cur.status = 'dead' THEN
+      UPDATE taskmill.tasks t
+         SET status = 'pending', execute_at = reschedule.execute_at,
+             payload = coalesce(payload, t.payload), retry_count = 0,
+             deadline_at = taskmill.deadline_after(reschedule.execute_at, type),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status = 'dead'
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'updated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    ELSIF cur.status = 'running' THEN
+      UPDATE taskmill.tasks t
+         SET status = 'cancelled',
+             error = format('rescheduled to %s while running', reschedule.execute_at),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status = 'running' AND t.attempt = cur.attempt;
+      IF FOUND THEN
+        INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
+                                    max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                    backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                    trace_id, shard_index, shard_total)
+        VALUES (type, key, cur.version, coalesce(payload, cur.payload), execute_at,
+                cur.priority, cur.max_retries, cur.timeout_ms, cur.backoff_kind,
+                cur.backoff_base_ms, cur.backoff_cap_ms, cur.backoff_jitter,
+                taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
+                cur.shard_index, cur.shard_total)
+        RETURNING * INTO task;
+        outcome := 'recreated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    END IF;
+    -- The task changed between reading and writing it: decide again.
+  END LOOP;
+END
+$$;
+
+-- SPEC §3, cancel by type and key: every live version of the unit. Outcome:
+-- cancelled | unchanged; the task answered is the highest version cancelled,
+-- else the current one.
+CREATE FUNCTION taskmill.cancel(type text, key text, OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  PERFORM taskmill.lock_unit(type, key);
+  WITH cancelled AS (
+    UPDATE taskmill.tasks t
+       SET status = 'cancelled', error = 'cancelled', updated_at = now()
+     WHERE t.type = type AND t.key = key AND t.status IN ('pending', 'failed', 'running')
+    RETURNING t.*)
+  SELECT c.* INTO task FROM cancelled c ORDER BY c.version DESC LIMIT 1;
+  IF task.id IS NOT NULL THEN
+    outcome := 'cancelled';
+    RETURN;
+  END IF;
+  task := taskmill.current_task(type, key);
+  IF task.id IS NULL THEN
+    SELECT t.* INTO task FROM taskmill.tasks t
+     WHERE t.type = type AND t.key = key ORDER BY t.id DESC LIMIT 1;
+  END IF;
+  IF task.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found',
+      MESSAGE = format('no task with type %s and key %s', type, key);
+  END IF;
+  outcome := 'unchanged';
+END
+$$;
+
+-- SPEC §3, cancel by id.
+CREATE FUNCTION taskmill.cancel(id bigint, OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+BEGIN
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
+  END IF;
+  PERFORM taskmill.lock_unit(cur.type, cur.key);
+  UPDATE taskmill.tasks t
+     SET status = 'cancelled', error = 'cancelled', updated_at = now()
+   WHERE t.id = id AND t.status IN ('pending', 'failed', 'running')
+  RETURNING t.* INTO task;
+  IF FOUND THEN
+    outcome := 'cancelled';
+    RETURN;
+  END IF;
+  SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = id;
+  outcome := 'unchanged';
+END
+$$;
+
+-- SPEC §4, claim. Takes due tasks in claim order (priority, execute_at, id)
+-- with SKIP LOCKED and makes them running in the same statement, so a task is
+-- claimed once across any number of nodes. p_level_quotas[l] tasks of level l
+-- come first (the pusher's weighted shares), the rest of p_limit is filled in
+-- claim order. Running limits are counted here, in the database, so they hold
+-- for the whole cluster; claims that check them take turns.
+CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
+                               p_capped_types text[], p_type_limits integer[],
+                               p_global_limit integer)
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_left integer := p_limit;
+  v_quota integer;
+  v_count integer;
+  v_running integer;
+  v_capped text[] := coalesce(p_capped_types, '{}');
+BEGIN
+  IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+  END IF;
+  IF p_global_limit > 0 THEN
+    SELECT count(*) INTO v_running FROM taskmill.tasks t WHERE t.status = 'running';
+    v_left := least(v_left, p_global_limit - v_running);
+  END IF;
+
+  FOR lvl IN 1..5 LOOP
+    v_quota := least(coalesce(p_level_quotas[lvl], 0), v_left);
+    CONTINUE WHEN v_quota <= 0;
+    RETURN QUERY
+      WITH picked AS (
+        SELECT t.id FROM taskmill.tasks t
+         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+           AND t.priority = lvl AND t.type <> ALL (v_capped)
+         ORDER BY t.execute_at, t.id
+         LIMIT v_quota
+         FOR UPDATE SKIP LOCKED)
+      UPDATE taskmill.tasks t
+         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+             heartbeat_at = now(), started_at = now(), updated_at = now()
+        FROM picked WHERE t.id = picked.id
+      RETURNING t.*;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_left := v_left - v_count;
+  END LOOP;
+
+  IF v_left > 0 THEN
+    RETURN QUERY
+      WITH picked AS (
+        SELECT t.id FROM taskmill.tasks t
+         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+           AND t.type <> ALL (v_capped)
+         ORDER BY t.priority, t.execute_at, t.id
+         LIMIT v_left
+         FOR UPDATE SKIP LOCKED)
+      UPDATE taskmill.tasks t
+         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+             heartbeat_at = now(), started_at = now(), updated_at = now()
+        FROM picked WHERE t.id = picked.id
+      RETURNING t.*;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_left := v_left - v_count;
+  END IF;
+
+  FOR i IN 1..cardinality(v_capped) LOOP
+    EXIT WHEN v_left <= 0;
+    SELECT count(*) INTO v_running FROM taskmill.tasks t
+     WHERE t.status = 'running' AND t.type = v_capped[i];
+    v_quota := least(v_left, p_type_limits[i] - v_running);
+    CONTINUE WHEN v_quota <= 0;
+    RETURN QUERY
+      WITH picked AS (
+        SELECT t.id FROM taskmill.tasks t
+         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+           AND t.type = v_capped[i]
+         ORDER BY t.priority, t.execute_at, t.id
+         LIMIT v_quota
+         FOR UPDATE SKIP LOCKED)
+      UPDATE taskmill.tasks t
+         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+             heartbeat_at = now(), started_at = now(), updated_at = now()
+        FROM picked WHERE t.id = picked.id
+      RETURNING t.*;
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_left := v_left - v_count;
+  END LOOP;
+END
+$$;
+
+-- When the next task not yet due becomes due, and the database's now, so the
+-- pusher can set its timer without trusting its own clock.
+CREATE FUNCTION taskmill.next_due(OUT next_due_at timestamptz, OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT (SELECT min(n.execute_at)
+            FROM generate_series(1, 5) AS lvl(p)
+            CROSS JOIN LATERAL (
+              SELECT t.execute_at FROM taskmill.tasks t
+               WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
+                 AND t.execute_at > now()
+               ORDER BY t.execute_at LIMIT 1) n),
+         now()
+$$;
+
+-- SPEC §4, outcomes. Each applies only while the task is running under the
+-- attempt that produced it; anything else is stale and changes nothing but
+-- the attempt history. Outcome: succeeded | retry | fail.
+CREATE FUNCTION taskmill.complete_many(p_ids bigint[], p_attempts integer[], p_outcomes text[],
+                                       p_results jsonb[], p_errors text[], p_node text)
+RETURNS TABLE (task_id bigint, attempt integer, applied boolean, status taskmill.task_status)
+LANGUAGE sql AS $$
+  WITH input AS (
+    SELECT * FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
+      WITH ORDINALITY AS u(id, attempt, outcome, result, error, ord)
+  ),
+  updated AS (
+    UPDATE taskmill.tasks t
+       SET status = CASE
+             WHEN i.outcome = 'succeeded' THEN 'succeeded'::taskmill.task_status
+             WHEN i.outcome = 'retry' AND t.retry_count < t.max_retries THEN 'failed'
+             ELSE 'dead' END,
+           retry_count = t.retry_count + CASE WHEN i.outcome = 'succeeded' THEN 0 ELSE 1 END,
+           error = CASE WHEN i.outcome = 'succeeded' THEN NULL ELSE i.error END,
+           result = i.result,
+           execute_at = CASE
+             WHEN i.outcome = 'retry' AND t.retry_count < t.max_retries
+               THEN now() + taskmill.backoff_delay(t.backoff_kind, t.backoff_base_ms,
+                                                   t.backoff_cap_ms, t.backoff_jitter,
+                                                   t.retry_count)
+             ELSE t.execute_at END,
+           heartbeat_at = NULL,
+           updated_at = now()
+      FROM input i
+     WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
+    RETURNING t.id, t.status
+  ),
+  history AS (
+    INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
+    SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
+           CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
+      FROM input i JOIN taskmill.tasks t ON t.id = i.id
+    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
+  )
+  SELECT i.id, i.attempt, u.id IS NOT NULL, coalesce(u.status, t.status)
+    FROM input i
+    LEFT JOIN updated u ON u.id = i.id
+    LEFT JOIN taskmill.tasks t ON t.id = i.id
+   ORDER BY i.ord
+$$;

@@ -1,0 +1,328 @@
+#include "storage/pg.hpp"
+
+#include "messages/errors.hpp"
+#include "messages/time.hpp"
+
+#include <libpq-fe.h>
+#include <poll.h>
+
+#include <charconv>
+#include <cstdlib>
+#include <regex>
+
+namespace taskmill::db {
+
+namespace {
+
+errc classify(std::string_view sqlstate) {
+  if (sqlstate == "40P01" || sqlstate == "40001" || sqlstate == "55P03") return errc::retryable;
+  if (sqlstate == "P0002") return errc::not_found;
+  if (sqlstate == "23505") return errc::conflict;
+  if (sqlstate.substr(0, 2) == "22" || sqlstate == "23514" || sqlstate == "23502")
+    return errc::invalid_argument;
+  if (sqlstate.substr(0, 2) == "08" || sqlstate == "57P01" || sqlstate == "57P02" ||
+      sqlstate == "57P03")
+    return errc::storage_unavailable;
+  return errc::storage_error;
+}
+
+caf::error error_of(const PGresult* res) {
+  auto field = [&](int code) -> std::string {
+    auto v = PQresultErrorField(res, code);
+    return v ? v : "";
+  };
+  auto sqlstate = field(PG_DIAG_SQLSTATE);
+  auto message = field(PG_DIAG_MESSAGE_PRIMARY);
+  if (message.empty()) message = PQresultErrorMessage(res);
+  auto code = classify(sqlstate);
+  if (code == errc::invalid_argument || code == errc::not_found) return make_error(code, message);
+  return make_error(code, "PostgreSQL: " + message + " (SQLSTATE " + sqlstate + ")");
+}
+
+std::string trimmed(const char* text) {
+  std::string s = text ? text : "";
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace
+
+// -- result -------------------------------------------------------------------
+
+void result::deleter::operator()(pg_result* res) const {
+  PQclear(res);
+}
+
+result::result(pg_result* res) : res_(res) {}
+
+int result::rows() const {
+  return PQntuples(res_.get());
+}
+
+int result::column(const char* name) const {
+  return PQfnumber(res_.get(), name);
+}
+
+bool result::is_null(int row, int col) const {
+  return col < 0 || PQgetisnull(res_.get(), row, col);
+}
+
+std::string_view result::text(int row, int col) const {
+  if (is_null(row, col)) return {};
+  return {PQgetvalue(res_.get(), row, col), static_cast<size_t>(PQgetlength(res_.get(), row, col))};
+}
+
+int64_t result::int64(int row, int col) const {
+  auto s = text(row, col);
+  int64_t value = 0;
+  std::from_chars(s.data(), s.data() + s.size(), value);
+  return value;
+}
+
+double result::float64(int row, int col) const {
+  auto s = string(row, col);
+  return s.empty() ? 0.0 : std::strtod(s.c_str(), nullptr);
+}
+
+bool result::boolean(int row, int col) const {
+  auto s = text(row, col);
+  return !s.empty() && s[0] == 't';
+}
+
+int64_t result::micros(int row, int col) const {
+  auto parsed = parse_rfc3339(text(row, col));
+  return parsed ? *parsed : 0;
+}
+
+// -- connection ---------------------------------------------------------------
+
+void connection::deleter::operator()(pg_conn* conn) const {
+  PQfinish(conn);
+}
+
+connection::connection(pg_conn* conn, std::chrono::milliseconds io_timeout)
+    : conn_(conn), io_timeout_(io_timeout) {}
+
+connection::connection(connection&&) noexcept = default;
+connection& connection::operator=(connection&&) noexcept = default;
+connection::~connection() = default;
+
+caf::expected<connection> connection::open(const std::string& conninfo,
+                                           std::chrono::milliseconds statement_timeout,
+                                           std::chrono::milliseconds lock_timeout) {
+  // Later keywords override what the connection string says: every connection
+  // gets a bounded connect and keepalives so a vanished server is noticed.
+  const char* keys[] = {
+      "dbname",          "fallback_application_name", "connect_timeout",  "keepalives",
+      "keepalives_idle", "keepalives_interval",       "keepalives_count", nullptr};
+  const char* values[] = {conninfo.c_str(), "taskmill", "5", "1", "10", "5", "3", nullptr};
+  PGconn* raw = PQconnectdbParams(keys, values, 1);
+  // The socket is silent for at most the statement timeout, plus slack.
+  connection conn{raw, statement_timeout + std::chrono::seconds{10}};
+  if (!raw || PQstatus(raw) != CONNECTION_OK)
+    return make_error(
+        errc::storage_unavailable,
+        "cannot connect to PostgreSQL: " + trimmed(raw ? PQerrorMessage(raw) : "out of memory"));
+  auto setup =
+      "SET TimeZone = 'UTC'; SET statement_timeout = " + std::to_string(statement_timeout.count()) +
+      "; SET lock_timeout = " + std::to_string(lock_timeout.count()) +
+      "; SET idle_in_transaction_session_timeout = 60000"
+      "; SET client_min_messages = warning";
+  if (auto res = conn.exec(setup); !res) return res.error();
+  return conn;
+}
+
+caf::expected<result> connection::exec(const std::string& sql) {
+  return exec(sql, {});
+}
+
+caf::expected<result> connection::exec(const std::string& sql, const std::vector<param>& params) {
+  std::vector<const char*> values;
+  for (auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  PGresult* raw = params.empty()
+                      ? PQexec(conn_.get(), sql.c_str())
+                      : PQexecParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()),
+                                     nullptr, values.data(), nullptr, nullptr, 0);
+  if (!raw || PQstatus(conn_.get()) == CONNECTION_BAD) {
+    PQclear(raw);
+    return lost("query failed");
+  }
+  auto status = PQresultStatus(raw);
+  if (status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK) return result{raw};
+  auto err = error_of(raw);
+  PQclear(raw);
+  return err;
+}
+
+caf::error connection::prepare_and_enter_pipeline(const std::vector<const statement*>& statements) {
+  for (auto stmt : statements) {
+    PGresult* raw = PQprepare(conn_.get(), stmt->name, stmt->sql, 0, nullptr);
+    if (!raw) return lost("prepare failed");
+    if (PQresultStatus(raw) != PGRES_COMMAND_OK) {
+      auto err = error_of(raw);
+      PQclear(raw);
+      return make_error(errc::storage_error, std::string{"cannot prepare statement "} + stmt->name +
+                                                 ": " + error_message(err));
+    }
+    PQclear(raw);
+  }
+  if (PQenterPipelineMode(conn_.get()) != 1 || PQsetnonblocking(conn_.get(), 1) != 0)
+    return lost("cannot enter pipeline mode");
+  return caf::none;
+}
+
+std::vector<caf::expected<result>> connection::run(const std::vector<call>& calls) {
+  std::vector<caf::expected<result>> out;
+  out.reserve(calls.size());
+  auto fail_rest = [&](const caf::error& err) {
+    while (out.size() < calls.size()) out.emplace_back(err);
+    return std::move(out);
+  };
+  if (broken_)
+    return fail_rest(make_error(errc::storage_unavailable, "not connected to PostgreSQL"));
+  std::vector<const char*> values;
+  for (const auto& c : calls) {
+    values.clear();
+    for (const auto& p : c.params) values.push_back(p ? p->c_str() : nullptr);
+    if (!PQsendQueryPrepared(conn_.get(), c.stmt->name, static_cast<int>(values.size()),
+                             values.data(), nullptr, nullptr, 0) ||
+        !PQpipelineSync(conn_.get()))
+      return fail_rest(lost("cannot send"));
+  }
+  if (auto err = flush_all()) return fail_rest(err);
+  for (size_t i = 0; i < calls.size(); ++i) {
+    auto res = read_one_statement();
+    if (broken_) return fail_rest(res ? lost("connection lost") : res.error());
+    out.push_back(std::move(res));
+    if (auto err = read_sync()) return fail_rest(err);
+  }
+  return out;
+}
+
+bool connection::broken() const {
+  return broken_ || PQstatus(conn_.get()) == CONNECTION_BAD;
+}
+
+int connection::socket() const {
+  return PQsocket(conn_.get());
+}
+
+caf::error connection::consume_input() {
+  if (!PQconsumeInput(conn_.get())) return lost("connection lost");
+  return caf::none;
+}
+
+std::vector<std::string> connection::take_notifications() {
+  std::vector<std::string> channels;
+  while (PGnotify* n = PQnotifies(conn_.get())) {
+    channels.emplace_back(n->relname);
+    PQfreemem(n);
+  }
+  return channels;
+}
+
+caf::error connection::wait_for(bool write) {
+  pollfd pfd{PQsocket(conn_.get()), static_cast<short>(POLLIN | (write ? POLLOUT : 0)), 0};
+  int rc = 0;
+  do {
+    rc = ::poll(&pfd, 1, static_cast<int>(io_timeout_.count()));
+  } while (rc < 0 && errno == EINTR);
+  if (rc == 0)
+    return lost("no answer from PostgreSQL within " + std::to_string(io_timeout_.count()) + " ms");
+  if (rc < 0) return lost("poll failed");
+  if ((pfd.revents & POLLIN) || (pfd.revents & (POLLERR | POLLHUP))) {
+    if (!PQconsumeInput(conn_.get())) return lost("connection lost");
+  }
+  return caf::none;
+}
+
+caf::error connection::flush_all() {
+  for (;;) {
+    int rc = PQflush(conn_.get());
+    if (rc == 0) return caf::none;
+    if (rc < 0) return lost("cannot send");
+    // Reading while waiting to write keeps a long pipeline from deadlocking
+    // against a server that is blocked on sending us results.
+    if (auto err = wait_for(true)) return err;
+  }
+}
+
+caf::expected<result> connection::read_one_statement() {
+  std::optional<result> res;
+  caf::error err;
+  for (;;) {
+    while (PQisBusy(conn_.get())) {
+      if (auto e = wait_for(false)) return e;
+    }
+    PGresult* raw = PQgetResult(conn_.get());
+    if (!raw) break;
+    switch (PQresultStatus(raw)) {
+      case PGRES_TUPLES_OK:
+      case PGRES_COMMAND_OK:
+        res.emplace(raw);
+        break;
+      case PGRES_FATAL_ERROR:
+        err = error_of(raw);
+        PQclear(raw);
+        if (PQstatus(conn_.get()) == CONNECTION_BAD) return lost(error_message(err));
+        break;
+      default:
+        err = make_error(errc::storage_error,
+                         std::string{"unexpected result "} + PQresStatus(PQresultStatus(raw)));
+        PQclear(raw);
+        break;
+    }
+  }
+  if (err) return err;
+  if (!res) return make_error(errc::storage_error, "statement returned no result");
+  return std::move(*res);
+}
+
+caf::error connection::read_sync() {
+  while (PQisBusy(conn_.get())) {
+    if (auto e = wait_for(false)) return e;
+  }
+  PGresult* raw = PQgetResult(conn_.get());
+  bool ok = raw && PQresultStatus(raw) == PGRES_PIPELINE_SYNC;
+  PQclear(raw);
+  if (!ok) return lost("pipeline out of step");
+  return caf::none;
+}
+
+caf::error connection::lost(const std::string& what) {
+  broken_ = true;
+  auto detail = trimmed(PQerrorMessage(conn_.get()));
+  return make_error(errc::storage_unavailable,
+                    "lost the connection to PostgreSQL: " + what +
+                        (detail.empty() || detail == what ? "" : " (" + detail + ")"));
+}
+
+// -- helpers ------------------------------------------------------------------
+
+std::string array_literal(const std::vector<param>& values) {
+  std::string out = "{";
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (i > 0) out += ',';
+    if (!values[i]) {
+      out += "NULL";
+      continue;
+    }
+    out += '"';
+    for (char c : *values[i]) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+std::string redact_conninfo(const std::string& conninfo) {
+  static const std::regex url_password{R"((://[^:/@]*):[^@]*@)"};
+  static const std::regex kv_password{R"(password\s*=\s*('[^']*'|\S+))"};
+  auto s = std::regex_replace(conninfo, url_password, "$1:***@");
+  return std::regex_replace(s, kv_password, "password=***");
+}
+
+}  // namespace taskmill::db

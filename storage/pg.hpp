@@ -1,0 +1,122 @@
+#pragma once
+
+// A thin layer over libpq: owned results, a connection that runs a list of
+// named statements in one round trip (pipeline mode, one sync per statement so
+// each runs in its own implicit transaction and a failure stays its own), and
+// PostgreSQL array literals for set-based statements.
+
+#include <caf/expected.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct pg_conn;
+struct pg_result;
+
+namespace taskmill::db {
+
+/// A statement prepared on every connection under its name.
+struct statement {
+  const char* name;
+  const char* sql;
+};
+
+using param = std::optional<std::string>;
+
+/// One execution of a prepared statement.
+struct call {
+  const statement* stmt;
+  std::vector<param> params;
+};
+
+class result {
+ public:
+  explicit result(pg_result* res);
+
+  int rows() const;
+  /// The index of column `name`; -1 if the result has none.
+  int column(const char* name) const;
+  bool is_null(int row, int col) const;
+  std::string_view text(int row, int col) const;
+  std::string string(int row, int col) const { return std::string{text(row, col)}; }
+  int64_t int64(int row, int col) const;
+  int32_t int32(int row, int col) const { return static_cast<int32_t>(int64(row, col)); }
+  double float64(int row, int col) const;
+  bool boolean(int row, int col) const;
+  /// A timestamptz printed in UTC, as microseconds since the epoch.
+  int64_t micros(int row, int col) const;
+
+ private:
+  struct deleter {
+    void operator()(pg_result* res) const;
+  };
+  std::unique_ptr<pg_result, deleter> res_;
+};
+
+class connection {
+ public:
+  /// Connects, sets the session up (UTC, timeouts) and leaves the connection in
+  /// ordinary (non-pipeline) mode.
+  static caf::expected<connection> open(const std::string& conninfo,
+                                        std::chrono::milliseconds statement_timeout,
+                                        std::chrono::milliseconds lock_timeout);
+
+  connection(connection&&) noexcept;
+  connection& operator=(connection&&) noexcept;
+  ~connection();
+
+  /// Runs SQL text (possibly several statements) outside pipeline mode.
+  caf::expected<result> exec(const std::string& sql);
+  caf::expected<result> exec(const std::string& sql, const std::vector<param>& params);
+
+  /// Prepares `statements`, then switches to pipeline mode for good.
+  caf::error prepare_and_enter_pipeline(const std::vector<const statement*>& statements);
+
+  /// Runs `calls` in one round trip; one entry per call, in order. After a
+  /// lost connection every remaining entry is `storage_unavailable`.
+  std::vector<caf::expected<result>> run(const std::vector<call>& calls);
+
+  /// True once the connection is unusable; open a new one.
+  bool broken() const;
+
+  /// For LISTEN: the socket, reading what arrived, and the channels notified.
+  int socket() const;
+  caf::error consume_input();
+  std::vector<std::string> take_notifications();
+
+ private:
+  explicit connection(pg_conn* conn, std::chrono::milliseconds io_timeout);
+  caf::error wait_for(bool write);
+  caf::error flush_all();
+  caf::expected<result> read_one_statement();
+  caf::error read_sync();
+  caf::error lost(const std::string& what);
+
+  struct deleter {
+    void operator()(pg_conn* conn) const;
+  };
+  std::unique_ptr<pg_conn, deleter> conn_;
+  std::chrono::milliseconds io_timeout_;
+  bool broken_ = false;
+};
+
+/// Renders values as a PostgreSQL array literal: {"a","b\"c",NULL}.
+std::string array_literal(const std::vector<param>& values);
+
+template <class Range, class Fn>
+std::string array_literal_of(const Range& range, Fn&& to_param) {
+  std::vector<param> values;
+  values.reserve(std::size(range));
+  for (const auto& x : range) values.push_back(to_param(x));
+  return array_literal(values);
+}
+
+/// The connection string with secrets blanked, for logs.
+std::string redact_conninfo(const std::string& conninfo);
+
+}  // namespace taskmill::db

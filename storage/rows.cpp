@@ -1,0 +1,135 @@
+#include "storage/rows.hpp"
+
+#include "messages/names.hpp"
+#include "messages/time.hpp"
+
+namespace taskmill::db {
+
+task_columns::task_columns(const result& res)
+    : id(res.column("id")),
+      type(res.column("type")),
+      key(res.column("key")),
+      version(res.column("version")),
+      status(res.column("status")),
+      priority(res.column("priority")),
+      execute_at(res.column("execute_at")),
+      payload(res.column("payload")),
+      result_json(res.column("result")),
+      error(res.column("error")),
+      attempt(res.column("attempt")),
+      retry_count(res.column("retry_count")),
+      max_retries(res.column("max_retries")),
+      timeout_ms(res.column("timeout_ms")),
+      backoff_kind(res.column("backoff_kind")),
+      backoff_base_ms(res.column("backoff_base_ms")),
+      backoff_cap_ms(res.column("backoff_cap_ms")),
+      backoff_jitter(res.column("backoff_jitter")),
+      batch(res.column("batch")),
+      shard_index(res.column("shard_index")),
+      shard_total(res.column("shard_total")),
+      trace_id(res.column("trace_id")),
+      picked_by(res.column("picked_by")),
+      heartbeat_at(res.column("heartbeat_at")),
+      started_at(res.column("started_at")),
+      created_at(res.column("created_at")),
+      updated_at(res.column("updated_at")) {}
+
+namespace {
+
+void read_time(const result& res, int row, int col,
+               google::protobuf::Timestamp* (pb::Task::*field)(), pb::Task* out) {
+  if (!res.is_null(row, col)) set_micros((out->*field)(), res.micros(row, col));
+}
+
+param text_param(const std::string& s) {
+  return s;
+}
+
+template <class T>
+param number_param(T value) {
+  return std::to_string(value);
+}
+
+}  // namespace
+
+void read_task(const result& res, int row, const task_columns& c, pb::Task* out) {
+  out->set_id(res.int64(row, c.id));
+  out->set_type(res.string(row, c.type));
+  out->set_key(res.string(row, c.key));
+  out->set_version(res.int64(row, c.version));
+  out->set_status(parse_status(res.text(row, c.status)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+  out->set_priority(res.int32(row, c.priority));
+  read_time(res, row, c.execute_at, &pb::Task::mutable_execute_at, out);
+  out->set_payload(res.string(row, c.payload));
+  out->set_result(res.string(row, c.result_json));
+  out->set_error(res.string(row, c.error));
+  out->set_attempt(res.int32(row, c.attempt));
+  out->set_retry_count(res.int32(row, c.retry_count));
+  out->set_max_retries(res.int32(row, c.max_retries));
+  out->set_timeout_ms(res.int32(row, c.timeout_ms));
+  auto backoff = out->mutable_backoff();
+  backoff->set_kind(parse_backoff_kind(res.text(row, c.backoff_kind)).value_or(pb::EXPONENTIAL));
+  backoff->set_base_ms(res.int32(row, c.backoff_base_ms));
+  backoff->set_cap_ms(res.int32(row, c.backoff_cap_ms));
+  backoff->set_jitter(res.float64(row, c.backoff_jitter));
+  out->set_batch(res.string(row, c.batch));
+  out->set_shard_index(res.int32(row, c.shard_index));
+  out->set_shard_total(res.int32(row, c.shard_total));
+  out->set_trace_id(res.string(row, c.trace_id));
+  out->set_picked_by(res.string(row, c.picked_by));
+  read_time(res, row, c.heartbeat_at, &pb::Task::mutable_heartbeat_at, out);
+  read_time(res, row, c.started_at, &pb::Task::mutable_started_at, out);
+  read_time(res, row, c.created_at, &pb::Task::mutable_created_at, out);
+  read_time(res, row, c.updated_at, &pb::Task::mutable_updated_at, out);
+}
+
+param timestamp_param(const google::protobuf::Timestamp& ts) {
+  return format_rfc3339(to_micros(ts));
+}
+
+std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks) {
+  auto column = [&](auto&& fn) { return param{array_literal_of(tasks, fn)}; };
+  auto optional_number = [](bool has, auto value) { return has ? number_param(value) : param{}; };
+  auto backoff_number = [](const pb::SubmitTask* t, auto value) {
+    return t->has_backoff() && value > 0 ? number_param(value) : param{};
+  };
+  return {
+      column([](auto t) { return text_param(t->type()); }),
+      column([](auto t) { return text_param(t->key()); }),
+      column([&](auto t) { return optional_number(t->has_version(), t->version()); }),
+      column([](auto t) { return t->has_payload() ? text_param(t->payload()) : param{}; }),
+      column(
+          [](auto t) { return t->has_execute_at() ? timestamp_param(t->execute_at()) : param{}; }),
+      column([&](auto t) { return optional_number(t->has_priority(), t->priority()); }),
+      column([&](auto t) { return optional_number(t->has_max_retries(), t->max_retries()); }),
+      column([&](auto t) { return optional_number(t->has_timeout_ms(), t->timeout_ms()); }),
+      column([](auto t) {
+        return t->has_backoff() && t->backoff().kind() != pb::BACKOFF_KIND_UNSPECIFIED
+                   ? param{backoff_kind_name(t->backoff().kind())}
+                   : param{};
+      }),
+      column([&](auto t) { return backoff_number(t, t->backoff().base_ms()); }),
+      column([&](auto t) { return backoff_number(t, t->backoff().cap_ms()); }),
+      column(
+          [](auto t) { return t->has_backoff() ? number_param(t->backoff().jitter()) : param{}; }),
+      column([](auto t) { return t->has_batch() ? text_param(t->batch()) : param{}; }),
+      column([](auto t) { return t->has_trace_id() ? text_param(t->trace_id()) : param{}; }),
+      column([&](auto t) { return optional_number(t->has_shard_index(), t->shard_index()); }),
+      column([&](auto t) { return optional_number(t->has_shard_total(), t->shard_total()); }),
+  };
+}
+
+std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& outcomes,
+                                   const std::string& node) {
+  auto column = [&](auto&& fn) { return param{array_literal_of(outcomes, fn)}; };
+  return {
+      column([](auto o) { return number_param(o->task_id()); }),
+      column([](auto o) { return number_param(o->attempt()); }),
+      column([](auto o) { return param{outcome_name(o->outcome())}; }),
+      column([](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
+      column([](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),
+      param{node},
+  };
+}
+
+}  // namespace taskmill::db

@@ -1,0 +1,30 @@
+#pragma once
+
+// Converting between protobuf messages and statement rows and parameters.
+
+#include "storage/pg.hpp"
+#include "taskmill.pb.h"
+
+namespace taskmill::db {
+
+/// Column positions of a task row in one result, looked up once.
+struct task_columns {
+  explicit task_columns(const result& res);
+  int id, type, key, version, status, priority, execute_at, payload, result_json, error, attempt,
+      retry_count, max_retries, timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+      backoff_jitter, batch, shard_index, shard_total, trace_id, picked_by, heartbeat_at,
+      started_at, created_at, updated_at;
+};
+
+void read_task(const result& res, int row, const task_columns& cols, pb::Task* out);
+
+/// The 16 array parameters of submit_many for `tasks`.
+std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks);
+
+/// The parameters of complete_many for `outcomes`.
+std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& outcomes,
+                                   const std::string& node);
+
+param timestamp_param(const google::protobuf::Timestamp& ts);
+
+}  // namespace taskmill::db

@@ -1,0 +1,24 @@
+#pragma once
+
+// Every SQL statement a node runs, by name. They are prepared on each
+// connection; the rules themselves live in the migrations' SQL functions.
+
+#include "storage/pg.hpp"
+
+#include <vector>
+
+namespace taskmill::db::sql {
+
+extern const statement submit_many;
+extern const statement reschedule;
+extern const statement cancel_by_id;
+extern const statement cancel_by_key;
+extern const statement claim;
+extern const statement next_due;
+extern const statement complete_many;
+extern const statement get_task;
+
+/// All of the above, to prepare on connect.
+const std::vector<const statement*>& all();
+
+}  // namespace taskmill::db::sql

@@ -1,0 +1,494 @@
+#include "storage/storage.hpp"
+
+#include "messages/errors.hpp"
+#include "messages/names.hpp"
+#include "messages/time.hpp"
+#include "storage/listener.hpp"
+#include "storage/migrations.hpp"
+#include "storage/rows.hpp"
+#include "storage/statements.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+
+namespace taskmill {
+
+namespace {
+
+using results = std::vector<caf::expected<db::result>>;
+
+// Deadlocks and serialization failures are tried again this often.
+constexpr int max_tries = 3;
+
+// Rows per submit statement; a larger batch is split.
+constexpr size_t max_submit_rows = 5000;
+
+struct submit_request {
+  pb::SubmitTasks tasks;
+  caf::typed_response_promise<pb::SubmitResults> promise;
+  int tries = 0;
+  // 0: merged with any other request. After a merged statement failed, its
+  // requests are tried again in two halves, each a group of its own, until the
+  // bad one is alone.
+  int group = 0;
+};
+
+struct complete_request {
+  pb::TaskOutcomes outcomes;
+  caf::typed_response_promise<pb::OutcomeAcks> promise;
+  int tries = 0;
+};
+
+/// Any other request: statements of its own, and what to do with their results.
+struct plain_request {
+  std::vector<db::call> calls;
+  std::function<void(results&&)> answer;
+  int tries = 0;
+};
+
+/// Statements sent in one round trip, and who gets which results.
+struct part {
+  std::vector<db::call> calls;
+  std::function<void(results&&)> on_results;
+};
+
+}  // namespace
+
+struct storage_state {
+  static inline const char* name = "storage";
+
+  storage_options options;
+  std::optional<db::connection> conn;
+  std::vector<submit_request> submits;
+  std::vector<complete_request> completes;
+  std::vector<plain_request> plains;
+  bool flush_scheduled = false;
+  bool reconnect_scheduled = false;
+  int last_group = 0;
+  std::chrono::milliseconds reconnect_delay{0};
+  pb::StorageStatus status;
+  std::unique_ptr<db::notification_listener> listener;
+};
+
+namespace {
+
+using self_ptr = storage_actor::stateful_pointer<storage_state>;
+
+caf::error unavailable(self_ptr self) {
+  auto& last = self->state.status.last_error();
+  return make_error(errc::storage_unavailable,
+                    "PostgreSQL is not reachable" + (last.empty() ? "" : ": " + last));
+}
+
+bool retryable(const caf::error& err) {
+  return is(err, errc::retryable);
+}
+
+void schedule_flush(self_ptr self) {
+  if (self->state.flush_scheduled) return;
+  self->state.flush_scheduled = true;
+  self->send(self, caf::flush_atom_v);
+}
+
+bool connect(self_ptr self) {
+  auto& st = self->state;
+  auto fail = [&](const caf::error& err) {
+    st.status.set_last_error(error_message(err));
+    spdlog::warn("storage: {}", error_message(err));
+    return false;
+  };
+  auto conn = db::connection::open(st.options.conninfo, st.options.statement_timeout,
+                                   st.options.lock_timeout);
+  if (!conn) return fail(conn.error());
+  auto version = db::apply_migrations(*conn, db::all_migrations());
+  if (!version) return fail(version.error());
+  if (auto err = conn->prepare_and_enter_pipeline(db::sql::all())) return fail(err);
+  st.conn = std::move(*conn);
+  st.status.set_connected(true);
+  st.status.set_schema_version(*version);
+  st.status.clear_last_error();
+  st.reconnect_delay = std::chrono::milliseconds{0};
+  spdlog::info("storage: connected to {}, schema version {}",
+               db::redact_conninfo(st.options.conninfo), *version);
+  return true;
+}
+
+void schedule_reconnect(self_ptr self) {
+  auto& st = self->state;
+  if (st.reconnect_scheduled) return;
+  st.reconnect_scheduled = true;
+  st.reconnect_delay = st.reconnect_delay.count() == 0
+                           ? st.options.reconnect_min
+                           : std::min(st.reconnect_delay * 2, st.options.reconnect_max);
+  self->delayed_send(self, st.reconnect_delay, reconnect_atom_v);
+}
+
+void disconnect(self_ptr self) {
+  auto& st = self->state;
+  st.conn.reset();
+  st.status.set_connected(false);
+  st.status.set_reconnects(st.status.reconnects() + 1);
+  schedule_reconnect(self);
+}
+
+// -- submit ---------------------------------------------------------------------
+
+void read_submit_results(const db::result& res, std::vector<pb::SubmitResult>& by_ordinal) {
+  db::task_columns cols{res};
+  int ordinal = res.column("ordinal");
+  int outcome = res.column("outcome");
+  for (int row = 0; row < res.rows(); ++row) {
+    auto index = static_cast<size_t>(res.int64(row, ordinal) - 1);
+    if (index >= by_ordinal.size()) continue;
+    auto& out = by_ordinal[index];
+    out.set_outcome(
+        parse_submit_outcome(res.text(row, outcome)).value_or(pb::SUBMIT_OUTCOME_UNSPECIFIED));
+    db::read_task(res, row, cols, out.mutable_task());
+  }
+}
+
+void requeue_submits(self_ptr self, std::vector<submit_request>& requests, const caf::error& err) {
+  auto& st = self->state;
+  bool split = !retryable(err) && requests.size() > 1 && !is(err, errc::storage_unavailable);
+  int halves[2] = {++st.last_group, ++st.last_group};
+  for (size_t i = 0; i < requests.size(); ++i) {
+    auto& r = requests[i];
+    if (split) {
+      // One bad submit must not fail the others merged with it.
+      r.group = halves[i < requests.size() / 2 ? 0 : 1];
+    } else if (retryable(err) && r.tries + 1 < max_tries) {
+      ++r.tries;
+    } else {
+      r.promise.deliver(err);
+      continue;
+    }
+    st.submits.push_back(std::move(r));
+  }
+  schedule_flush(self);
+}
+
+part submit_part(self_ptr self, std::vector<submit_request> requests) {
+  auto shared = std::make_shared<std::vector<submit_request>>(std::move(requests));
+  std::vector<const pb::SubmitTask*> tasks;
+  for (const auto& r : *shared)
+    for (const auto& t : r.tasks.tasks()) tasks.push_back(&t);
+  part p;
+  p.calls.push_back(db::call{&db::sql::submit_many, db::submit_params(tasks)});
+  p.on_results = [self, shared, total = tasks.size()](results&& rs) {
+    if (!rs[0]) {
+      requeue_submits(self, *shared, rs[0].error());
+      return;
+    }
+    std::vector<pb::SubmitResult> by_ordinal(total);
+    read_submit_results(*rs[0], by_ordinal);
+    size_t next = 0;
+    for (auto& r : *shared) {
+      pb::SubmitResults answer;
+      for (int i = 0; i < r.tasks.tasks_size(); ++i)
+        *answer.add_results() = std::move(by_ordinal[next++]);
+      r.promise.deliver(std::move(answer));
+    }
+  };
+  return p;
+}
+
+void add_submit_parts(self_ptr self, std::vector<part>& parts) {
+  std::map<int, std::vector<submit_request>> groups;
+  std::map<int, size_t> rows;
+  for (auto& r : self->state.submits) {
+    auto& group = groups[r.group];
+    auto& group_rows = rows[r.group];
+    if (group_rows > 0 && group_rows + r.tasks.tasks_size() > max_submit_rows) {
+      parts.push_back(submit_part(self, std::move(group)));
+      group.clear();
+      group_rows = 0;
+    }
+    group_rows += r.tasks.tasks_size();
+    group.push_back(std::move(r));
+  }
+  for (auto& [id, group] : groups)
+    if (!group.empty()) parts.push_back(submit_part(self, std::move(group)));
+  self->state.submits.clear();
+}
+
+// -- complete -------------------------------------------------------------------
+
+void requeue_completes(self_ptr self, std::vector<complete_request>& requests,
+                       const caf::error& err) {
+  for (auto& r : requests) {
+    if (retryable(err) && r.tries + 1 < max_tries) {
+      ++r.tries;
+      self->state.completes.push_back(std::move(r));
+    } else {
+      r.promise.deliver(err);
+    }
+  }
+  schedule_flush(self);
+}
+
+void add_complete_part(self_ptr self, std::vector<part>& parts) {
+  auto& st = self->state;
+  if (st.completes.empty()) return;
+  auto shared = std::make_shared<std::vector<complete_request>>(std::move(st.completes));
+  st.completes.clear();
+  // The same (task, attempt) twice counts once: the second is answered stale.
+  std::vector<const pb::TaskOutcome*> unique;
+  std::map<std::pair<int64_t, int32_t>, size_t> seen;
+  auto slots = std::make_shared<std::vector<std::optional<size_t>>>();
+  for (const auto& r : *shared)
+    for (const auto& o : r.outcomes.outcomes()) {
+      auto [it, inserted] = seen.emplace(std::pair{o.task_id(), o.attempt()}, unique.size());
+      slots->push_back(inserted ? std::optional<size_t>{unique.size()} : std::nullopt);
+      if (inserted) unique.push_back(&o);
+    }
+  part p;
+  p.calls.push_back(
+      db::call{&db::sql::complete_many, db::complete_params(unique, st.options.node)});
+  p.on_results = [self, shared, slots](results&& rs) {
+    if (!rs[0]) {
+      requeue_completes(self, *shared, rs[0].error());
+      return;
+    }
+    const auto& res = *rs[0];
+    int applied = res.column("applied");
+    int status = res.column("status");
+    size_t next = 0;
+    for (auto& r : *shared) {
+      pb::OutcomeAcks acks;
+      for (const auto& o : r.outcomes.outcomes()) {
+        auto ack = acks.add_acks();
+        ack->set_task_id(o.task_id());
+        ack->set_attempt(o.attempt());
+        auto slot = (*slots)[next++];
+        if (!slot || static_cast<int>(*slot) >= res.rows()) continue;
+        int row = static_cast<int>(*slot);
+        ack->set_applied(res.boolean(row, applied));
+        ack->set_status(parse_status(res.text(row, status)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+      }
+      r.promise.deliver(std::move(acks));
+    }
+  };
+  parts.push_back(std::move(p));
+}
+
+// -- plain requests -------------------------------------------------------------
+
+void add_plain_parts(self_ptr self, std::vector<part>& parts) {
+  for (auto& r : self->state.plains) {
+    auto shared = std::make_shared<plain_request>(std::move(r));
+    part p;
+    p.calls = shared->calls;
+    p.on_results = [self, shared](results&& rs) {
+      for (auto& res : rs) {
+        if (!res && retryable(res.error()) && shared->tries + 1 < max_tries) {
+          ++shared->tries;
+          self->state.plains.push_back(std::move(*shared));
+          schedule_flush(self);
+          return;
+        }
+      }
+      shared->answer(std::move(rs));
+    };
+    parts.push_back(std::move(p));
+  }
+  self->state.plains.clear();
+}
+
+template <class T>
+void enqueue(self_ptr self, std::vector<db::call> calls, caf::typed_response_promise<T> promise,
+             std::function<caf::expected<T>(results&)> read) {
+  plain_request r;
+  r.calls = std::move(calls);
+  r.answer = [promise, read = std::move(read)](results&& rs) mutable {
+    for (auto& res : rs)
+      if (!res) {
+        promise.deliver(res.error());
+        return;
+      }
+    auto value = read(rs);
+    if (value)
+      promise.deliver(std::move(*value));
+    else
+      promise.deliver(value.error());
+  };
+  self->state.plains.push_back(std::move(r));
+  schedule_flush(self);
+}
+
+// -- the round trip -------------------------------------------------------------
+
+void fail_queued(self_ptr self, const caf::error& err) {
+  auto& st = self->state;
+  for (auto& r : st.submits) r.promise.deliver(err);
+  for (auto& r : st.completes) r.promise.deliver(err);
+  for (auto& r : st.plains) {
+    results rs;
+    for (size_t i = 0; i < r.calls.size(); ++i) rs.emplace_back(err);
+    r.answer(std::move(rs));
+  }
+  st.submits.clear();
+  st.completes.clear();
+  st.plains.clear();
+}
+
+void flush(self_ptr self) {
+  auto& st = self->state;
+  st.flush_scheduled = false;
+  if (!st.conn) {
+    fail_queued(self, unavailable(self));
+    return;
+  }
+  std::vector<part> parts;
+  add_submit_parts(self, parts);
+  add_complete_part(self, parts);
+  add_plain_parts(self, parts);
+  if (parts.empty()) return;
+  std::vector<db::call> calls;
+  for (const auto& p : parts) calls.insert(calls.end(), p.calls.begin(), p.calls.end());
+  auto rs = st.conn->run(calls);
+  st.status.set_round_trips(st.status.round_trips() + 1);
+  st.status.set_statements(st.status.statements() + static_cast<int64_t>(calls.size()));
+  st.status.set_requests(st.status.requests() + static_cast<int64_t>(parts.size()));
+  if (st.conn->broken()) {
+    for (const auto& r : rs)
+      if (!r) st.status.set_last_error(error_message(r.error()));
+    spdlog::warn("storage: {}", st.status.last_error());
+    disconnect(self);
+  }
+  size_t offset = 0;
+  for (auto& p : parts) {
+    results mine;
+    for (size_t i = 0; i < p.calls.size(); ++i) mine.push_back(std::move(rs[offset + i]));
+    offset += p.calls.size();
+    p.on_results(std::move(mine));
+  }
+}
+
+// -- reading rows ---------------------------------------------------------------
+
+caf::expected<pb::Task> single_task(const db::result& res, const std::string& missing) {
+  if (res.rows() == 0) return make_error(errc::not_found, missing);
+  pb::Task task;
+  db::read_task(res, 0, db::task_columns{res}, &task);
+  return task;
+}
+
+template <class Result, class Outcome>
+caf::expected<Result> outcome_and_task(const db::result& res,
+                                       std::optional<Outcome> (*parse)(std::string_view)) {
+  if (res.rows() == 0) return make_error(errc::storage_error, "statement returned no row");
+  Result out;
+  out.set_outcome(parse(res.text(0, res.column("outcome"))).value_or(Outcome{}));
+  db::read_task(res, 0, db::task_columns{res}, out.mutable_task());
+  return out;
+}
+
+pb::ClaimedTasks read_claim(const db::result& claimed, const db::result& next) {
+  pb::ClaimedTasks out;
+  db::task_columns cols{claimed};
+  for (int row = 0; row < claimed.rows(); ++row) db::read_task(claimed, row, cols, out.add_tasks());
+  if (next.rows() > 0 && !next.is_null(0, 0)) {
+    auto delay_us = next.micros(0, 0) - next.micros(0, 1);
+    out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
+  }
+  return out;
+}
+
+std::string int_array(const google::protobuf::RepeatedField<int32_t>& values) {
+  return db::array_literal_of(values, [](int32_t v) { return db::param{std::to_string(v)}; });
+}
+
+}  // namespace
+
+storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
+  auto behavior = [](self_ptr self, storage_options opts) -> storage_actor::behavior_type {
+    self->state.options = std::move(opts);
+    if (!connect(self)) schedule_reconnect(self);
+    return {
+        [self](submit_atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::SubmitResults>();
+          self->state.submits.push_back(submit_request{std::move(tasks), promise});
+          schedule_flush(self);
+          return promise;
+        },
+        [self](complete_atom, pb::TaskOutcomes& outcomes) -> caf::result<pb::OutcomeAcks> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::OutcomeAcks>();
+          self->state.completes.push_back(complete_request{std::move(outcomes), promise});
+          schedule_flush(self);
+          return promise;
+        },
+        [self](reschedule_atom,
+               const pb::RescheduleRequest& req) -> caf::result<pb::RescheduleResult> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::RescheduleResult>();
+          db::call c{&db::sql::reschedule,
+                     {req.type(), req.key(), db::timestamp_param(req.execute_at()),
+                      req.has_payload() ? db::param{req.payload()} : db::param{}}};
+          enqueue<pb::RescheduleResult>(self, {std::move(c)}, promise, [](results& rs) {
+            return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);
+          });
+          return promise;
+        },
+        [self](cancel_atom, const pb::CancelRequest& req) -> caf::result<pb::CancelResult> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::CancelResult>();
+          db::call c = req.id() != 0 ? db::call{&db::sql::cancel_by_id, {std::to_string(req.id())}}
+                                     : db::call{&db::sql::cancel_by_key, {req.type(), req.key()}};
+          enqueue<pb::CancelResult>(self, {std::move(c)}, promise, [](results& rs) {
+            return outcome_and_task<pb::CancelResult>(*rs[0], &parse_cancel_outcome);
+          });
+          return promise;
+        },
+        [self](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::ClaimedTasks>();
+          db::call claim{&db::sql::claim,
+                         {req.node(), std::to_string(req.limit()), int_array(req.level_quotas()),
+                          db::array_literal_of(req.capped_types(),
+                                               [](const std::string& s) { return db::param{s}; }),
+                          int_array(req.capped_limits()), std::to_string(req.global_limit())}};
+          db::call next{&db::sql::next_due, {}};
+          enqueue<pb::ClaimedTasks>(self, {std::move(claim), std::move(next)}, promise,
+                                    [](results& rs) { return read_claim(*rs[0], *rs[1]); });
+          return promise;
+        },
+        [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::Task>();
+          enqueue<pb::Task>(self, {db::call{&db::sql::get_task, {std::to_string(id)}}}, promise,
+                            [id](results& rs) {
+                              return single_task(*rs[0], "no task with id " + std::to_string(id));
+                            });
+          return promise;
+        },
+        [self](status_atom) -> pb::StorageStatus { return self->state.status; },
+        [self](caf::subscribe_atom, wake_listener_actor target) {
+          auto& st = self->state;
+          if (!st.options.listen || st.listener) return;
+          st.listener = std::make_unique<db::notification_listener>(
+              st.options.conninfo, "taskmill_tasks",
+              [target] { caf::anon_send(target, wake_atom_v); }, st.options.reconnect_min,
+              st.options.reconnect_max);
+        },
+        [self](caf::flush_atom) { flush(self); },
+        [self](reconnect_atom) {
+          self->state.reconnect_scheduled = false;
+          if (self->state.conn) return;
+          if (!connect(self)) schedule_reconnect(self);
+        },
+    };
+  };
+  return sys.spawn<caf::detached>(behavior, std::move(options));
+}
+
+}  // namespace taskmill

@@ -1,0 +1,29 @@
+#pragma once
+
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <string>
+
+namespace taskmill {
+
+struct storage_options {
+  std::string conninfo;
+  /// Recorded in the attempt history of outcomes this node reports.
+  std::string node;
+  std::chrono::milliseconds statement_timeout{30000};
+  std::chrono::milliseconds lock_timeout{2000};
+  std::chrono::milliseconds reconnect_min{100};
+  std::chrono::milliseconds reconnect_max{5000};
+  /// LISTEN for wake-ups; off for connection poolers that break LISTEN.
+  bool listen = true;
+};
+
+/// Spawns the storage actor on its own thread (libpq blocks). It connects,
+/// applies the migrations and then answers requests; while PostgreSQL is
+/// unreachable it answers `storage_unavailable` and reconnects with backoff.
+storage_actor spawn_storage(caf::actor_system& sys, storage_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,143 @@
+#define BOOST_TEST_MODULE config
+#include <boost/test/unit_test.hpp>
+
+#include "config/config.hpp"
+#include "messages/errors.hpp"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct temp_file {
+  explicit temp_file(const std::string& content)
+      : path(std::filesystem::temp_directory_path() /
+             ("taskmill-config-" + std::to_string(getpid()) + "-" + std::to_string(counter++) +
+              ".toml")) {
+    std::ofstream{path} << content;
+  }
+  ~temp_file() { std::filesystem::remove(path); }
+  std::filesystem::path path;
+  static inline int counter = 0;
+};
+
+std::string error_of(const std::string& content, const std::vector<std::string>& overrides = {}) {
+  temp_file file{content};
+  auto cfg = load_config(file.path.string(), overrides);
+  BOOST_REQUIRE_MESSAGE(!cfg, "expected an error for:\n" << content);
+  BOOST_CHECK(is(cfg.error(), errc::invalid_argument));
+  return error_message(cfg.error());
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_example_file_documents_the_defaults) {
+  auto example = load_config(TASKMILL_SOURCE_DIR "/config/taskmill.example.toml", {});
+  BOOST_REQUIRE_MESSAGE(example, error_message(example ? caf::error{} : example.error()));
+  config defaults;
+  BOOST_CHECK_EQUAL(example->node.data_dir, defaults.node.data_dir);
+  BOOST_CHECK(example->node.shutdown_grace == defaults.node.shutdown_grace);
+  BOOST_CHECK_EQUAL(example->database.url, defaults.database.url);
+  BOOST_CHECK(example->database.lock_timeout == defaults.database.lock_timeout);
+  BOOST_CHECK_EQUAL(example->api.listen, defaults.api.listen);
+  BOOST_CHECK_EQUAL(example->api.max_payload_bytes, defaults.api.max_payload_bytes);
+  BOOST_CHECK_EQUAL(example->scheduling.batch_size, defaults.scheduling.batch_size);
+  BOOST_CHECK_EQUAL(example->scheduling.node_limit, defaults.scheduling.node_limit);
+  BOOST_CHECK(example->scheduling.poll_interval == defaults.scheduling.poll_interval);
+  BOOST_CHECK(example->scheduling.weights == defaults.scheduling.weights);
+  BOOST_CHECK(example->heartbeat.interval == defaults.heartbeat.interval);
+  BOOST_CHECK_EQUAL(example->heartbeat.missed, defaults.heartbeat.missed);
+  BOOST_CHECK(example->watcher.success_retention == defaults.watcher.success_retention);
+  BOOST_CHECK(example->watcher.purge_retention == defaults.watcher.purge_retention);
+  BOOST_CHECK(example->reconciler.interval == defaults.reconciler.interval);
+  BOOST_CHECK_EQUAL(example->default_type.executor, defaults.default_type.executor);
+  BOOST_CHECK(example->default_type.timeout == defaults.default_type.timeout);
+  BOOST_CHECK(example->default_type.backoff.cap == defaults.default_type.backoff.cap);
+  BOOST_CHECK(!example->node.name.empty());
+}
+
+BOOST_AUTO_TEST_CASE(types_inherit_defaults_and_override_them) {
+  temp_file file{R"(
+[defaults]
+timeout = "7s"
+max_retries = 5
+
+[types.AUDIT]
+executor = "http"
+url = "http://127.0.0.1:9000/audit"
+max_retries = 1
+running_limit = 20
+backoff = "fixed"
+backoff_base = "250ms"
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE(cfg);
+  const auto& audit = cfg->type_config("AUDIT");
+  BOOST_CHECK_EQUAL(audit.executor, "http");
+  BOOST_CHECK(audit.timeout == 7s);
+  BOOST_CHECK_EQUAL(audit.max_retries, 1);
+  BOOST_CHECK_EQUAL(audit.running_limit, 20);
+  BOOST_CHECK(!audit.backoff.exponential);
+  BOOST_CHECK(audit.backoff.base == 250ms);
+  const auto& other = cfg->type_config("OTHER");
+  BOOST_CHECK_EQUAL(other.max_retries, 5);
+  BOOST_CHECK_EQUAL(other.executor, "noop");
+}
+
+BOOST_AUTO_TEST_CASE(errors_name_the_option) {
+  BOOST_CHECK(
+      contains(error_of("[scheduling]\nbatchsize = 3\n"), "unknown option 'scheduling.batchsize'"));
+  BOOST_CHECK(contains(error_of("[scheduling]\nbatch_size = \"x\"\n"),
+                       "'scheduling.batch_size' must be an integer"));
+  BOOST_CHECK(contains(error_of("[scheduling]\nbatch_size = 0\n"), "'scheduling.batch_size'"));
+  BOOST_CHECK(contains(error_of("[heartbeat]\ninterval = \"5 parsecs\"\n"),
+                       "'heartbeat.interval' must be a duration"));
+  BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"smtp\"\n"), "'types.X.executor'"));
+  BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"http\"\n"), "'types.X.url'"));
+  BOOST_CHECK(contains(error_of("[api]\nlisten = \"nohost\"\n"), "'api.listen'"));
+  BOOST_CHECK(contains(error_of("[scheduling]\nweights = [1, 2]\n"), "'scheduling.weights'"));
+  BOOST_CHECK(contains(error_of("[[reconciler.rules]]\ntype = \"A\"\n"),
+                       "'reconciler.rules[0].query' is required"));
+  BOOST_CHECK(contains(error_of("speling = 1\n"), "unknown option 'speling'"));
+  auto syntax = error_of("[node\nname = 1\n");
+  BOOST_CHECK_MESSAGE(contains(syntax, "line 1"), syntax);
+}
+
+BOOST_AUTO_TEST_CASE(command_line_overrides_beat_the_environment_which_beats_the_file) {
+  temp_file file{"[database]\nurl = \"host=file\"\n[scheduling]\nbatch_size = 100\n"};
+  setenv("TASKMILL_DATABASE_URL", "host=env", 1);
+  auto from_env = load_config(file.path.string(), {"scheduling.batch_size=64"});
+  BOOST_REQUIRE(from_env);
+  BOOST_CHECK_EQUAL(from_env->database.url, "host=env");
+  BOOST_CHECK_EQUAL(from_env->scheduling.batch_size, 64);
+  auto from_cli = load_config(file.path.string(), {"database.url=postgresql://cli/db"});
+  BOOST_REQUIRE(from_cli);
+  BOOST_CHECK_EQUAL(from_cli->database.url, "postgresql://cli/db");
+  unsetenv("TASKMILL_DATABASE_URL");
+  auto bad = load_config(file.path.string(), {"scheduling.batchsize=3"});
+  BOOST_REQUIRE(!bad);
+  BOOST_CHECK(contains(error_message(bad.error()), "scheduling.batchsize"));
+  auto malformed = load_config(file.path.string(), {"no-equals-sign"});
+  BOOST_REQUIRE(!malformed);
+  BOOST_CHECK(contains(error_message(malformed.error()), "section.key=value"));
+}
+
+BOOST_AUTO_TEST_CASE(durations) {
+  BOOST_CHECK(*parse_duration("250ms") == 250ms);
+  BOOST_CHECK(*parse_duration("5s") == 5s);
+  BOOST_CHECK(*parse_duration("2m") == 2min);
+  BOOST_CHECK(*parse_duration("24h") == 24h);
+  BOOST_CHECK(*parse_duration("7d") == 168h);
+  BOOST_CHECK(*parse_duration("1500") == 1500ms);
+  BOOST_CHECK(!parse_duration("5 s"));
+  BOOST_CHECK(!parse_duration("-1s"));
+  BOOST_CHECK(!parse_duration("s"));
+}

@@ -1,0 +1,259 @@
+#define BOOST_TEST_MODULE storage
+#include <boost/test/unit_test.hpp>
+
+#include "messages/errors.hpp"
+#include "storage/embedded_postgres.hpp"
+#include "storage/migrations.hpp"
+#include "storage/storage.hpp"
+#include "tests/support/test_database.hpp"
+
+#include <caf/event_based_actor.hpp>
+
+#include <filesystem>
+#include <latch>
+#include <mutex>
+#include <thread>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+
+namespace {
+
+storage_actor start_storage(caf::actor_system& sys, const std::string& conninfo) {
+  storage_options opts;
+  opts.conninfo = conninfo;
+  opts.node = "test-node";
+  opts.reconnect_min = 50ms;
+  opts.reconnect_max = 200ms;
+  opts.listen = false;
+  return spawn_storage(sys, opts);
+}
+
+pb::StorageStatus status_of(caf::actor_system& sys, const storage_actor& storage) {
+  auto status = test::ask<pb::StorageStatus>(sys, storage, status_atom_v);
+  BOOST_REQUIRE(status);
+  return *status;
+}
+
+pb::SubmitTasks one_task(const std::string& type, const std::string& key) {
+  pb::SubmitTasks req;
+  auto t = req.add_tasks();
+  t->set_type(type);
+  t->set_key(key);
+  return req;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(migrations)
+
+BOOST_AUTO_TEST_CASE(apply_twice_changes_nothing) {
+  test::scratch_database database{"mig"};
+  auto conn = database.connect();
+  const auto& all = db::all_migrations();
+  auto first = db::apply_migrations(conn, all);
+  BOOST_REQUIRE_MESSAGE(first, test::describe(first));
+  BOOST_CHECK_EQUAL(*first, all.back().version);
+  auto second = db::apply_migrations(conn, all);
+  BOOST_REQUIRE(second);
+  BOOST_CHECK_EQUAL(*second, *first);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
+                    std::to_string(all.size()));
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.tasks"), "0");
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_nodes_apply_each_migration_once) {
+  test::scratch_database database{"migrace"};
+  constexpr int nodes = 8;
+  std::vector<caf::expected<int>> versions(nodes, caf::error{});
+  std::latch go{nodes};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < nodes; ++i)
+    threads.emplace_back([&, i] {
+      auto conn = database.connect();
+      go.arrive_and_wait();
+      versions[i] = db::apply_migrations(conn, db::all_migrations());
+    });
+  for (auto& t : threads) t.join();
+  for (auto& v : versions) {
+    BOOST_REQUIRE_MESSAGE(v, test::describe(v));
+    BOOST_CHECK_EQUAL(*v, db::all_migrations().back().version);
+  }
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
+                    std::to_string(db::all_migrations().size()));
+}
+
+BOOST_AUTO_TEST_CASE(a_changed_migration_is_refused) {
+  test::scratch_database database{"migchg"};
+  auto conn = database.connect();
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  auto changed = db::all_migrations();
+  std::string sql = std::string{changed[0].sql} + "\n-- edited";
+  changed[0].sql = sql.c_str();
+  auto result = db::apply_migrations(conn, changed);
+  BOOST_REQUIRE(!result);
+  BOOST_CHECK_NE(error_message(result.error()).find("changed after it was applied"),
+                 std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_newer_database_is_refused) {
+  test::scratch_database database{"mignew"};
+  auto conn = database.connect();
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  std::vector<db::migration> older{db::all_migrations().front()};
+  auto result = db::apply_migrations(conn, older);
+  BOOST_REQUIRE(!result);
+  BOOST_CHECK_NE(error_message(result.error()).find("newer"), std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(storage_actor_tests, test::actor_system_fixture)
+
+BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
+  test::scratch_database database{"batch"};
+  auto storage = start_storage(*sys, database.conninfo());
+  BOOST_REQUIRE(test::eventually([&] { return status_of(*sys, storage).connected(); }));
+  constexpr int n = 300;
+  database.exec("SELECT taskmill.submit('T', k::text) FROM generate_series(1, " +
+                std::to_string(n) + ") k");
+  auto ids = database.exec("SELECT id, key FROM taskmill.tasks ORDER BY id");
+  BOOST_REQUIRE_EQUAL(ids.rows(), n);
+  auto before = status_of(*sys, storage);
+
+  std::latch done{n};
+  std::mutex mtx;
+  std::vector<std::string> problems;
+  sys->spawn([&](caf::event_based_actor* self) {
+    for (int i = 0; i < n; ++i) {
+      auto id = ids.int64(i, 0);
+      auto key = ids.string(i, 1);
+      self->request(storage, 30s, caf::get_atom_v, id)
+          .then(
+              [&, id, key](const pb::Task& task) {
+                if (task.id() != id || task.key() != key) {
+                  std::lock_guard<std::mutex> guard{mtx};
+                  problems.push_back("asked for " + std::to_string(id) + ", got " +
+                                     std::to_string(task.id()));
+                }
+                done.count_down();
+              },
+              [&](const caf::error& err) {
+                std::lock_guard<std::mutex> guard{mtx};
+                problems.push_back(error_message(err));
+                done.count_down();
+              });
+    }
+  });
+  done.wait();
+  BOOST_CHECK_MESSAGE(problems.empty(), problems.size() << " wrong answers, first: "
+                                                        << (problems.empty() ? "" : problems[0]));
+  auto after = status_of(*sys, storage);
+  auto round_trips = after.round_trips() - before.round_trips();
+  BOOST_TEST_MESSAGE(n << " concurrent requests took " << round_trips << " round trips");
+  BOOST_CHECK_LE(round_trips, n / 10);
+  BOOST_CHECK_EQUAL(after.requests() - before.requests(), n);
+  caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_submits_merge_into_few_statements) {
+  test::scratch_database database{"merge"};
+  auto storage = start_storage(*sys, database.conninfo());
+  BOOST_REQUIRE(test::eventually([&] { return status_of(*sys, storage).connected(); }));
+  auto before = status_of(*sys, storage);
+  constexpr int n = 200;
+  std::latch done{n};
+  std::mutex mtx;
+  std::vector<std::string> problems;
+  int rejected = 0;
+  sys->spawn([&](caf::event_based_actor* self) {
+    for (int i = 0; i < n; ++i) {
+      // Each request carries i % 3 + 1 tasks; request 57 is invalid.
+      pb::SubmitTasks req;
+      std::vector<std::string> keys;
+      for (int j = 0; j <= i % 3; ++j) {
+        auto t = req.add_tasks();
+        t->set_type("MERGE");
+        t->set_key("k" + std::to_string(i) + "-" + std::to_string(j));
+        if (i == 57) t->set_priority(9);
+        keys.push_back(t->key());
+      }
+      self->request(storage, 30s, submit_atom_v, std::move(req))
+          .then(
+              [&, keys, i](const pb::SubmitResults& res) {
+                std::lock_guard<std::mutex> guard{mtx};
+                if (i == 57) problems.push_back("the invalid submit was accepted");
+                if (res.results_size() != static_cast<int>(keys.size()))
+                  problems.push_back("wrong number of results");
+                for (int j = 0; j < res.results_size() && j < static_cast<int>(keys.size()); ++j)
+                  if (res.results(j).task().key() != keys[j] ||
+                      res.results(j).outcome() != pb::CREATED)
+                    problems.push_back("request " + std::to_string(i) + " got " +
+                                       res.results(j).task().key());
+                done.count_down();
+              },
+              [&, i](const caf::error& err) {
+                std::lock_guard<std::mutex> guard{mtx};
+                if (i != 57)
+                  problems.push_back(error_message(err));
+                else if (is(err, errc::invalid_argument) &&
+                         error_message(err).find("priority") != std::string::npos)
+                  ++rejected;
+                else
+                  problems.push_back("invalid submit failed oddly: " + error_message(err));
+                done.count_down();
+              });
+    }
+  });
+  done.wait();
+  BOOST_CHECK_MESSAGE(problems.empty(), problems.size() << " problems, first: "
+                                                        << (problems.empty() ? "" : problems[0]));
+  BOOST_CHECK_EQUAL(rejected, 1);
+  auto after = status_of(*sys, storage);
+  BOOST_TEST_MESSAGE(n << " concurrent submits took " << after.statements() - before.statements()
+                       << " statements in " << after.round_trips() - before.round_trips()
+                       << " round trips");
+  BOOST_CHECK_LE(after.statements() - before.statements(), n / 5);
+  // Every valid task is stored once; the invalid request stored nothing.
+  int valid_tasks = 0;
+  for (int i = 0; i < n; ++i) valid_tasks += i == 57 ? 0 : i % 3 + 1;
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.tasks"),
+                    std::to_string(valid_tasks));
+  caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(reconnects_after_the_server_restarts) {
+  auto dir =
+      std::filesystem::temp_directory_path() / ("taskmill-restart-" + std::to_string(getpid()));
+  db::embedded_postgres_options opts;
+  opts.dir = dir.string();
+  opts.throwaway = true;
+  auto pg = db::embedded_postgres::start(opts);
+  BOOST_REQUIRE_MESSAGE(pg, test::describe(pg));
+  auto storage = start_storage(*sys, pg->conninfo());
+  BOOST_REQUIRE(test::eventually([&] { return status_of(*sys, storage).connected(); }));
+  auto created = test::ask<pb::SubmitResults>(*sys, storage, submit_atom_v, one_task("R", "1"));
+  BOOST_REQUIRE(created);
+  auto id = created->results(0).task().id();
+
+  opts.port = pg->port();
+  BOOST_REQUIRE(!pg->stop());
+  auto during = test::ask<pb::Task>(*sys, storage, caf::get_atom_v, id);
+  BOOST_REQUIRE(!during);
+  BOOST_CHECK_MESSAGE(is(during.error(), errc::storage_unavailable), error_message(during.error()));
+  BOOST_CHECK_NE(error_message(during.error()).find("PostgreSQL"), std::string::npos);
+  BOOST_CHECK(!status_of(*sys, storage).connected());
+
+  auto again = db::embedded_postgres::start(opts);
+  BOOST_REQUIRE_MESSAGE(again, test::describe(again));
+  BOOST_REQUIRE(test::eventually([&] { return status_of(*sys, storage).connected(); }, 20s));
+  auto after = test::ask<pb::Task>(*sys, storage, caf::get_atom_v, id);
+  BOOST_REQUIRE_MESSAGE(after, test::describe(after));
+  BOOST_CHECK_EQUAL(after->key(), "1");
+  BOOST_CHECK_GE(status_of(*sys, storage).reconnects(), 1);
+  caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+  BOOST_CHECK(!again->stop());
+  std::filesystem::remove_all(again->dir());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
