@@ -151,9 +151,10 @@ void read_type(table_reader& r, task_type_config& t) {
   if (kind != "exponential" && kind != "fixed")
     r.fail("backoff", "must be \"fixed\" or \"exponential\"");
   t.backoff.exponential = kind == "exponential";
-  static const std::set<std::string> executors{"noop", "sleep", "fail", "http", "caf"};
+  static const std::set<std::string> executors{"", "noop", "sleep", "fail", "http", "caf"};
   if (!executors.count(t.executor))
-    r.fail("executor", "must be one of noop, sleep, fail, http, caf (got \"" + t.executor + "\")");
+    r.fail("executor",
+           "must be one of noop, sleep, fail, http, caf or empty (got \"" + t.executor + "\")");
   if (t.executor == "http" && t.url.rfind("http://", 0) != 0)
     r.fail("url", "must be an http:// URL when executor = \"http\"");
 }

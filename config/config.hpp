@@ -27,8 +27,8 @@ struct backoff_config {
 /// How tasks of one type are run.
 struct task_type_config {
   std::string name;
-  /// noop | sleep | fail | http | caf
-  std::string executor = "noop";
+  /// noop | sleep | fail | http | caf; empty: this node does not run the type.
+  std::string executor;
   std::string url;  // http executor only
   milliseconds timeout{5000};
   int max_retries = 3;

@@ -3,7 +3,7 @@
 // The typed interface of every actor of a node, in one place, so the message
 // flow can be read here:
 //
-//   api / inserter --submit--> storage        inserter --wake--> pusher
+//   api --submit--> inserter --submit--> storage   inserter --wake--> pusher
 //   storage (NOTIFY) --wake--> pusher          pusher --acquire--> limiter
 //   pusher --claim--> storage --tasks--> pusher --dispatch--> dispatcher
 //   dispatcher --execute--> executor --outcome--> dispatcher
@@ -43,40 +43,52 @@ inspect(Inspector& f, Message& x) {
 
 }  // namespace taskmill::pb
 
+// clang-format off
 CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
 
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Task))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskList))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitTasks))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitResults))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleRequest))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleResult))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelRequest))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelResult))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcome))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcomes))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::OutcomeAcks))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultReport))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultAck))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimRequest))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimedTasks))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AttemptList))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ListTasksRequest))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::NodeList))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Stats))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::BatchCounts))
-CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::StorageStatus))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Task))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitTasks))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitResults))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::RescheduleResult))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelResult))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcome))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskOutcomes))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::OutcomeAcks))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultReport))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ResultAck))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ClaimedTasks))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AttemptList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ListTasksRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::NodeList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Stats))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::BatchCounts))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::StorageStatus))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::PermitUse))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::PermitRelease))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TypeSettingsList))
 
-CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
-CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
-CAF_ADD_ATOM(taskmill, taskmill, cancel_atom, "cancel")
-CAF_ADD_ATOM(taskmill, taskmill, claim_atom, "claim")
-CAF_ADD_ATOM(taskmill, taskmill, complete_atom, "complete")
-CAF_ADD_ATOM(taskmill, taskmill, status_atom, "status")
-CAF_ADD_ATOM(taskmill, taskmill, wake_atom, "wake")
-CAF_ADD_ATOM(taskmill, taskmill, reconnect_atom, "reconnect")
+  CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
+  CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
+  CAF_ADD_ATOM(taskmill, taskmill, cancel_atom, "cancel")
+  CAF_ADD_ATOM(taskmill, taskmill, claim_atom, "claim")
+  CAF_ADD_ATOM(taskmill, taskmill, complete_atom, "complete")
+  CAF_ADD_ATOM(taskmill, taskmill, status_atom, "status")
+  CAF_ADD_ATOM(taskmill, taskmill, wake_atom, "wake")
+  CAF_ADD_ATOM(taskmill, taskmill, reconnect_atom, "reconnect")
+  CAF_ADD_ATOM(taskmill, taskmill, configure_atom, "configure")
+  CAF_ADD_ATOM(taskmill, taskmill, acquire_atom, "acquire")
+  CAF_ADD_ATOM(taskmill, taskmill, settle_atom, "settle")
+  CAF_ADD_ATOM(taskmill, taskmill, release_atom, "release")
+  CAF_ADD_ATOM(taskmill, taskmill, dispatch_atom, "dispatch")
+  CAF_ADD_ATOM(taskmill, taskmill, finished_atom, "finished")
+  CAF_ADD_ATOM(taskmill, taskmill, report_atom, "report")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
+// clang-format on
 
 namespace taskmill {
 
@@ -93,9 +105,52 @@ using storage_actor = caf::typed_actor<
     caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
     caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
     caf::replies_to<status_atom>::with<pb::StorageStatus>,
+    // Writes the per-type settings of the node's configuration; answers how many.
+    caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
     // Starts forwarding NOTIFY wake-ups to the listener.
     caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
     // Internal: the next round trip, and reconnect attempts.
     caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
+
+/// Validates submissions, reschedules and cancels, has storage apply the rules
+/// of SPEC §3, and wakes the pusher when due work may have arrived.
+using inserter_actor = caf::typed_actor<
+    caf::replies_to<submit_atom, pb::SubmitTasks>::with<pb::SubmitResults>,
+    caf::replies_to<reschedule_atom, pb::RescheduleRequest>::with<pb::RescheduleResult>,
+    caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>>;
+
+/// Counts the tasks in flight on this node and hands out permits to claim
+/// more, with the cluster-wide limits, which the claim enforces in the
+/// database.
+using limiter_actor = caf::typed_actor<
+    // Permits for up to n claims, as the skeleton of a claim request.
+    caf::replies_to<acquire_atom, int32_t>::with<pb::ClaimRequest>,
+    // What a claim used of its permits; the rest go back.
+    caf::reacts_to<settle_atom, pb::PermitUse>,
+    // Outcomes of these tasks are stored: their permits go back.
+    caf::reacts_to<release_atom, pb::PermitRelease>,
+    // Tasks in flight on this node.
+    caf::replies_to<caf::get_atom>::with<int64_t>,
+    // Who to wake when permits come back.
+    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>>;
+
+/// Decides when to claim (a wake-up, its timer, permits coming back), claims
+/// due tasks in weighted-fair batches and hands them to the dispatcher.
+using pusher_actor = wake_listener_actor::extend<
+    // Internal: the timer, with the generation it was set in.
+    caf::reacts_to<caf::tick_atom, uint64_t>>;
+
+/// Runs claimed tasks on their executors, enforces their timeouts and reports
+/// outcomes to storage; permits go back once an outcome is stored.
+using dispatcher_actor =
+    caf::typed_actor<caf::reacts_to<dispatch_atom, pb::TaskList>,
+                     // Internal: an asynchronous execution finished.
+                     caf::reacts_to<finished_atom, pb::TaskOutcome>,
+                     // Internal: the timeout of (task id, attempt) expired.
+                     caf::reacts_to<caf::timeout_atom, int64_t, int32_t>,
+                     // Internal: report the outcomes gathered so far.
+                     caf::reacts_to<caf::flush_atom>,
+                     // Internal: report outcomes again after storage failed to take them.
+                     caf::reacts_to<report_atom, pb::TaskOutcomes>>;
 
 }  // namespace taskmill

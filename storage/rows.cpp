@@ -132,4 +132,22 @@ std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& ou
   };
 }
 
+std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
+  const auto& types = settings.types();
+  auto column = [&](auto&& fn) { return param{array_literal_of(types, fn)}; };
+  auto positive_or_null = [](auto value) { return value > 0 ? number_param(value) : param{}; };
+  return {
+      column([](const pb::TypeSettings& t) { return text_param(t.type()); }),
+      column([](const pb::TypeSettings& t) { return number_param(t.timeout_ms()); }),
+      column([](const pb::TypeSettings& t) { return number_param(t.max_retries()); }),
+      column(
+          [](const pb::TypeSettings& t) { return param{backoff_kind_name(t.backoff().kind())}; }),
+      column([](const pb::TypeSettings& t) { return number_param(t.backoff().base_ms()); }),
+      column([](const pb::TypeSettings& t) { return number_param(t.backoff().cap_ms()); }),
+      column([](const pb::TypeSettings& t) { return number_param(t.backoff().jitter()); }),
+      column([&](const pb::TypeSettings& t) { return positive_or_null(t.pending_deadline_ms()); }),
+      column([&](const pb::TypeSettings& t) { return positive_or_null(t.running_limit()); }),
+  };
+}
+
 }  // namespace taskmill::db

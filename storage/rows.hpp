@@ -25,6 +25,9 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
 std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& outcomes,
                                    const std::string& node);
 
+/// The parameters of put_type_settings.
+std::vector<param> type_settings_params(const pb::TypeSettingsList& settings);
+
 param timestamp_param(const google::protobuf::Timestamp& ts);
 
 }  // namespace taskmill::db

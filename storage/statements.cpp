@@ -21,9 +21,11 @@ const statement cancel_by_key{
 
 const statement claim{
     "claim",
-    "SELECT * FROM taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int)"};
+    "SELECT * FROM taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
+    "$7::text[])"};
 
-const statement next_due{"next_due", "SELECT next_due_at, db_now FROM taskmill.next_due()"};
+const statement next_due{"next_due",
+                         "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[])"};
 
 const statement complete_many{
     "complete_many",
@@ -32,10 +34,15 @@ const statement complete_many{
 
 const statement get_task{"get_task", "SELECT * FROM taskmill.tasks WHERE id = $1::bigint"};
 
+const statement put_type_settings{
+    "put_type_settings",
+    "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
+    "$6::int[], $7::real[], $8::bigint[], $9::int[])"};
+
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many, &reschedule, &cancel_by_id,  &cancel_by_key,
-      &claim,       &next_due,   &complete_many, &get_task,
+      &submit_many, &reschedule,    &cancel_by_id, &cancel_by_key,     &claim,
+      &next_due,    &complete_many, &get_task,     &put_type_settings,
   };
   return list;
 }

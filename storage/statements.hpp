@@ -17,6 +17,7 @@ extern const statement claim;
 extern const statement next_due;
 extern const statement complete_many;
 extern const statement get_task;
+extern const statement put_type_settings;
 
 /// All of the above, to prepare on connect.
 const std::vector<const statement*>& all();

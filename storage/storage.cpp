@@ -406,6 +406,10 @@ std::string int_array(const google::protobuf::RepeatedField<int32_t>& values) {
   return db::array_literal_of(values, [](int32_t v) { return db::param{std::to_string(v)}; });
 }
 
+std::string text_array(const google::protobuf::RepeatedPtrField<std::string>& values) {
+  return db::array_literal_of(values, [](const std::string& v) { return db::param{v}; });
+}
+
 }  // namespace
 
 storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
@@ -452,12 +456,12 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
         [self](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
           if (!self->state.conn) return unavailable(self);
           auto promise = self->make_response_promise<pb::ClaimedTasks>();
+          auto types = req.any_type() ? db::param{} : db::param{text_array(req.types())};
           db::call claim{&db::sql::claim,
                          {req.node(), std::to_string(req.limit()), int_array(req.level_quotas()),
-                          db::array_literal_of(req.capped_types(),
-                                               [](const std::string& s) { return db::param{s}; }),
-                          int_array(req.capped_limits()), std::to_string(req.global_limit())}};
-          db::call next{&db::sql::next_due, {}};
+                          text_array(req.capped_types()), int_array(req.capped_limits()),
+                          std::to_string(req.global_limit()), types}};
+          db::call next{&db::sql::next_due, {types}};
           enqueue<pb::ClaimedTasks>(self, {std::move(claim), std::move(next)}, promise,
                                     [](results& rs) { return read_claim(*rs[0], *rs[1]); });
           return promise;
@@ -472,6 +476,15 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
           return promise;
         },
         [self](status_atom) -> pb::StorageStatus { return self->state.status; },
+        [self](configure_atom, const pb::TypeSettingsList& settings) -> caf::result<int32_t> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<int32_t>();
+          db::call c{&db::sql::put_type_settings, db::type_settings_params(settings)};
+          enqueue<int32_t>(
+              self, {std::move(c)}, promise,
+              [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
+          return promise;
+        },
         [self](caf::subscribe_atom, wake_listener_actor target) {
           auto& st = self->state;
           if (!st.options.listen || st.listener) return;

@@ -89,7 +89,7 @@ backoff_base = "250ms"
   BOOST_CHECK(audit.backoff.base == 250ms);
   const auto& other = cfg->type_config("OTHER");
   BOOST_CHECK_EQUAL(other.max_retries, 5);
-  BOOST_CHECK_EQUAL(other.executor, "noop");
+  BOOST_CHECK_EQUAL(other.executor, "");
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_option) {

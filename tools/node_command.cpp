@@ -1,13 +1,11 @@
+#include "actors/node.hpp"
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
 #include "storage/embedded_postgres.hpp"
-#include "storage/pg.hpp"
-#include "storage/storage.hpp"
 #include "tools/commands.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
-#include <caf/scoped_actor.hpp>
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -39,34 +37,6 @@ std::optional<int> stop_signal_within(std::chrono::milliseconds timeout) {
   int sig = sigtimedwait(&set, nullptr, &ts);
   if (sig > 0) return sig;
   return std::nullopt;
-}
-
-/// Waits until storage is connected and migrated; false if a stop signal came
-/// first or it did not happen within `limit`.
-bool wait_for_storage(caf::actor_system& sys, const storage_actor& storage,
-                      std::chrono::seconds limit) {
-  caf::scoped_actor self{sys};
-  auto deadline = std::chrono::steady_clock::now() + limit;
-  std::string last_error;
-  bool announced = false;
-  while (std::chrono::steady_clock::now() < deadline) {
-    bool connected = false;
-    self->request(storage, 10s, status_atom_v)
-        .receive(
-            [&](const pb::StorageStatus& status) {
-              connected = status.connected();
-              last_error = status.last_error();
-            },
-            [&](const caf::error& err) { last_error = error_message(err); });
-    if (connected) return true;
-    if (!announced) {
-      spdlog::info("node: waiting for PostgreSQL ({})", last_error);
-      announced = true;
-    }
-    if (stop_signal_within(500ms)) return false;
-  }
-  spdlog::error("node: PostgreSQL not ready after {}s: {}", limit.count(), last_error);
-  return false;
 }
 
 }  // namespace
@@ -107,26 +77,21 @@ int run_node(const config& cfg) {
     sys_cfg.set("scheduler.max-threads",
                 static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
     caf::actor_system sys{sys_cfg};
-
-    storage_options storage_opts;
-    storage_opts.conninfo = conninfo;
-    storage_opts.node = cfg.node.name;
-    storage_opts.statement_timeout = cfg.database.statement_timeout;
-    storage_opts.lock_timeout = cfg.database.lock_timeout;
-    storage_opts.reconnect_min = cfg.database.reconnect_min;
-    storage_opts.reconnect_max = cfg.database.reconnect_max;
-    storage_opts.listen = cfg.database.listen;
-    auto storage = spawn_storage(sys, storage_opts);
-
-    if (!wait_for_storage(sys, storage, 60s)) {
+    auto shared_cfg = std::make_shared<const config>(cfg);
+    auto deadline = std::chrono::steady_clock::now() + 60s;
+    auto node = start_node(sys, shared_cfg, conninfo, [&] {
+      return !stop_signal_within(500ms) && std::chrono::steady_clock::now() < deadline;
+    });
+    if (!node) {
+      spdlog::error("node {}: {}", cfg.node.name, error_message(node.error()));
       exit_code = 1;
     } else {
       spdlog::info("node {}: running; stop with Ctrl-C or SIGTERM", cfg.node.name);
       std::optional<int> sig;
       while (!sig) sig = stop_signal_within(1h);
       spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));
+      stop_node(*node);
     }
-    caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
   }
   if (embedded) {
     if (auto err = embedded->stop()) {

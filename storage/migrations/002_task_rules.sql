@@ -382,15 +382,44 @@ BEGIN
 END
 $$;
 
--- SPEC §4, claim. Takes due tasks in claim order (priority, execute_at, id)
+-- Claims up to p_limit due tasks in claim order (priority, execute_at, id)
 -- with SKIP LOCKED and makes them running in the same statement, so a task is
--- claimed once across any number of nodes. p_level_quotas[l] tasks of level l
--- come first (the pusher's weighted shares), the rest of p_limit is filled in
--- claim order. Running limits are counted here, in the database, so they hold
--- for the whole cluster; claims that check them take turns.
+-- claimed once across any number of nodes. p_priority NULL: any level;
+-- p_type NULL: any type but the capped ones. Custom plans fold the NULL tests
+-- away, so each form uses the claim index as if written out.
+CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
+                                    p_type text, p_types text[], p_capped text[])
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+  RETURN QUERY
+    WITH picked AS (
+      SELECT t.id FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+         AND (p_priority IS NULL OR t.priority = p_priority)
+         AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
+         AND (p_types IS NULL OR t.type = ANY (p_types))
+       ORDER BY t.priority, t.execute_at, t.id
+       LIMIT p_limit
+       FOR UPDATE SKIP LOCKED)
+    UPDATE taskmill.tasks t
+       SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+           heartbeat_at = now(), started_at = now(), updated_at = now()
+      FROM picked WHERE t.id = picked.id
+    RETURNING t.*;
+END
+$$;
+
+-- SPEC §4, claim. p_level_quotas[l] tasks of level l come first (the pusher's
+-- weighted shares), the rest of p_limit is filled in claim order. Types with
+-- a running limit go first within a level, as far as their room allows.
+-- Running limits are counted here, in the database, so they hold for the
+-- whole cluster; claims that check them take turns. p_types lists the types
+-- this node can run (NULL: any).
 CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
                                p_capped_types text[], p_type_limits integer[],
-                               p_global_limit integer)
+                               p_global_limit integer, p_types text[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -399,6 +428,8 @@ DECLARE
   v_count integer;
   v_running integer;
   v_capped text[] := coalesce(p_capped_types, '{}');
+  v_room integer[] := '{}';
+  v_step integer;
 BEGIN
   IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
     PERFORM pg_advisory_xact_lock(7345, 3);
@@ -407,64 +438,31 @@ BEGIN
     SELECT count(*) INTO v_running FROM taskmill.tasks t WHERE t.status = 'running';
     v_left := least(v_left, p_global_limit - v_running);
   END IF;
-
-  FOR lvl IN 1..5 LOOP
-    v_quota := least(coalesce(p_level_quotas[lvl], 0), v_left);
-    CONTINUE WHEN v_quota <= 0;
-    RETURN QUERY
-      WITH picked AS (
-        SELECT t.id FROM taskmill.tasks t
-         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-           AND t.priority = lvl AND t.type <> ALL (v_capped)
-         ORDER BY t.execute_at, t.id
-         LIMIT v_quota
-         FOR UPDATE SKIP LOCKED)
-      UPDATE taskmill.tasks t
-         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-             heartbeat_at = now(), started_at = now(), updated_at = now()
-        FROM picked WHERE t.id = picked.id
-      RETURNING t.*;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    v_left := v_left - v_count;
-  END LOOP;
-
-  IF v_left > 0 THEN
-    RETURN QUERY
-      WITH picked AS (
-        SELECT t.id FROM taskmill.tasks t
-         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-           AND t.type <> ALL (v_capped)
-         ORDER BY t.priority, t.execute_at, t.id
-         LIMIT v_left
-         FOR UPDATE SKIP LOCKED)
-      UPDATE taskmill.tasks t
-         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-             heartbeat_at = now(), started_at = now(), updated_at = now()
-        FROM picked WHERE t.id = picked.id
-      RETURNING t.*;
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    v_left := v_left - v_count;
-  END IF;
-
   FOR i IN 1..cardinality(v_capped) LOOP
-    EXIT WHEN v_left <= 0;
     SELECT count(*) INTO v_running FROM taskmill.tasks t
      WHERE t.status = 'running' AND t.type = v_capped[i];
-    v_quota := least(v_left, p_type_limits[i] - v_running);
+    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
+                      THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+
+  -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
+  FOR lvl IN 1..6 LOOP
+    EXIT WHEN v_left <= 0;
+    v_quota := CASE WHEN lvl <= 5 THEN least(coalesce(p_level_quotas[lvl], 0), v_left) ELSE v_left END;
     CONTINUE WHEN v_quota <= 0;
-    RETURN QUERY
-      WITH picked AS (
-        SELECT t.id FROM taskmill.tasks t
-         WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-           AND t.type = v_capped[i]
-         ORDER BY t.priority, t.execute_at, t.id
-         LIMIT v_quota
-         FOR UPDATE SKIP LOCKED)
-      UPDATE taskmill.tasks t
-         SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-             heartbeat_at = now(), started_at = now(), updated_at = now()
-        FROM picked WHERE t.id = picked.id
-      RETURNING t.*;
+    FOR i IN 1..cardinality(v_capped) LOOP
+      v_step := least(v_quota, v_room[i]);
+      CONTINUE WHEN v_step <= 0;
+      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_step, nullif(lvl, 6), v_capped[i],
+                                                     p_types, v_capped);
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      v_room[i] := v_room[i] - v_count;
+      v_quota := v_quota - v_count;
+      v_left := v_left - v_count;
+    END LOOP;
+    CONTINUE WHEN v_quota <= 0;
+    RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
+                                                   p_types, v_capped);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     v_left := v_left - v_count;
   END LOOP;
@@ -473,7 +471,8 @@ $$;
 
 -- When the next task not yet due becomes due, and the database's now, so the
 -- pusher can set its timer without trusting its own clock.
-CREATE FUNCTION taskmill.next_due(OUT next_due_at timestamptz, OUT db_now timestamptz)
+CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
+                                  OUT db_now timestamptz)
 LANGUAGE sql STABLE AS $$
   SELECT (SELECT min(n.execute_at)
             FROM generate_series(1, 5) AS lvl(p)
@@ -481,6 +480,7 @@ LANGUAGE sql STABLE AS $$
               SELECT t.execute_at FROM taskmill.tasks t
                WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
                  AND t.execute_at > now()
+                 AND (p_types IS NULL OR t.type = ANY (p_types))
                ORDER BY t.execute_at LIMIT 1) n),
          now()
 $$;
@@ -522,6 +522,7 @@ LANGUAGE sql AS $$
     SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
            CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
       FROM input i JOIN taskmill.tasks t ON t.id = i.id
+     WHERE i.attempt BETWEEN 1 AND t.attempt
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
   )
   SELECT i.id, i.attempt, u.id IS NOT NULL, coalesce(u.status, t.status)
@@ -529,4 +530,25 @@ LANGUAGE sql AS $$
     LEFT JOIN updated u ON u.id = i.id
     LEFT JOIN taskmill.tasks t ON t.id = i.id
    ORDER BY i.ord
+$$;
+
+-- Per-type settings from a node's configuration (the empty type: defaults).
+CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
+                                           p_max_retries integer[], p_backoff_kinds text[],
+                                           p_backoff_bases integer[], p_backoff_caps integer[],
+                                           p_backoff_jitters real[], p_deadlines bigint[],
+                                           p_limits integer[]) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
+                                        backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                                        pending_deadline_ms, running_limit, updated_at)
+  SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
+                                p_backoff_bases, p_backoff_caps, p_backoff_jitters,
+                                p_deadlines, p_limits) AS u
+  ON CONFLICT (type) DO UPDATE
+     SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
+         backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
+         backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
+         pending_deadline_ms = excluded.pending_deadline_ms,
+         running_limit = excluded.running_limit, updated_at = now()
 $$;

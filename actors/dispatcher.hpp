@@ -1,0 +1,23 @@
+#pragma once
+
+#include "config/config.hpp"
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <memory>
+#include <string>
+
+namespace taskmill {
+
+struct dispatcher_options {
+  std::string node;
+  /// Executors and timeouts per type; read only.
+  std::shared_ptr<const config> cfg;
+  storage_actor storage;
+  limiter_actor limiter;
+};
+
+dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,68 @@
+#include "actors/inserter.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace taskmill {
+
+struct inserter_state {
+  static inline const char* name = "inserter";
+  inserter_options options;
+};
+
+namespace {
+
+using self_ptr = inserter_actor::stateful_pointer<inserter_state>;
+
+constexpr auto storage_timeout = std::chrono::seconds{120};
+
+/// Asks storage, wakes the pusher if `woke_work` says the answer may have
+/// made work due, and hands the answer on.
+template <class Answer, class Request, class Atom, class Predicate>
+caf::result<Answer> forward(self_ptr self, Atom atom, Request req, Predicate woke_work) {
+  auto promise = self->make_response_promise<Answer>();
+  self->request(self->state.options.storage, storage_timeout, atom, std::move(req))
+      .then(
+          [self, promise, woke_work](Answer& answer) mutable {
+            if (woke_work(answer)) self->send(self->state.options.pusher, wake_atom_v);
+            promise.deliver(std::move(answer));
+          },
+          [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });
+  return promise;
+}
+
+inserter_actor::behavior_type inserter(self_ptr self, inserter_options options) {
+  self->state.options = std::move(options);
+  return {
+      [self](submit_atom atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
+        if (auto err = validate(tasks, self->state.options.limits)) return err;
+        return forward<pb::SubmitResults>(
+            self, atom, std::move(tasks), [](const pb::SubmitResults& r) {
+              for (const auto& result : r.results())
+                if (result.outcome() == pb::CREATED || result.outcome() == pb::REPLACED)
+                  return true;
+              return false;
+            });
+      },
+      [self](reschedule_atom atom,
+             pb::RescheduleRequest& req) -> caf::result<pb::RescheduleResult> {
+        if (auto err = validate(req, self->state.options.limits)) return err;
+        return forward<pb::RescheduleResult>(
+            self, atom, std::move(req),
+            [](const pb::RescheduleResult& r) { return r.outcome() != pb::IGNORED; });
+      },
+      [self](cancel_atom atom, pb::CancelRequest& req) -> caf::result<pb::CancelResult> {
+        if (auto err = validate(req)) return err;
+        return forward<pb::CancelResult>(self, atom, std::move(req),
+                                         [](const pb::CancelResult&) { return false; });
+      },
+  };
+}
+
+}  // namespace
+
+inserter_actor spawn_inserter(caf::actor_system& sys, inserter_options options) {
+  return sys.spawn(inserter, std::move(options));
+}
+
+}  // namespace taskmill

@@ -1,0 +1,18 @@
+#pragma once
+
+#include "messages/actors.hpp"
+#include "messages/validate.hpp"
+
+#include <caf/fwd.hpp>
+
+namespace taskmill {
+
+struct inserter_options {
+  input_limits limits;
+  storage_actor storage;
+  wake_listener_actor pusher;
+};
+
+inserter_actor spawn_inserter(caf::actor_system& sys, inserter_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,71 @@
+#include "actors/limiter.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <map>
+
+namespace taskmill {
+
+struct limiter_state {
+  static inline const char* name = "limiter";
+
+  limiter_options options;
+  int64_t in_flight = 0;  // claimed and not yet stored as finished
+  int64_t reserved = 0;   // granted to a claim still under way
+  std::map<std::string, int64_t> by_type;
+  wake_listener_actor pusher;
+
+  int64_t room() const { return options.node_limit - in_flight - reserved; }
+};
+
+namespace {
+
+limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_state> self,
+                                     limiter_options options) {
+  self->state.options = std::move(options);
+  return {
+      [self](acquire_atom, int32_t wanted) -> pb::ClaimRequest {
+        auto& st = self->state;
+        auto granted =
+            static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(wanted, st.room())));
+        st.reserved += granted;
+        pb::ClaimRequest req;
+        req.set_limit(granted);
+        req.set_global_limit(st.options.global_limit);
+        for (const auto& [type, limit] : st.options.type_limits) {
+          req.add_capped_types(type);
+          req.add_capped_limits(limit);
+        }
+        return req;
+      },
+      [self](settle_atom, const pb::PermitUse& use) {
+        auto& st = self->state;
+        st.reserved -= use.granted();
+        for (const auto& type : use.claimed_types()) {
+          ++st.in_flight;
+          ++st.by_type[type];
+        }
+      },
+      [self](release_atom, const pb::PermitRelease& release) {
+        auto& st = self->state;
+        for (const auto& type : release.types()) {
+          --st.in_flight;
+          if (--st.by_type[type] <= 0) st.by_type.erase(type);
+        }
+        if (st.pusher && !release.types().empty()) self->send(st.pusher, wake_atom_v);
+      },
+      [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
+      [self](caf::subscribe_atom, wake_listener_actor pusher) {
+        self->state.pusher = std::move(pusher);
+      },
+  };
+}
+
+}  // namespace
+
+limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options) {
+  return sys.spawn(limiter, std::move(options));
+}
+
+}  // namespace taskmill

@@ -1,0 +1,144 @@
+#include "actors/pusher.hpp"
+
+#include "actors/fair_shares.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace taskmill {
+
+struct pusher_state {
+  static inline const char* name = "pusher";
+
+  pusher_options options;
+  fair_shares shares{{1, 1, 1, 1, 1}};
+  // A round is under way; wake-ups meanwhile start another right after it.
+  bool claiming = false;
+  bool wake_pending = false;
+  // Only the newest timer counts; older ones find a newer generation.
+  uint64_t timer_generation = 0;
+  bool storage_failing = false;
+};
+
+namespace {
+
+using self_ptr = pusher_actor::stateful_pointer<pusher_state>;
+
+constexpr auto storage_timeout = std::chrono::seconds{120};
+
+void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
+  auto generation = ++self->state.timer_generation;
+  self->delayed_send(self, delay, caf::tick_atom_v, generation);
+}
+
+void claim_round(self_ptr self);
+
+void finish_round(self_ptr self, bool again, std::chrono::milliseconds next) {
+  auto& st = self->state;
+  st.claiming = false;
+  if (again || st.wake_pending) {
+    st.wake_pending = false;
+    claim_round(self);
+    return;
+  }
+  arm_timer(self, std::min(next, st.options.poll_interval));
+}
+
+void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed) {
+  auto& st = self->state;
+  if (st.storage_failing) {
+    spdlog::info("pusher: claiming again");
+    st.storage_failing = false;
+  }
+  fair_shares::counts asked{};
+  for (int l = 0; l < fair_shares::levels; ++l) asked[l] = req.level_quotas(l);
+  fair_shares::counts got{};
+  pb::PermitUse use;
+  use.set_granted(req.limit());
+  for (const auto& task : claimed.tasks()) {
+    auto level = task.priority() - 1;
+    if (level >= 0 && level < fair_shares::levels) ++got[level];
+    use.add_claimed_types(task.type());
+  }
+  st.shares.settle(asked, got);
+  self->send(st.options.limiter, settle_atom_v, std::move(use));
+  bool full = claimed.tasks_size() >= req.limit();
+  if (claimed.tasks_size() > 0) {
+    pb::TaskList list;
+    list.mutable_tasks()->Swap(claimed.mutable_tasks());
+    self->send(st.options.dispatcher, dispatch_atom_v, std::move(list));
+  }
+  auto next = claimed.has_next_due_in_ms() ? std::chrono::milliseconds{claimed.next_due_in_ms()}
+                                           : st.options.poll_interval;
+  finish_round(self, full, next);
+}
+
+void claim_with(self_ptr self, pb::ClaimRequest req) {
+  auto& st = self->state;
+  if (req.limit() <= 0) {
+    // No permits: the limiter wakes us when some come back.
+    self->send(st.options.limiter, settle_atom_v, pb::PermitUse{});
+    st.claiming = false;
+    return;
+  }
+  req.set_node(st.options.node);
+  for (auto quota : st.shares.quotas(req.limit())) req.add_level_quotas(quota);
+  req.set_any_type(st.options.any_type);
+  for (const auto& type : st.options.types) req.add_types(type);
+  self->request(st.options.storage, storage_timeout, claim_atom_v, req)
+      .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
+            [self, granted = req.limit()](const caf::error& err) {
+              auto& st = self->state;
+              pb::PermitUse nothing;
+              nothing.set_granted(granted);
+              self->send(st.options.limiter, settle_atom_v, std::move(nothing));
+              if (!st.storage_failing) {
+                spdlog::warn("pusher: cannot claim: {}", error_message(err));
+                st.storage_failing = true;
+              }
+              st.claiming = false;
+              st.wake_pending = false;
+              arm_timer(self, st.options.poll_interval);
+            });
+}
+
+void claim_round(self_ptr self) {
+  auto& st = self->state;
+  if (st.claiming) {
+    st.wake_pending = true;
+    return;
+  }
+  st.claiming = true;
+  st.wake_pending = false;
+  self->request(st.options.limiter, storage_timeout, acquire_atom_v, st.options.batch_size)
+      .then([self](pb::ClaimRequest& req) { claim_with(self, std::move(req)); },
+            [self](const caf::error& err) {
+              spdlog::error("pusher: limiter failed: {}", error_message(err));
+              self->state.claiming = false;
+              arm_timer(self, self->state.options.poll_interval);
+            });
+}
+
+pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> self,
+                                   pusher_options options) {
+  self->state.shares = fair_shares{options.weights};
+  self->state.options = std::move(options);
+  claim_round(self);
+  return {
+      [self](wake_atom) { claim_round(self); },
+      [self](caf::tick_atom, uint64_t generation) {
+        if (generation == self->state.timer_generation) claim_round(self);
+      },
+  };
+}
+
+}  // namespace
+
+pusher_actor spawn_pusher(caf::actor_system& sys, pusher_options options) {
+  return sys.spawn(pusher, std::move(options));
+}
+
+}  // namespace taskmill

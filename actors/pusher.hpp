@@ -1,0 +1,29 @@
+#pragma once
+
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <array>
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace taskmill {
+
+struct pusher_options {
+  std::string node;
+  int32_t batch_size = 512;
+  std::chrono::milliseconds poll_interval{1000};
+  std::array<int, 5> weights{16, 8, 4, 2, 1};
+  /// The types this node runs; any type when `any_type`.
+  bool any_type = false;
+  std::vector<std::string> types;
+  storage_actor storage;
+  limiter_actor limiter;
+  dispatcher_actor dispatcher;
+};
+
+pusher_actor spawn_pusher(caf::actor_system& sys, pusher_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,116 @@
+#include "tests/support/task_sql.hpp"
+
+#include "messages/errors.hpp"
+
+namespace taskmill::test {
+
+namespace {
+
+constexpr const char* task_columns =
+    "id, type, key, version, status, priority, payload::text, coalesce(error, ''), attempt, "
+    "retry_count, max_retries, timeout_ms, coalesce(picked_by, ''), coalesce(batch, ''), trace_id, "
+    "extract(epoch from execute_at - now())::float8";
+
+std::string text_or_empty(const db::result& res, int row, const char* name) {
+  auto col = res.column(name);
+  return col < 0 ? std::string{} : res.string(row, col);
+}
+
+}  // namespace
+
+task_row read_task_row(const db::result& res, int row) {
+  task_row t;
+  t.outcome = text_or_empty(res, row, "outcome");
+  int base = res.column("id");
+  t.id = res.int64(row, base);
+  t.type = res.string(row, base + 1);
+  t.key = res.string(row, base + 2);
+  t.version = res.int64(row, base + 3);
+  t.status = res.string(row, base + 4);
+  t.priority = res.int32(row, base + 5);
+  t.payload = res.string(row, base + 6);
+  t.error = res.string(row, base + 7);
+  t.attempt = res.int32(row, base + 8);
+  t.retry_count = res.int32(row, base + 9);
+  t.max_retries = res.int32(row, base + 10);
+  t.timeout_ms = res.int32(row, base + 11);
+  t.picked_by = res.string(row, base + 12);
+  t.batch = res.string(row, base + 13);
+  t.trace_id = res.string(row, base + 14);
+  t.execute_in_s = res.float64(row, base + 15);
+  return t;
+}
+
+task_database::task_database(const std::string& label) : scratch_database(label) {
+  auto conn = connect();
+  auto applied = db::apply_migrations(conn, db::all_migrations());
+  BOOST_REQUIRE_MESSAGE(applied, describe(applied));
+}
+
+namespace {
+
+std::string call_sql(const std::string& call) {
+  return std::string{"SELECT f.outcome, "} + task_columns + " FROM taskmill." + call +
+         " f, LATERAL (SELECT (f.task).*) t";
+}
+
+}  // namespace
+
+task_row task_database::call(const std::string& call) const {
+  auto res = exec(call_sql(call));
+  BOOST_REQUIRE_EQUAL(res.rows(), 1);
+  return read_task_row(res, 0);
+}
+
+task_row task_database::call_on(db::connection& conn, const std::string& call) {
+  auto res = conn.exec(call_sql(call));
+  BOOST_REQUIRE_MESSAGE(res, describe(res));
+  BOOST_REQUIRE_EQUAL(res->rows(), 1);
+  return read_task_row(*res, 0);
+}
+
+std::vector<task_row> task_database::unit(const std::string& type, const std::string& key) const {
+  auto res = exec(std::string{"SELECT '' AS outcome, "} + task_columns +
+                      " FROM taskmill.tasks WHERE type = $1 AND key = $2 ORDER BY id",
+                  {type, key});
+  std::vector<task_row> out;
+  for (int i = 0; i < res.rows(); ++i) out.push_back(read_task_row(res, i));
+  return out;
+}
+
+task_row task_database::by_id(int64_t id) const {
+  auto res = exec(
+      std::string{"SELECT '' AS outcome, "} + task_columns + " FROM taskmill.tasks WHERE id = $1",
+      {std::to_string(id)});
+  BOOST_REQUIRE_EQUAL(res.rows(), 1);
+  return read_task_row(res, 0);
+}
+
+std::vector<task_row> task_database::claim(int n, const std::string& node) const {
+  auto res = exec(std::string{"SELECT '' AS outcome, "} + task_columns +
+                      " FROM taskmill.claim($1, $2, '{}', '{}', '{}', 0, NULL) ORDER BY priority, "
+                      "execute_at, id",
+                  {node, std::to_string(n)});
+  std::vector<task_row> out;
+  for (int i = 0; i < res.rows(); ++i) out.push_back(read_task_row(res, i));
+  return out;
+}
+
+bool task_database::complete(int64_t id, int attempt, const std::string& outcome,
+                             const std::string& error) const {
+  auto res = exec(
+      "SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], ARRAY[$2::int], ARRAY[$3], "
+      "ARRAY[NULL::jsonb], ARRAY[$4], 'n1')",
+      {std::to_string(id), std::to_string(attempt), outcome,
+       error.empty() ? db::param{} : db::param{error}});
+  return res.boolean(0, 0);
+}
+
+std::string task_database::error_of(const std::string& sql) const {
+  auto conn = connect();
+  auto res = conn.exec(sql);
+  BOOST_REQUIRE_MESSAGE(!res, "expected an error from: " << sql);
+  return error_message(res.error());
+}
+
+}  // namespace taskmill::test

@@ -1,0 +1,553 @@
+// SPEC §4 against the SQL functions: claims, fenced outcomes, retries and
+// backoff, limits, weighted fairness, and races between many connections.
+#define BOOST_TEST_MODULE claims
+#include <boost/test/unit_test.hpp>
+
+#include "actors/fair_shares.hpp"
+#include "messages/errors.hpp"
+#include "tests/support/task_sql.hpp"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <random>
+#include <set>
+#include <thread>
+
+using namespace taskmill;
+using test::task_database;
+using test::task_row;
+
+namespace {
+
+std::string claim_sql(const std::string& node, int limit, const std::string& quotas = "{}",
+                      const std::string& capped = "{}", const std::string& caps = "{}",
+                      int global = 0, const std::string& types = "NULL") {
+  return "SELECT id, type, priority, attempt FROM taskmill.claim('" + node + "', " +
+         std::to_string(limit) + ", '" + quotas + "', '" + capped + "', '" + caps + "', " +
+         std::to_string(global) + ", " + types + ")";
+}
+
+void insert_due(const task_database& db, const std::string& type, int priority, int count,
+                const std::string& extra_columns = "", const std::string& extra_values = "") {
+  db.exec("INSERT INTO taskmill.tasks (type, key, priority, execute_at, trace_id" + extra_columns +
+          ") SELECT '" + type + "', '" + type + "-" + std::to_string(priority) + "-' || g, " +
+          std::to_string(priority) + ", now() - interval '1 minute', 't'" + extra_values +
+          " FROM generate_series(1, " + std::to_string(count) + ") g");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(claim)
+
+BOOST_AUTO_TEST_CASE(due_tasks_in_priority_then_time_then_id_order) {
+  task_database db{"order"};
+  db.call("submit('T', 'late-low', execute_at => now() - interval '1 minute', priority => 5)");
+  db.call("submit('T', 'early-mid', execute_at => now() - interval '3 minute', priority => 3)");
+  db.call("submit('T', 'late-mid', execute_at => now() - interval '2 minute', priority => 3)");
+  db.call("submit('T', 'high', execute_at => now() - interval '1 minute', priority => 1)");
+  db.call("submit('T', 'future', execute_at => now() + interval '1 hour', priority => 1)");
+  auto claimed = db.claim(10, "node-a");
+  std::vector<std::string> keys;
+  for (const auto& t : claimed) keys.push_back(t.key);
+  BOOST_CHECK((keys == std::vector<std::string>{"high", "early-mid", "late-mid", "late-low"}));
+  for (const auto& t : claimed) {
+    BOOST_CHECK_EQUAL(t.status, "running");
+    BOOST_CHECK_EQUAL(t.attempt, 1);
+    BOOST_CHECK_EQUAL(t.picked_by, "node-a");
+  }
+  BOOST_CHECK(db.claim(10).empty());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND "
+                              "started_at IS NOT NULL AND heartbeat_at IS NOT NULL"),
+                    "4");
+}
+
+BOOST_AUTO_TEST_CASE(the_next_due_time_is_told_by_the_database_clock) {
+  task_database db{"nextdue"};
+  db.call("submit('T', 'a', execute_at => now() + interval '90 seconds')");
+  db.call("submit('OTHER', 'b', execute_at => now() + interval '30 seconds')");
+  auto delay = std::stod(
+      db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due(NULL)"));
+  BOOST_CHECK_CLOSE(delay, 30.0, 5.0);
+  auto for_t = std::stod(
+      db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due('{T}')"));
+  BOOST_CHECK_CLOSE(for_t, 90.0, 5.0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due('{NONE}')"), "t");
+}
+
+BOOST_AUTO_TEST_CASE(a_node_claims_only_the_types_it_runs) {
+  task_database db{"types"};
+  insert_due(db, "A", 3, 5);
+  insert_due(db, "B", 3, 5);
+  auto res = db.exec(claim_sql("n", 100, "{}", "{}", "{}", 0, "'{A}'"));
+  BOOST_CHECK_EQUAL(res.rows(), 5);
+  for (int i = 0; i < res.rows(); ++i) BOOST_CHECK_EQUAL(res.string(i, 1), "A");
+}
+
+BOOST_AUTO_TEST_CASE(the_global_limit_holds_across_claims) {
+  task_database db{"global"};
+  insert_due(db, "T", 3, 20);
+  BOOST_CHECK_EQUAL(db.exec(claim_sql("a", 10, "{}", "{}", "{}", 6)).rows(), 6);
+  BOOST_CHECK_EQUAL(db.exec(claim_sql("b", 10, "{}", "{}", "{}", 6)).rows(), 0);
+  auto id = db.scalar("SELECT min(id) FROM taskmill.tasks WHERE status = 'running'");
+  BOOST_REQUIRE(db.complete(std::stoll(id), 1, "succeeded"));
+  BOOST_CHECK_EQUAL(db.exec(claim_sql("b", 10, "{}", "{}", "{}", 6)).rows(), 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_type_limit_holds_and_other_types_go_on) {
+  task_database db{"typelimit"};
+  insert_due(db, "CAPPED", 1, 10);
+  insert_due(db, "FREE", 5, 10);
+  auto res = db.exec(claim_sql("a", 8, "{}", "{CAPPED}", "{3}"));
+  std::map<std::string, int> by_type;
+  for (int i = 0; i < res.rows(); ++i) ++by_type[res.string(i, 1)];
+  BOOST_CHECK_EQUAL(by_type["CAPPED"], 3);
+  BOOST_CHECK_EQUAL(by_type["FREE"], 5);
+  auto more = db.exec(claim_sql("b", 8, "{}", "{CAPPED}", "{3}"));
+  for (int i = 0; i < more.rows(); ++i) BOOST_CHECK_EQUAL(more.string(i, 1), "FREE");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'CAPPED' AND status = 'running'"),
+      "3");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(outcomes)
+
+BOOST_AUTO_TEST_CASE(success_clears_the_error_and_keeps_the_retry_count) {
+  task_database db{"success"};
+  auto t = db.call(
+      "submit('T', 'k', max_retries => 3, backoff_kind => 'fixed', backoff_base_ms => 1, "
+      "backoff_jitter => 0)");
+  auto first = db.claim(1);
+  BOOST_REQUIRE(db.complete(t.id, 1, "retry", "flaky"));
+  auto failed = db.by_id(t.id);
+  BOOST_CHECK_EQUAL(failed.status, "failed");
+  BOOST_CHECK_EQUAL(failed.error, "flaky");
+  BOOST_CHECK_EQUAL(failed.retry_count, 1);
+  BOOST_REQUIRE(test::eventually([&] { return db.claim(1).size() == 1; }));
+  db.exec("UPDATE taskmill.tasks SET result = NULL WHERE id = $1", {std::to_string(t.id)});
+  BOOST_REQUIRE(db.exec("SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], ARRAY[2], "
+                        "ARRAY['succeeded'], ARRAY['{\"ok\": true}'::jsonb], ARRAY[NULL], 'n9')",
+                        {std::to_string(t.id)})
+                    .boolean(0, 0));
+  auto done = db.by_id(t.id);
+  BOOST_CHECK_EQUAL(done.status, "succeeded");
+  BOOST_CHECK_EQUAL(done.error, "");
+  BOOST_CHECK_EQUAL(done.retry_count, 1);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT result::text FROM taskmill.tasks WHERE id = $1", {std::to_string(t.id)}),
+      "{\"ok\": true}");
+  auto history = db.exec(
+      "SELECT attempt, outcome, coalesce(error, ''), node, started_at IS NOT NULL, "
+      "finished_at >= started_at FROM taskmill.attempts WHERE task_id = $1 ORDER BY attempt",
+      {std::to_string(t.id)});
+  BOOST_REQUIRE_EQUAL(history.rows(), 2);
+  BOOST_CHECK_EQUAL(history.string(0, 1), "retry");
+  BOOST_CHECK_EQUAL(history.string(0, 2), "flaky");
+  BOOST_CHECK_EQUAL(history.string(1, 1), "succeeded");
+  BOOST_CHECK_EQUAL(history.string(1, 3), "n9");
+  BOOST_CHECK(history.boolean(1, 4));
+  BOOST_CHECK(history.boolean(1, 5));
+}
+
+BOOST_AUTO_TEST_CASE(retries_wait_for_their_backoff_then_run_again) {
+  task_database db{"retry"};
+  auto t = db.call(
+      "submit('T', 'k', max_retries => 2, backoff_kind => 'fixed', backoff_base_ms => 2000, "
+      "backoff_jitter => 0.1)");
+  db.claim(1);
+  BOOST_REQUIRE(db.complete(t.id, 1, "retry", "e1"));
+  auto failed = db.by_id(t.id);
+  BOOST_CHECK_EQUAL(failed.status, "failed");
+  BOOST_CHECK_GE(failed.execute_in_s, 1.7);
+  BOOST_CHECK_LE(failed.execute_in_s, 2.3);
+  BOOST_CHECK(db.claim(1).empty());
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() WHERE id = $1", {std::to_string(t.id)});
+  auto again = db.claim(1);
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_CHECK_EQUAL(again[0].attempt, 2);
+}
+
+BOOST_AUTO_TEST_CASE(exhausted_retries_and_unrecoverable_failures_are_dead) {
+  task_database db{"dead"};
+  auto t = db.call(
+      "submit('T', 'k', max_retries => 1, backoff_kind => 'fixed', backoff_base_ms => 1, "
+      "backoff_jitter => 0)");
+  db.claim(1);
+  BOOST_REQUIRE(db.complete(t.id, 1, "retry", "e1"));
+  BOOST_CHECK_EQUAL(db.by_id(t.id).status, "failed");
+  BOOST_REQUIRE(test::eventually([&] { return db.claim(1).size() == 1; }));
+  BOOST_REQUIRE(db.complete(t.id, 2, "retry", "e2"));
+  auto dead = db.by_id(t.id);
+  BOOST_CHECK_EQUAL(dead.status, "dead");
+  BOOST_CHECK_EQUAL(dead.retry_count, 2);
+  BOOST_CHECK_EQUAL(dead.error, "e2");
+
+  auto u = db.call("submit('T', 'u', max_retries => 5)");
+  db.claim(1);
+  BOOST_REQUIRE(db.complete(u.id, 1, "fail", "bad input"));
+  BOOST_CHECK_EQUAL(db.by_id(u.id).status, "dead");
+  BOOST_CHECK_EQUAL(db.by_id(u.id).retry_count, 1);
+}
+
+BOOST_AUTO_TEST_CASE(stale_outcomes_change_nothing) {
+  task_database db{"staleout"};
+  auto t = db.call("submit('T', 'k')");
+  db.claim(1);
+  // Wrong attempt.
+  BOOST_CHECK(!db.complete(t.id, 2, "succeeded"));
+  BOOST_CHECK(!db.complete(t.id, 0, "fail"));
+  BOOST_CHECK_EQUAL(db.by_id(t.id).status, "running");
+  // The right one applies once; the duplicate is stale.
+  BOOST_CHECK(db.complete(t.id, 1, "succeeded"));
+  BOOST_CHECK(!db.complete(t.id, 1, "fail", "late"));
+  auto done = db.by_id(t.id);
+  BOOST_CHECK_EQUAL(done.status, "succeeded");
+  BOOST_CHECK_EQUAL(done.error, "");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE task_id = $1",
+                              {std::to_string(t.id)}),
+                    "1");
+  // Unknown tasks are stale too.
+  BOOST_CHECK(!db.complete(987654, 1, "succeeded"));
+}
+
+BOOST_AUTO_TEST_CASE(backoff_delays_grow_and_stop_at_the_cap) {
+  task_database db{"backoff"};
+  auto delay = [&](const std::string& kind, int retry_count, double jitter = 0) {
+    return std::stod(
+        db.scalar("SELECT extract(epoch from taskmill.backoff_delay($1, 100, 5000, $2::real, $3))",
+                  {kind, std::to_string(jitter), std::to_string(retry_count)}));
+  };
+  BOOST_CHECK_CLOSE(delay("fixed", 0), 0.1, 1e-6);
+  BOOST_CHECK_CLOSE(delay("fixed", 7), 0.1, 1e-6);
+  BOOST_CHECK_CLOSE(delay("exponential", 0), 0.1, 1e-6);
+  BOOST_CHECK_CLOSE(delay("exponential", 3), 0.8, 1e-6);
+  BOOST_CHECK_CLOSE(delay("exponential", 10), 5.0, 1e-6);
+  BOOST_CHECK_CLOSE(delay("exponential", 1000), 5.0, 1e-6);
+  for (int i = 0; i < 50; ++i) {
+    auto d = delay("exponential", 2, 0.5);
+    BOOST_CHECK_GE(d, 0.2 - 1e-9);
+    BOOST_CHECK_LE(d, 0.6 + 1e-9);
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fairness)
+
+namespace {
+
+/// Runs `rounds` claims of `n` the way the pusher does and counts per level.
+std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int rounds, int n,
+                              std::vector<int>* per_round_total = nullptr,
+                              std::vector<std::array<int, 5>>* per_round = nullptr) {
+  std::array<int, 5> total{};
+  for (int r = 0; r < rounds; ++r) {
+    auto quotas = shares.quotas(n);
+    std::string q = "{";
+    for (int l = 0; l < 5; ++l) q += (l ? "," : "") + std::to_string(quotas[l]);
+    q += "}";
+    auto res = db.exec(claim_sql("fair", n, q));
+    fair_shares::counts got{};
+    for (int i = 0; i < res.rows(); ++i) ++got[res.int32(i, 2) - 1];
+    shares.settle(quotas, got);
+    for (int l = 0; l < 5; ++l) total[l] += got[l];
+    if (per_round_total) per_round_total->push_back(res.rows());
+    if (per_round) per_round->push_back(got);
+    db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE status = 'running'");
+  }
+  return total;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_level_with_work_gets_its_weighted_share) {
+  task_database db{"fairall"};
+  constexpr int rounds = 40;
+  constexpr int n = 50;  // shares are fractional: 25.8, 12.9, 6.45, 3.2, 1.6
+  const std::array<int, 5> weights{16, 8, 4, 2, 1};
+  for (int p = 1; p <= 5; ++p) insert_due(db, "F", p, rounds * n);
+  fair_shares shares{weights};
+  std::vector<int> per_round;
+  auto total = run_rounds(db, shares, rounds, n, &per_round);
+  for (int l = 0; l < 5; ++l) {
+    double expected = double(rounds) * n * weights[l] / 31.0;
+    BOOST_TEST_MESSAGE("priority " << l + 1 << ": " << total[l] << " claims, weighted share "
+                                   << expected);
+    BOOST_CHECK_LE(std::abs(total[l] - expected), n);
+    // Much tighter in fact: within a couple of claims.
+    BOOST_CHECK_LE(std::abs(total[l] - expected), 3.0);
+  }
+  for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
+}
+
+BOOST_AUTO_TEST_CASE(levels_without_work_lend_their_share) {
+  task_database db{"fairtwo"};
+  constexpr int rounds = 30;
+  constexpr int n = 34;
+  insert_due(db, "F", 1, rounds * n);
+  insert_due(db, "F", 5, rounds * n);
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  std::vector<int> per_round;
+  auto total = run_rounds(db, shares, rounds, n, &per_round);
+  // Only levels 1 and 5 have work: 16:1.
+  BOOST_CHECK_LE(std::abs(total[4] - rounds * n / 17.0), 3.0);
+  BOOST_CHECK_EQUAL(total[0] + total[4], rounds * n);
+  for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
+}
+
+BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
+  task_database db{"fairone"};
+  insert_due(db, "F", 5, 500);
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  std::vector<int> per_round;
+  auto total = run_rounds(db, shares, 10, 50, &per_round);
+  BOOST_CHECK_EQUAL(total[4], 500);
+  for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, 50);
+}
+
+BOOST_AUTO_TEST_CASE(a_level_that_gets_work_gets_its_share_within_a_round) {
+  task_database db{"fairlate"};
+  constexpr int n = 62;  // whole shares: 32, 16, 8, 4, 2
+  for (int p : {1, 2, 4, 5}) insert_due(db, "F", p, 2000);
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  run_rounds(db, shares, 5, n);
+  insert_due(db, "F", 3, 2000);
+  std::vector<std::array<int, 5>> per_round;
+  run_rounds(db, shares, 6, n, nullptr, &per_round);
+  // Round 1 notices the work (probe); from round 2 on level 3 gets its share.
+  BOOST_CHECK_GE(per_round[0][2], 1);
+  for (size_t r = 2; r < per_round.size(); ++r) BOOST_CHECK_LE(std::abs(per_round[r][2] - 8), 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(races)
+
+BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
+  task_database db{"claimrace"};
+  constexpr int tasks = 3000;
+  constexpr int workers = 6;
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, max_retries, backoff_kind, "
+      "backoff_base_ms, "
+      "backoff_jitter, trace_id) SELECT 'R', g::text, now() - interval '1 s', 2, 'fixed', 1, 0, "
+      "'t' "
+      "FROM generate_series(1, " +
+      std::to_string(tasks) + ") g");
+  std::mutex mtx;
+  std::map<std::pair<int64_t, int>, int> runs;  // (id, attempt) -> times claimed
+  std::atomic<int> errors{0};
+  std::atomic<int> stale{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < workers; ++w) {
+    threads.emplace_back([&, w] {
+      auto conn = db.connect();
+      std::mt19937 rng(w);
+      int idle = 0;
+      while (idle < 50) {
+        auto claimed = conn.exec(claim_sql("w" + std::to_string(w), 1 + rng() % 40));
+        if (!claimed) {
+          ++errors;
+          continue;
+        }
+        if (claimed->rows() == 0) {
+          ++idle;
+          std::this_thread::sleep_for(std::chrono::milliseconds{2});
+          continue;
+        }
+        idle = 0;
+        std::string ids = "{", attempts = "{", outcomes = "{";
+        for (int i = 0; i < claimed->rows(); ++i) {
+          auto id = claimed->int64(i, 0);
+          auto attempt = claimed->int32(i, 3);
+          {
+            std::lock_guard<std::mutex> guard{mtx};
+            ++runs[{id, attempt}];
+          }
+          ids += (i ? "," : "") + std::to_string(id);
+          attempts += (i ? "," : "") + std::to_string(attempt);
+          // A third of the executions fail and are retried.
+          outcomes += std::string(i ? "," : "") + (rng() % 3 == 0 ? "retry" : "succeeded");
+        }
+        auto done =
+            conn.exec("SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
+                      ids + "}', '" + attempts + "}', '" + outcomes + "}', NULL, NULL, 'w')");
+        if (!done)
+          ++errors;
+        else
+          stale += std::stoi(done->string(0, 0));
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_EQUAL(errors.load(), 0);
+  BOOST_CHECK_EQUAL(stale.load(), 0);
+  int duplicates = 0;
+  for (const auto& [run, times] : runs) duplicates += times > 1;
+  BOOST_CHECK_EQUAL(duplicates, 0);
+  // Every task finished; it ran exactly as many times as its attempt counter says.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status NOT IN ('succeeded', 'dead')"),
+      "0");
+  auto runs_total = db.scalar("SELECT sum(attempt) FROM taskmill.tasks");
+  BOOST_CHECK_EQUAL(runs_total, std::to_string(runs.size()));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts"),
+                    std::to_string(runs.size()));
+  BOOST_CHECK_GT(runs.size(), static_cast<size_t>(tasks));  // retries did happen
+}
+
+BOOST_AUTO_TEST_CASE(concurrent_submits_keep_every_rule) {
+  task_database db{"submitrace"};
+  constexpr int units = 40;
+  constexpr int threads_n = 6;
+  constexpr int per_thread = 400;
+  struct op {
+    int unit;
+    int version;
+    std::string outcome;
+    int64_t returned_version;
+  };
+  std::mutex mtx;
+  std::vector<op> ops;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < threads_n; ++w) {
+    threads.emplace_back([&, w] {
+      auto conn = db.connect();
+      std::mt19937 rng(100 + w);
+      for (int i = 0; i < per_thread; ++i) {
+        int unit = rng() % units;
+        int version = rng() % 6;
+        auto res =
+            conn.exec("SELECT s.outcome, (s.task).version FROM taskmill.submit('S', $1, $2) s",
+                      {std::to_string(unit), std::to_string(version)});
+        if (!res) {
+          ++errors;
+          continue;
+        }
+        std::lock_guard<std::mutex> guard{mtx};
+        ops.push_back({unit, version, res->string(0, 0), res->int64(0, 1)});
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_EQUAL(errors.load(), 0);
+  std::map<std::pair<int, int>, int> created;
+  std::map<int, int> max_version;
+  for (const auto& o : ops) {
+    if (o.outcome == "created") ++created[{o.unit, o.version}];
+    if (o.outcome == "stale") BOOST_CHECK_GT(o.returned_version, o.version);
+    if (o.outcome != "stale") BOOST_CHECK_EQUAL(o.returned_version, o.version);
+    max_version[o.unit] = std::max(max_version[o.unit], o.version);
+  }
+  for (const auto& [unit_version, n] : created) BOOST_CHECK_EQUAL(n, 1);
+  for (const auto& [unit, version] : max_version) {
+    auto current =
+        db.scalar("SELECT (taskmill.current_task('S', $1)).version", {std::to_string(unit)});
+    BOOST_CHECK_EQUAL(current, std::to_string(version));
+  }
+  // Nothing below the current version waits to run.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks t WHERE t.status IN ('pending', 'failed') "
+                "AND t.version < (taskmill.current_task(t.type, t.key)).version"),
+      "0");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM (SELECT type, key, version FROM taskmill.tasks WHERE "
+                "status <> 'cancelled' GROUP BY 1, 2, 3 HAVING count(*) > 1) d"),
+      "0");
+}
+
+BOOST_AUTO_TEST_CASE(reschedules_racing_claims_are_never_lost) {
+  task_database db{"reschrace"};
+  constexpr int units = 30;
+  constexpr int reschedulers = 4;
+  constexpr int per_thread = 300;
+  for (int u = 0; u < units; ++u)
+    db.call(
+        "submit('RS', '" + std::to_string(u) +
+        "', execute_at => now() - interval '1 s', max_retries => 1000, backoff_kind => 'fixed', "
+        "backoff_base_ms => 3600000)");
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::mutex mtx;
+  // unit -> (lock-order time, requested execute_at epoch) of every reschedule.
+  std::map<int, std::vector<std::pair<std::string, std::string>>> done;
+  std::vector<std::string> outcomes;
+  std::vector<std::thread> threads;
+  // Workers claim whatever is due and report a retry (failed, due in an hour).
+  for (int w = 0; w < 2; ++w) {
+    threads.emplace_back([&, w] {
+      auto conn = db.connect();
+      while (!stop) {
+        auto claimed = conn.exec(claim_sql("w" + std::to_string(w), 5));
+        if (!claimed) {
+          ++errors;
+          continue;
+        }
+        for (int i = 0; i < claimed->rows(); ++i) {
+          auto ok = conn.exec(
+              "SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], ARRAY[$2::int], "
+              "ARRAY['retry'], NULL, ARRAY['again'], 'w')",
+              {claimed->string(i, 0), claimed->string(i, 3)});
+          if (!ok) ++errors;
+        }
+      }
+    });
+  }
+  std::vector<std::thread> movers;
+  for (int r = 0; r < reschedulers; ++r) {
+    movers.emplace_back([&, r] {
+      auto conn = db.connect();
+      std::mt19937 rng(7 + r);
+      for (int i = 0; i < per_thread; ++i) {
+        int unit = rng() % units;
+        // Half the moves make the task due now, so the workers race for it.
+        std::string when = rng() % 2 ? "now() - interval '1 ms'"
+                                     : "now() + interval '1 day' + " +
+                                           std::to_string(rng() % 100000) + " * interval '1 ms'";
+        auto res = conn.exec(
+            "SELECT clock_timestamp()::text, r.outcome, extract(epoch from "
+            "(r.task).execute_at)::text, "
+            "extract(epoch from " +
+                when + ")::text FROM taskmill.reschedule('RS', $1, " + when + ") r",
+            {std::to_string(unit)});
+        if (!res) {
+          ++errors;
+          continue;
+        }
+        std::lock_guard<std::mutex> guard{mtx};
+        outcomes.push_back(res->string(0, 1));
+        done[unit].emplace_back(res->string(0, 0), res->string(0, 2));
+      }
+    });
+  }
+  for (auto& t : movers) t.join();
+  stop = true;
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_EQUAL(errors.load(), 0);
+  BOOST_CHECK_EQUAL(std::count(outcomes.begin(), outcomes.end(), "ignored"), 0);
+  BOOST_CHECK_GT(std::count(outcomes.begin(), outcomes.end(), "recreated"), 0);
+  for (auto& [unit, moves] : done) {
+    std::sort(moves.begin(), moves.end());
+    auto live = db.exec(
+        "SELECT status::text, extract(epoch from execute_at)::text FROM taskmill.tasks "
+        "WHERE type = 'RS' AND key = $1 AND status <> 'cancelled'",
+        {std::to_string(unit)});
+    BOOST_REQUIRE_EQUAL(live.rows(), 1);
+    auto status = live.string(0, 0);
+    // The last reschedule holds unless a worker claimed the task after it
+    // (then it was due, and retried into the next hour).
+    if (status == "pending" || live.string(0, 1) == moves.back().second) {
+      BOOST_CHECK_EQUAL(live.string(0, 1), moves.back().second);
+    } else {
+      BOOST_CHECK_EQUAL(status, "failed");
+      BOOST_CHECK_LT(std::stod(moves.back().second),
+                     std::stod(db.scalar("SELECT extract(epoch from now())")));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,234 @@
+// Nodes as actor systems in this process, on a real PostgreSQL: the pusher,
+// limiter, dispatcher and inserter together.
+#define BOOST_TEST_MODULE node
+#include <boost/test/unit_test.hpp>
+
+#include "actors/node.hpp"
+#include "messages/errors.hpp"
+#include "tests/support/task_sql.hpp"
+
+#include <caf/send.hpp>
+
+#include <set>
+#include <thread>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+
+namespace {
+
+config node_config(const std::string& name) {
+  config cfg;
+  cfg.node.name = name;
+  cfg.scheduling.poll_interval = 500ms;
+  auto add = [&](const std::string& type, const std::string& executor) {
+    task_type_config t;
+    t.name = type;
+    t.executor = executor;
+    t.backoff.exponential = false;
+    t.backoff.base = 10ms;
+    t.backoff.jitter = 0;
+    cfg.types[type] = t;
+  };
+  add("NOOP", "noop");
+  add("SLEEP", "sleep");
+  add("FAIL", "fail");
+  return cfg;
+}
+
+struct node_fixture : test::actor_system_fixture {
+  test::task_database db{"node"};
+  std::vector<node_actors> nodes;
+
+  node_actors start(const config& cfg) {
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    auto node = start_node(*sys, std::make_shared<const config>(cfg), db.conninfo(),
+                           [&] { return std::chrono::steady_clock::now() < deadline; });
+    BOOST_REQUIRE_MESSAGE(node, test::describe(node));
+    nodes.push_back(*node);
+    return *node;
+  }
+
+  ~node_fixture() {
+    for (auto& n : nodes) stop_node(n);
+  }
+
+  int64_t count(const std::string& where) const {
+    return std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE " + where));
+  }
+};
+
+pb::SubmitTasks tasks_of(const std::string& type, int from, int n, int priorities = 1) {
+  pb::SubmitTasks req;
+  for (int i = from; i < from + n; ++i) {
+    auto t = req.add_tasks();
+    t->set_type(type);
+    t->set_key(std::to_string(i));
+    t->set_priority(1 + i % priorities);
+  }
+  return req;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(single_node, node_fixture)
+
+BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
+  auto node = start(node_config("n1"));
+  for (int batch = 0; batch < 4; ++batch) {
+    auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v,
+                                            tasks_of("NOOP", batch * 500, 500, 5));
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    BOOST_REQUIRE_EQUAL(res->results_size(), 500);
+    BOOST_CHECK_EQUAL(res->results(0).outcome(), pb::CREATED);
+  }
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == 2000; }, 30s));
+  BOOST_CHECK_EQUAL(count("attempt <> 1 OR picked_by <> 'n1'"), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE outcome = 'succeeded'"),
+                    "2000");
+  // Every permit came back once the outcomes were stored.
+  BOOST_CHECK(test::eventually([&] {
+    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    return in_flight && *in_flight == 0;
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
+  auto node = start(node_config("n1"));
+  pb::SubmitTasks req;
+  auto quick = req.add_tasks();
+  quick->set_type("SLEEP");
+  quick->set_key("quick");
+  quick->set_payload("{\"ms\": 20}");
+  auto slow = req.add_tasks();
+  slow->set_type("SLEEP");
+  slow->set_key("slow");
+  slow->set_payload("5000");
+  slow->set_timeout_ms(100);
+  slow->set_max_retries(1);
+  auto broken = req.add_tasks();
+  broken->set_type("FAIL");
+  broken->set_key("broken");
+  BOOST_REQUIRE(test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req));
+  BOOST_REQUIRE(
+      test::eventually([&] { return count("status IN ('succeeded', 'dead')") == 3; }, 20s));
+  BOOST_CHECK_EQUAL(count("key = 'quick' AND status = 'succeeded'"), 1);
+  BOOST_CHECK_EQUAL(
+      count("key = 'slow' AND status = 'dead' AND attempt = 2 AND error = 'timed out'"), 1);
+  BOOST_CHECK_EQUAL(count("key = 'broken' AND status = 'dead' AND attempt = 1"), 1);
+}
+
+BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
+  auto cfg = node_config("n1");
+  cfg.scheduling.node_limit = 3;
+  auto node = start(cfg);
+  pb::SubmitTasks req = tasks_of("SLEEP", 0, 12);
+  for (auto& t : *req.mutable_tasks()) t.set_payload("150");
+  BOOST_REQUIRE(test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req));
+  int64_t most = 0;
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        most = std::max(most, count("status = 'running'"));
+        return count("status = 'succeeded'") == 12;
+      },
+      20s));
+  BOOST_CHECK_LE(most, 3);
+  BOOST_CHECK_GE(most, 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
+  auto cfg = node_config("n1");
+  cfg.scheduling.poll_interval = 10s;  // the next-due timer, not polling, must wake it
+  start(cfg);
+  db.exec("SELECT taskmill.submit('NOOP', 'later', execute_at => now() + interval '1500 ms')");
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == 1; }, 10s));
+  auto late_ms = std::stod(
+      db.scalar("SELECT extract(epoch from started_at - execute_at) * 1000 FROM taskmill.tasks"));
+  BOOST_TEST_MESSAGE("started " << late_ms << " ms after its time");
+  BOOST_CHECK_GE(late_ms, 0);
+  BOOST_CHECK_LE(late_ms, 300);
+}
+
+BOOST_AUTO_TEST_CASE(types_without_an_executor_are_left_to_other_nodes) {
+  auto node = start(node_config("n1"));
+  db.exec("SELECT taskmill.submit('ELSEWHERE', 'x')");
+  BOOST_REQUIRE(
+      test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, tasks_of("NOOP", 0, 10)));
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == 10; }));
+  std::this_thread::sleep_for(300ms);
+  BOOST_CHECK_EQUAL(count("type = 'ELSEWHERE' AND status = 'pending' AND attempt = 0"), 1);
+}
+
+BOOST_AUTO_TEST_CASE(bad_submissions_are_refused_whole_naming_the_field) {
+  auto node = start(node_config("n1"));
+  auto req = tasks_of("NOOP", 0, 3);
+  req.mutable_tasks(1)->set_priority(7);
+  auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req);
+  BOOST_REQUIRE(!res);
+  BOOST_CHECK(is(res.error(), errc::invalid_argument));
+  BOOST_CHECK_EQUAL(error_message(res.error()),
+                    "tasks[1].priority must be between 1 and 5 (got 7)");
+  auto bad_json = tasks_of("NOOP", 0, 1);
+  bad_json.mutable_tasks(0)->set_payload("{not json");
+  auto json_res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, bad_json);
+  BOOST_REQUIRE(!json_res);
+  BOOST_CHECK_EQUAL(error_message(json_res.error()), "payload must be valid JSON");
+  auto huge = tasks_of("NOOP", 0, 1);
+  huge.mutable_tasks(0)->set_payload("\"" + std::string(2 << 20, 'x') + "\"");
+  auto huge_res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, huge);
+  BOOST_REQUIRE(!huge_res);
+  BOOST_CHECK(is(huge_res.error(), errc::payload_too_large));
+  pb::RescheduleRequest no_time;
+  no_time.set_type("NOOP");
+  no_time.set_key("1");
+  auto resched = test::ask<pb::RescheduleResult>(*sys, node.inserter, reschedule_atom_v, no_time);
+  BOOST_REQUIRE(!resched);
+  BOOST_CHECK_EQUAL(error_message(resched.error()), "execute_at is required");
+  BOOST_CHECK_EQUAL(count("true"), 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(cluster, node_fixture)
+
+BOOST_AUTO_TEST_CASE(several_nodes_share_the_work_and_run_each_task_once) {
+  for (int i = 1; i <= 3; ++i) start(node_config("n" + std::to_string(i)));
+  constexpr int n = 6000;
+  db.exec(
+      "SELECT count(taskmill.submit('NOOP', k::text, priority => 1 + k % 5)) FROM "
+      "generate_series(1, " +
+      std::to_string(n) + ") k");
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == n; }, 60s));
+  BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts"), std::to_string(n));
+  auto nodes_used = std::stoi(db.scalar("SELECT count(DISTINCT picked_by) FROM taskmill.tasks"));
+  BOOST_TEST_MESSAGE(nodes_used << " nodes ran tasks");
+  BOOST_CHECK_GE(nodes_used, 2);
+}
+
+BOOST_AUTO_TEST_CASE(retries_move_between_nodes_without_double_runs) {
+  for (int i = 1; i <= 3; ++i) start(node_config("n" + std::to_string(i)));
+  constexpr int n = 600;
+  // Every attempt times out: each task runs max_retries + 1 times, then is dead.
+  db.exec(
+      "SELECT count(taskmill.submit('SLEEP', k::text, payload => '200', timeout_ms => 20, "
+      "max_retries => 2, backoff_kind => 'fixed', backoff_base_ms => 5, backoff_jitter => 0)) "
+      "FROM generate_series(1, " +
+      std::to_string(n) + ") k");
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'dead'") == n; }, 60s));
+  BOOST_CHECK_EQUAL(count("attempt <> 3 OR retry_count <> 3"), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE outcome = 'retry'"),
+                    std::to_string(3 * n));
+}
+
+BOOST_AUTO_TEST_CASE(poll_only_nodes_find_work_without_notifications) {
+  auto cfg = node_config("poller");
+  cfg.database.listen = false;
+  cfg.scheduling.poll_interval = 300ms;
+  start(cfg);
+  std::this_thread::sleep_for(500ms);
+  db.exec("SELECT taskmill.submit('NOOP', 'from-sql')");
+  BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 1; }, 5s));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
