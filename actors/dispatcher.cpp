@@ -1,23 +1,41 @@
 #include "actors/dispatcher.hpp"
 
+#include "actors/http_client.hpp"
+#include "actors/metrics.hpp"
 #include "messages/errors.hpp"
+#include "messages/json_codec.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <prometheus/counter.h>
+#include <prometheus/histogram.h>
+
 #include <spdlog/spdlog.h>
 
 #include <charconv>
+#include <optional>
+#include <random>
 #include <unordered_map>
 
 namespace taskmill {
 
 namespace {
 
-/// An execution that finishes later (or times out).
+/// An execution that finishes later: on an HTTP or CAF executor, or asleep.
 struct execution {
   int32_t attempt;
   std::string type;
+  std::chrono::steady_clock::time_point started;
+  caf::actor_addr executor;  // the CAF executor running it, if any
+  bool accepted = false;     // an HTTP executor answered 202
+};
+
+struct caf_executor {
+  executor_actor handle;
+  std::vector<std::string> types;
+  int32_t capacity = 0;
+  int32_t busy = 0;
 };
 
 }  // namespace
@@ -27,9 +45,11 @@ struct dispatcher_state {
 
   dispatcher_options options;
   std::unordered_map<int64_t, execution> running;
+  std::vector<caf_executor> executors;
   pb::TaskOutcomes unreported;
   bool flush_scheduled = false;
   bool storage_failing = false;
+  std::mt19937_64 rng{std::random_device{}()};
 };
 
 namespace {
@@ -39,15 +59,30 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 constexpr auto storage_timeout = std::chrono::seconds{120};
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
 
-pb::TaskOutcome outcome_of(const pb::Task& task, pb::ExecutionOutcome kind,
-                           std::string error = {}) {
+pb::TaskOutcome outcome_of(const pb::Task& task, pb::ExecutionOutcome kind, std::string error = {},
+                           std::string result = {}) {
   pb::TaskOutcome out;
   out.set_task_id(task.id());
   out.set_attempt(task.attempt());
   out.set_type(task.type());
   out.set_outcome(kind);
   out.set_error(std::move(error));
+  out.set_result(std::move(result));
   return out;
+}
+
+void count_outcome(const node_metrics& m, pb::ExecutionOutcome kind) {
+  switch (kind) {
+    case pb::OUTCOME_SUCCEEDED:
+      m.outcome_succeeded.Increment();
+      break;
+    case pb::OUTCOME_RETRY:
+      m.outcome_retry.Increment();
+      break;
+    default:
+      m.outcome_fail.Increment();
+      break;
+  }
 }
 
 void schedule_flush(self_ptr self) {
@@ -61,20 +96,26 @@ void record(self_ptr self, pb::TaskOutcome outcome) {
   schedule_flush(self);
 }
 
+void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
+  pb::PermitRelease release;
+  for (const auto& o : outcomes.outcomes()) release.add_types(o.type());
+  self->send(self->state.options.limiter, release_atom_v, std::move(release));
+}
+
 void report(self_ptr self, pb::TaskOutcomes outcomes) {
   auto& st = self->state;
   self->request(st.options.storage, storage_timeout, complete_atom_v, outcomes)
       .then(
-          [self, outcomes](const pb::OutcomeAcks&) {
+          [self, outcomes](const pb::OutcomeAcks& acks) {
             auto& st = self->state;
             if (st.storage_failing) {
               spdlog::info("dispatcher: outcomes are being stored again");
               st.storage_failing = false;
             }
+            for (const auto& ack : acks.acks())
+              if (!ack.applied()) st.options.metrics->outcome_stale.Increment();
             // Stored (or stale, which changes nothing): the permits go back.
-            pb::PermitRelease release;
-            for (const auto& o : outcomes.outcomes()) release.add_types(o.type());
-            self->send(st.options.limiter, release_atom_v, std::move(release));
+            release(self, outcomes);
           },
           [self, outcomes](const caf::error& err) mutable {
             auto& st = self->state;
@@ -87,6 +128,31 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
           });
 }
 
+/// An asynchronous execution of `task` ended with `outcome`, if it was still
+/// waited for.
+void finish(self_ptr self, pb::TaskOutcome outcome) {
+  auto& st = self->state;
+  auto it = st.running.find(outcome.task_id());
+  if (it == st.running.end() || it->second.attempt != outcome.attempt()) return;
+  auto elapsed = std::chrono::steady_clock::now() - it->second.started;
+  st.options.metrics->execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
+  if (it->second.executor)
+    for (auto& e : st.executors)
+      if (e.handle.address() == it->second.executor) --e.busy;
+  st.running.erase(it);
+  count_outcome(*st.options.metrics, outcome.outcome());
+  record(self, std::move(outcome));
+}
+
+void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
+  self->state.running[task.id()] =
+      execution{task.attempt(), task.type(), std::chrono::steady_clock::now(), std::move(executor)};
+  self->delayed_send(self, std::chrono::milliseconds{task.timeout_ms()}, caf::timeout_atom_v,
+                     task.id(), task.attempt());
+}
+
+// -- built-in executors -----------------------------------------------------------
+
 /// Milliseconds to sleep: the payload is a number, or an object with "ms".
 int64_t sleep_millis(const std::string& payload) {
   auto pos = payload.find_first_of("0123456789");
@@ -98,55 +164,238 @@ int64_t sleep_millis(const std::string& payload) {
   return ms;
 }
 
-void run_later(self_ptr self, const pb::Task& task, std::chrono::milliseconds after,
-               pb::TaskOutcome outcome) {
-  self->state.running[task.id()] = execution{task.attempt(), task.type()};
-  self->delayed_send(self, after, finished_atom_v, std::move(outcome));
-  self->delayed_send(self, std::chrono::milliseconds{task.timeout_ms()}, caf::timeout_atom_v,
-                     task.id(), task.attempt());
+void run_now(self_ptr self, const pb::Task& task, pb::ExecutionOutcome kind,
+             std::string error = {}) {
+  self->state.options.metrics->execution_seconds.Observe(0);
+  count_outcome(*self->state.options.metrics, kind);
+  record(self, outcome_of(task, kind, std::move(error)));
 }
 
-void execute(self_ptr self, const pb::Task& task) {
-  const auto& executor = self->state.options.cfg->type_config(task.type()).executor;
-  if (executor == "noop") {
-    record(self, outcome_of(task, pb::OUTCOME_SUCCEEDED));
-  } else if (executor == "fail") {
-    record(self, outcome_of(task, pb::OUTCOME_FAIL, "the fail executor fails every task"));
-  } else if (executor == "sleep") {
-    auto ms = std::chrono::milliseconds{sleep_millis(task.payload())};
-    run_later(self, task, ms, outcome_of(task, pb::OUTCOME_SUCCEEDED));
-  } else {
-    record(self, outcome_of(task, pb::OUTCOME_RETRY,
-                            "no executor for type " + task.type() + " on node " +
-                                self->state.options.node));
+// -- HTTP executor ----------------------------------------------------------------
+
+std::string hex(uint64_t value, int digits) {
+  std::string out(digits, '0');
+  for (int i = digits - 1; i >= 0; --i, value >>= 4) out[i] = "0123456789abcdef"[value & 15];
+  return out;
+}
+
+/// What an HTTP executor's answer means (SPEC §4); nullopt: accepted (202).
+std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer) {
+  if (answer.status == 0) return outcome_of(task, pb::OUTCOME_RETRY, answer.error);
+  auto status = answer.status;
+  auto decoded = json::decode_executor_answer(answer.body);
+  if (decoded && decoded->outcome != pb::EXECUTION_OUTCOME_UNSPECIFIED)
+    return outcome_of(task, decoded->outcome, decoded->error, decoded->result);
+  auto snippet = "HTTP " + std::to_string(status) +
+                 (answer.body.empty() ? "" : ": " + answer.body.substr(0, 500));
+  if (status == 202) return std::nullopt;
+  if (status >= 200 && status < 300) {
+    if (!decoded)
+      return outcome_of(task, pb::OUTCOME_RETRY,
+                        "malformed answer: " + error_message(decoded.error()));
+    return outcome_of(task, pb::OUTCOME_SUCCEEDED, {}, decoded->result);
   }
+  if (status == 408 || status == 425 || status == 429 || status >= 500)
+    return outcome_of(task, pb::OUTCOME_RETRY, snippet);
+  return outcome_of(task, pb::OUTCOME_FAIL, snippet);
+}
+
+void run_http(self_ptr self, const pb::Task& task, const std::string& url) {
+  auto& st = self->state;
+  http_call call;
+  call.url = url;
+  call.body = json::encode_execution(task);
+  call.timeout = std::chrono::milliseconds{task.timeout_ms()};
+  call.headers.emplace_back("Idempotency-Key",
+                            std::to_string(task.id()) + "-" + std::to_string(task.attempt()));
+  auto trace =
+      task.trace_id().size() == 32 ? task.trace_id() : hex(st.rng(), 16) + hex(st.rng(), 16);
+  call.headers.emplace_back("traceparent", "00-" + trace + "-" + hex(st.rng(), 16) + "-01");
+  start_async(self, task);
+  st.options.http->post(std::move(call), [dispatcher = caf::actor_cast<dispatcher_actor>(self),
+                                          task](http_answer answer) {
+    auto outcome = outcome_of_answer(task, answer);
+    if (outcome)
+      caf::anon_send(dispatcher, finished_atom_v, std::move(*outcome));
+    else
+      caf::anon_send(dispatcher, accepted_atom_v, task.id(), task.attempt());
+  });
+}
+
+// -- CAF executors ----------------------------------------------------------------
+
+void update_capacity(self_ptr self, const std::string& type) {
+  int32_t capacity = 0;
+  for (const auto& e : self->state.executors)
+    if (std::find(e.types.begin(), e.types.end(), type) != e.types.end()) capacity += e.capacity;
+  self->send(self->state.options.limiter, capacity_atom_v, type, capacity);
+}
+
+caf_executor* pick_executor(self_ptr self, const std::string& type) {
+  caf_executor* best = nullptr;
+  for (auto& e : self->state.executors) {
+    if (std::find(e.types.begin(), e.types.end(), type) == e.types.end()) continue;
+    if (!best || e.busy - e.capacity < best->busy - best->capacity) best = &e;
+  }
+  return best;
+}
+
+void run_caf(self_ptr self, const pb::Task& task) {
+  auto executor = pick_executor(self, task.type());
+  if (!executor) {
+    run_now(self, task, pb::OUTCOME_RETRY, "no executor registered for type " + task.type());
+    return;
+  }
+  ++executor->busy;
+  start_async(self, task, executor->handle.address());
+  self->request(executor->handle, std::chrono::milliseconds{task.timeout_ms()}, execute_atom_v,
+                task)
+      .then(
+          [self, task](pb::TaskOutcome& outcome) {
+            outcome.set_task_id(task.id());
+            outcome.set_attempt(task.attempt());
+            outcome.set_type(task.type());
+            if (outcome.outcome() == pb::EXECUTION_OUTCOME_UNSPECIFIED) {
+              outcome.set_outcome(pb::OUTCOME_RETRY);
+              outcome.set_error("the executor answered no outcome");
+            }
+            finish(self, std::move(outcome));
+          },
+          [self, task](const caf::error& err) {
+            finish(self,
+                   outcome_of(task, pb::OUTCOME_RETRY, "executor failed: " + error_message(err)));
+          });
+}
+
+void forget_executor(self_ptr self, const caf::actor_addr& gone) {
+  auto& st = self->state;
+  auto it = std::find_if(st.executors.begin(), st.executors.end(),
+                         [&](const caf_executor& e) { return e.handle.address() == gone; });
+  if (it == st.executors.end()) return;
+  auto types = it->types;
+  st.executors.erase(it);
+  for (const auto& type : types) update_capacity(self, type);
+  std::vector<pb::TaskOutcome> lost;
+  for (const auto& [id, exec] : st.running)
+    if (exec.executor == gone) {
+      pb::TaskOutcome o;
+      o.set_task_id(id);
+      o.set_attempt(exec.attempt);
+      o.set_type(exec.type);
+      o.set_outcome(pb::OUTCOME_RETRY);
+      o.set_error("the executor went away");
+      lost.push_back(std::move(o));
+    }
+  for (auto& o : lost) finish(self, std::move(o));
+}
+
+// -- dispatch ---------------------------------------------------------------------
+
+void execute(self_ptr self, const pb::Task& task) {
+  const auto& type = self->state.options.cfg->type_config(task.type());
+  const auto& executor = type.executor;
+  if (executor == "noop") {
+    run_now(self, task, pb::OUTCOME_SUCCEEDED);
+  } else if (executor == "fail") {
+    run_now(self, task, pb::OUTCOME_FAIL, "the fail executor fails every task");
+  } else if (executor == "sleep") {
+    start_async(self, task);
+    self->delayed_send(self, std::chrono::milliseconds{sleep_millis(task.payload())},
+                       finished_atom_v, outcome_of(task, pb::OUTCOME_SUCCEEDED));
+  } else if (executor == "http") {
+    run_http(self, task, type.url);
+  } else {
+    run_caf(self, task);
+  }
+}
+
+/// A result sent to POST /v1/tasks/{id}/result: stored at once, fenced by its
+/// attempt; answered once storage says whether it applied.
+caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::ResultReport& report) {
+  auto& st = self->state;
+  pb::TaskOutcome outcome;
+  outcome.set_task_id(id);
+  outcome.set_attempt(report.attempt());
+  outcome.set_outcome(report.outcome());
+  outcome.set_result(report.result());
+  outcome.set_error(report.error());
+  auto it = st.running.find(id);
+  bool ours = it != st.running.end() && it->second.attempt == report.attempt();
+  if (ours) {
+    outcome.set_type(it->second.type);
+    st.running.erase(it);
+  }
+  pb::TaskOutcomes one;
+  *one.add_outcomes() = outcome;
+  auto promise = self->make_response_promise<pb::ResultAck>();
+  self->request(st.options.storage, storage_timeout, complete_atom_v, one)
+      .then(
+          [self, promise, one, ours,
+           attempt = report.attempt()](const pb::OutcomeAcks& acks) mutable {
+            if (ours) release(self, one);
+            pb::ResultAck ack;
+            ack.set_accepted(acks.acks_size() == 1 && acks.acks(0).applied());
+            if (ack.accepted())
+              count_outcome(*self->state.options.metrics, one.outcomes(0).outcome());
+            else
+              ack.set_reason("stale: the task is not running under attempt " +
+                             std::to_string(attempt));
+            promise.deliver(std::move(ack));
+          },
+          [self, promise, one, ours](caf::error& err) mutable {
+            // Not stored: the execution is still ours to time out.
+            if (ours) {
+              const auto& o = one.outcomes(0);
+              self->state.running[o.task_id()] =
+                  execution{o.attempt(), o.type(), std::chrono::steady_clock::now(), {}};
+            }
+            promise.deliver(std::move(err));
+          });
+  return promise;
 }
 
 dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options options) {
   self->state.options = std::move(options);
+  self->set_down_handler([self](caf::down_msg& msg) { forget_executor(self, msg.source); });
   return {
       [self](dispatch_atom, const pb::TaskList& list) {
         for (const auto& task : list.tasks()) execute(self, task);
       },
-      [self](finished_atom, pb::TaskOutcome& outcome) {
-        auto& running = self->state.running;
-        auto it = running.find(outcome.task_id());
-        if (it == running.end() || it->second.attempt != outcome.attempt()) return;
-        running.erase(it);
-        record(self, std::move(outcome));
+      [self](register_atom, executor_actor executor,
+             const pb::ExecutorRegistration& registration) -> caf::result<int32_t> {
+        if (!executor || registration.types_size() == 0 || registration.capacity() < 1)
+          return make_error(errc::invalid_argument,
+                            "an executor needs types and a capacity of at least 1");
+        self->monitor(executor);
+        caf_executor e{executor,
+                       {registration.types().begin(), registration.types().end()},
+                       registration.capacity(),
+                       0};
+        self->state.executors.push_back(e);
+        for (const auto& type : e.types) update_capacity(self, type);
+        spdlog::info("dispatcher: an executor runs {} at a time of {}", e.capacity,
+                     fmt::join(e.types, ", "));
+        return registration.types_size();
       },
+      [self](result_atom, int64_t id, const pb::ResultReport& report) {
+        return take_result(self, id, report);
+      },
+      [self](accepted_atom, int64_t id, int32_t attempt) {
+        auto it = self->state.running.find(id);
+        if (it != self->state.running.end() && it->second.attempt == attempt)
+          it->second.accepted = true;
+      },
+      [self](finished_atom, pb::TaskOutcome& outcome) { finish(self, std::move(outcome)); },
       [self](caf::timeout_atom, int64_t id, int32_t attempt) {
-        auto& running = self->state.running;
-        auto it = running.find(id);
-        if (it == running.end() || it->second.attempt != attempt) return;
+        auto it = self->state.running.find(id);
+        if (it == self->state.running.end() || it->second.attempt != attempt) return;
         pb::TaskOutcome outcome;
         outcome.set_task_id(id);
         outcome.set_attempt(attempt);
         outcome.set_type(it->second.type);
         outcome.set_outcome(pb::OUTCOME_RETRY);
-        outcome.set_error("timed out");
-        running.erase(it);
-        record(self, std::move(outcome));
+        outcome.set_error(it->second.accepted ? "timed out waiting for the result" : "timed out");
+        finish(self, std::move(outcome));
       },
       [self](caf::flush_atom) {
         auto& st = self->state;

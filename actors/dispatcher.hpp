@@ -10,12 +10,17 @@
 
 namespace taskmill {
 
+class http_client;
+struct node_metrics;
+
 struct dispatcher_options {
   std::string node;
   /// Executors and timeouts per type; read only.
   std::shared_ptr<const config> cfg;
   storage_actor storage;
   limiter_actor limiter;
+  std::shared_ptr<http_client> http;
+  std::shared_ptr<node_metrics> metrics;
 };
 
 dispatcher_actor spawn_dispatcher(caf::actor_system& sys, dispatcher_options options);

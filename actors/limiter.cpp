@@ -14,6 +14,8 @@ struct limiter_state {
   int64_t in_flight = 0;  // claimed and not yet stored as finished
   int64_t reserved = 0;   // granted to a claim still under way
   std::map<std::string, int64_t> by_type;
+  // Types run on executors of limited capacity (CAF executors), and it.
+  std::map<std::string, int32_t> capacity;
   wake_listener_actor pusher;
 
   int64_t room() const { return options.node_limit - in_flight - reserved; }
@@ -37,6 +39,14 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           req.add_capped_types(type);
           req.add_capped_limits(limit);
         }
+        req.set_any_type(st.options.any_type);
+        for (const auto& type : st.options.types) req.add_types(type);
+        for (const auto& [type, capacity] : st.capacity) {
+          auto used = st.by_type.count(type) ? st.by_type.at(type) : 0;
+          req.add_types(type);
+          req.add_local_types(type);
+          req.add_local_room(static_cast<int32_t>(std::max<int64_t>(0, capacity - used)));
+        }
         return req;
       },
       [self](settle_atom, const pb::PermitUse& use) {
@@ -56,6 +66,14 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
         if (st.pusher && !release.types().empty()) self->send(st.pusher, wake_atom_v);
       },
       [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
+      [self](capacity_atom, const std::string& type, int32_t capacity) {
+        auto& st = self->state;
+        if (capacity > 0)
+          st.capacity[type] = capacity;
+        else
+          st.capacity.erase(type);
+        if (st.pusher) self->send(st.pusher, wake_atom_v);
+      },
       [self](caf::subscribe_atom, wake_listener_actor pusher) {
         self->state.pusher = std::move(pusher);
       },

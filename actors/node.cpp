@@ -1,8 +1,12 @@
 #include "actors/node.hpp"
 
+#include "actors/api.hpp"
 #include "actors/dispatcher.hpp"
+#include "actors/http_client.hpp"
+#include "actors/http_server.hpp"
 #include "actors/inserter.hpp"
 #include "actors/limiter.hpp"
+#include "actors/metrics.hpp"
 #include "actors/pusher.hpp"
 #include "messages/errors.hpp"
 #include "storage/storage.hpp"
@@ -80,7 +84,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.listen = cfg->database.listen;
   node.storage = spawn_storage(sys, storage_opts);
 
-  auto stop_storage = [&] { caf::anon_send_exit(node.storage, caf::exit_reason::user_shutdown); };
+  auto stop_storage = [&] { stop_node(sys, node); };
   if (auto err = wait_until_ready(sys, node.storage, keep_waiting)) {
     stop_storage();
     return err;
@@ -101,18 +105,25 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   limiter_opts.global_limit = cfg->scheduling.global_limit;
   for (const auto& [name, t] : cfg->types)
     if (t.running_limit > 0) limiter_opts.type_limits.emplace(name, t.running_limit);
+  // Types run by CAF executors become claimable once one registers.
+  auto runs_here = [](const std::string& executor) {
+    return !executor.empty() && executor != "caf";
+  };
+  limiter_opts.any_type = runs_here(cfg->default_type.executor);
+  for (const auto& [name, t] : cfg->types)
+    if (runs_here(t.executor)) limiter_opts.types.push_back(name);
   node.limiter = spawn_limiter(sys, limiter_opts);
 
-  node.dispatcher = spawn_dispatcher(sys, {cfg->node.name, cfg, node.storage, node.limiter});
+  node.metrics = std::make_shared<node_metrics>();
+  node.http = std::make_shared<http_client>();
+  node.dispatcher = spawn_dispatcher(
+      sys, {cfg->node.name, cfg, node.storage, node.limiter, node.http, node.metrics});
 
   pusher_options pusher_opts;
   pusher_opts.node = cfg->node.name;
   pusher_opts.batch_size = cfg->scheduling.batch_size;
   pusher_opts.poll_interval = cfg->scheduling.poll_interval;
   pusher_opts.weights = cfg->scheduling.weights;
-  pusher_opts.any_type = !cfg->default_type.executor.empty();
-  for (const auto& [name, t] : cfg->types)
-    if (!t.executor.empty()) pusher_opts.types.push_back(name);
   pusher_opts.storage = node.storage;
   pusher_opts.limiter = node.limiter;
   pusher_opts.dispatcher = node.dispatcher;
@@ -125,16 +136,57 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
 
   node.inserter = spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.storage,
                                        caf::actor_cast<wake_listener_actor>(node.pusher)});
+
+  api_options api_opts;
+  api_opts.cfg = cfg;
+  api_opts.metrics = node.metrics;
+  api_opts.lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
+  api_opts.storage = node.storage;
+  api_opts.inserter = node.inserter;
+  api_opts.dispatcher = node.dispatcher;
+  api_opts.limiter = node.limiter;
+  api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
+  node.api = spawn_api(sys, api_opts);
+  auto listen = parse_listen_address(cfg->api.listen, "api.listen");
+  if (!listen) {
+    stop_node(sys, node);
+    return listen.error();
+  }
+  auto server = http_server::start(
+      listen->first, listen->second, static_cast<uint64_t>(cfg->api.max_body_bytes),
+      [api = node.api](http_request req, http_reply reply) {
+        caf::anon_send(api, http_atom_v, http_exchange{std::move(req), std::move(reply)});
+      });
+  if (!server) {
+    stop_node(sys, node);
+    return server.error();
+  }
+  node.server = std::move(*server);
   return node;
 }
 
-void stop_node(const node_actors& node) {
+node_actors::node_actors() = default;
+node_actors::node_actors(node_actors&&) noexcept = default;
+node_actors& node_actors::operator=(node_actors&&) noexcept = default;
+node_actors::~node_actors() = default;
+
+uint16_t node_actors::api_port() const {
+  return server ? server->port() : 0;
+}
+
+void stop_node(caf::actor_system& sys, node_actors& node) {
   auto reason = caf::exit_reason::user_shutdown;
-  caf::anon_send_exit(node.pusher, reason);
-  caf::anon_send_exit(node.inserter, reason);
-  caf::anon_send_exit(node.dispatcher, reason);
-  caf::anon_send_exit(node.limiter, reason);
-  caf::anon_send_exit(node.storage, reason);
+  if (node.pusher) caf::anon_send_exit(node.pusher, reason);
+  if (node.api) {
+    caf::scoped_actor self{sys};
+    self->send_exit(node.api, reason);
+    self->wait_for(node.api);
+  }
+  node.server.reset();
+  for (auto actor :
+       {caf::actor_cast<caf::actor>(node.inserter), caf::actor_cast<caf::actor>(node.dispatcher),
+        caf::actor_cast<caf::actor>(node.limiter), caf::actor_cast<caf::actor>(node.storage)})
+    if (actor) caf::anon_send_exit(actor, reason);
 }
 
 }  // namespace taskmill

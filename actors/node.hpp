@@ -14,23 +14,40 @@
 
 namespace taskmill {
 
+class http_client;
+class http_server;
+struct node_metrics;
+
 struct node_actors {
+  node_actors();
+  node_actors(node_actors&&) noexcept;
+  node_actors& operator=(node_actors&&) noexcept;
+  ~node_actors();
+
+  std::shared_ptr<node_metrics> metrics;
+  std::shared_ptr<http_client> http;
   storage_actor storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
   pusher_actor pusher;
   inserter_actor inserter;
+  api_actor api;
+  std::unique_ptr<http_server> server;
+
+  /// The port the HTTP API listens on.
+  uint16_t api_port() const;
 };
 
 /// Starts storage, waits until it is connected and migrated (asking
 /// `keep_waiting` every half second whether to go on), writes the per-type
-/// settings, then starts the rest.
+/// settings, then starts the rest, the HTTP API last.
 caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<const config> cfg,
                                       const std::string& conninfo,
                                       const std::function<bool()>& keep_waiting);
 
-/// Stops the actors, claiming first, storage last.
-void stop_node(const node_actors& node);
+/// Stops the node: claiming first, storage last; waits for the API to finish
+/// before its HTTP server goes.
+void stop_node(caf::actor_system& sys, node_actors& node);
 
 /// The per-type settings of `cfg` as written to the database.
 pb::TypeSettingsList type_settings(const config& cfg);

@@ -86,8 +86,6 @@ void claim_with(self_ptr self, pb::ClaimRequest req) {
   }
   req.set_node(st.options.node);
   for (auto quota : st.shares.quotas(req.limit())) req.add_level_quotas(quota);
-  req.set_any_type(st.options.any_type);
-  for (const auto& type : st.options.types) req.add_types(type);
   self->request(st.options.storage, storage_timeout, claim_atom_v, req)
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
             [self, granted = req.limit()](const caf::error& err) {

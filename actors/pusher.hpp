@@ -16,9 +16,6 @@ struct pusher_options {
   int32_t batch_size = 512;
   std::chrono::milliseconds poll_interval{1000};
   std::array<int, 5> weights{16, 8, 4, 2, 1};
-  /// The types this node runs; any type when `any_type`.
-  bool any_type = false;
-  std::vector<std::string> types;
   storage_actor storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;

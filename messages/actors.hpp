@@ -10,6 +10,7 @@
 //   dispatcher --complete--> storage --acks--> dispatcher --release--> limiter
 //   limiter --wake--> pusher
 
+#include "messages/http.hpp"
 #include "taskmill.pb.h"
 
 #include <caf/meta/load_callback.hpp>
@@ -70,6 +71,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::PermitUse))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::PermitRelease))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TypeSettingsList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ExecutorRegistration))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Count))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -86,6 +89,18 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, dispatch_atom, "dispatch")
   CAF_ADD_ATOM(taskmill, taskmill, finished_atom, "finished")
   CAF_ADD_ATOM(taskmill, taskmill, report_atom, "report")
+  CAF_ADD_ATOM(taskmill, taskmill, list_atom, "list")
+  CAF_ADD_ATOM(taskmill, taskmill, attempts_atom, "attempts")
+  CAF_ADD_ATOM(taskmill, taskmill, retry_atom, "retry")
+  CAF_ADD_ATOM(taskmill, taskmill, batch_atom, "batch")
+  CAF_ADD_ATOM(taskmill, taskmill, stats_atom, "stats")
+  CAF_ADD_ATOM(taskmill, taskmill, nodes_atom, "nodes")
+  CAF_ADD_ATOM(taskmill, taskmill, capacity_atom, "capacity")
+  CAF_ADD_ATOM(taskmill, taskmill, execute_atom, "execute")
+  CAF_ADD_ATOM(taskmill, taskmill, register_atom, "register")
+  CAF_ADD_ATOM(taskmill, taskmill, accepted_atom, "accepted")
+  CAF_ADD_ATOM(taskmill, taskmill, result_atom, "result")
+  CAF_ADD_ATOM(taskmill, taskmill, http_atom, "http")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -104,6 +119,17 @@ using storage_actor = caf::typed_actor<
     caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
     caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
     caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
+    caf::replies_to<list_atom, pb::ListTasksRequest>::with<pb::TaskList>,
+    caf::replies_to<attempts_atom, int64_t>::with<pb::AttemptList>,
+    // Makes a task pending and due now.
+    caf::replies_to<retry_atom, int64_t>::with<pb::Task>,
+    caf::replies_to<batch_atom, std::string>::with<pb::BatchCounts>,
+    // Makes the failed and dead tasks of a batch pending; answers how many.
+    caf::replies_to<retry_atom, std::string>::with<int32_t>,
+    // Task counts per type and status.
+    caf::replies_to<stats_atom>::with<pb::Stats>,
+    // The nodes, with those silent longer than the given milliseconds dead.
+    caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>,
     caf::replies_to<status_atom>::with<pb::StorageStatus>,
     // Writes the per-type settings of the node's configuration; answers how many.
     caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
@@ -131,6 +157,8 @@ using limiter_actor = caf::typed_actor<
     caf::reacts_to<release_atom, pb::PermitRelease>,
     // Tasks in flight on this node.
     caf::replies_to<caf::get_atom>::with<int64_t>,
+    // This node's executors of a type can take this many tasks at a time.
+    caf::reacts_to<capacity_atom, std::string, int32_t>,
     // Who to wake when permits come back.
     caf::reacts_to<caf::subscribe_atom, wake_listener_actor>>;
 
@@ -140,17 +168,31 @@ using pusher_actor = wake_listener_actor::extend<
     // Internal: the timer, with the generation it was set in.
     caf::reacts_to<caf::tick_atom, uint64_t>>;
 
+/// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
+/// protobuf bodies, checks the token, asks the other actors.
+using api_actor = caf::typed_actor<caf::reacts_to<http_atom, http_exchange>>;
+
+/// A CAF executor: runs one task and answers its outcome.
+using executor_actor =
+    caf::typed_actor<caf::replies_to<execute_atom, pb::Task>::with<pb::TaskOutcome>>;
+
 /// Runs claimed tasks on their executors, enforces their timeouts and reports
 /// outcomes to storage; permits go back once an outcome is stored.
-using dispatcher_actor =
-    caf::typed_actor<caf::reacts_to<dispatch_atom, pb::TaskList>,
-                     // Internal: an asynchronous execution finished.
-                     caf::reacts_to<finished_atom, pb::TaskOutcome>,
-                     // Internal: the timeout of (task id, attempt) expired.
-                     caf::reacts_to<caf::timeout_atom, int64_t, int32_t>,
-                     // Internal: report the outcomes gathered so far.
-                     caf::reacts_to<caf::flush_atom>,
-                     // Internal: report outcomes again after storage failed to take them.
-                     caf::reacts_to<report_atom, pb::TaskOutcomes>>;
+using dispatcher_actor = caf::typed_actor<
+    caf::reacts_to<dispatch_atom, pb::TaskList>,
+    // A CAF executor offers to run tasks of some types; answers how many.
+    caf::replies_to<register_atom, executor_actor, pb::ExecutorRegistration>::with<int32_t>,
+    // A result for (task id) sent to POST /v1/tasks/{id}/result.
+    caf::replies_to<result_atom, int64_t, pb::ResultReport>::with<pb::ResultAck>,
+    // Internal: an HTTP executor answered 202; the result comes later.
+    caf::reacts_to<accepted_atom, int64_t, int32_t>,
+    // Internal: an asynchronous execution finished.
+    caf::reacts_to<finished_atom, pb::TaskOutcome>,
+    // Internal: the timeout of (task id, attempt) expired.
+    caf::reacts_to<caf::timeout_atom, int64_t, int32_t>,
+    // Internal: report the outcomes gathered so far.
+    caf::reacts_to<caf::flush_atom>,
+    // Internal: report outcomes again after storage failed to take them.
+    caf::reacts_to<report_atom, pb::TaskOutcomes>>;
 
 }  // namespace taskmill

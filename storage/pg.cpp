@@ -17,7 +17,7 @@ namespace {
 errc classify(std::string_view sqlstate) {
   if (sqlstate == "40P01" || sqlstate == "40001" || sqlstate == "55P03") return errc::retryable;
   if (sqlstate == "P0002") return errc::not_found;
-  if (sqlstate == "23505") return errc::conflict;
+  if (sqlstate == "23505" || sqlstate == "55006") return errc::conflict;
   if (sqlstate.substr(0, 2) == "22" || sqlstate == "23514" || sqlstate == "23502")
     return errc::invalid_argument;
   if (sqlstate.substr(0, 2) == "08" || sqlstate == "57P01" || sqlstate == "57P02" ||
@@ -35,7 +35,8 @@ caf::error error_of(const PGresult* res) {
   auto message = field(PG_DIAG_MESSAGE_PRIMARY);
   if (message.empty()) message = PQresultErrorMessage(res);
   auto code = classify(sqlstate);
-  if (code == errc::invalid_argument || code == errc::not_found) return make_error(code, message);
+  if (code == errc::invalid_argument || code == errc::not_found || sqlstate == "55006")
+    return make_error(code, message);
   return make_error(code, "PostgreSQL: " + message + " (SQLSTATE " + sqlstate + ")");
 }
 

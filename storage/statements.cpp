@@ -22,7 +22,7 @@ const statement cancel_by_key{
 const statement claim{
     "claim",
     "SELECT * FROM taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
-    "$7::text[])"};
+    "$7::text[], $8::text[], $9::int[])"};
 
 const statement next_due{"next_due",
                          "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[])"};
@@ -39,10 +39,48 @@ const statement put_type_settings{
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
     "$6::int[], $7::real[], $8::bigint[], $9::int[])"};
 
+const statement list_tasks{
+    "list_tasks",
+    "SELECT * FROM taskmill.tasks WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR "
+    "key = $2) AND ($3::taskmill.task_status IS NULL OR status = $3) AND ($4::text IS NULL OR "
+    "batch = $4) AND id > $5::bigint ORDER BY id LIMIT $6::int"};
+
+// Finished attempts, and the one under way if the task is running.
+const statement task_attempts{
+    "task_attempts",
+    "SELECT t.id, a.attempt, a.node, a.started_at, a.finished_at, a.outcome, a.error "
+    "FROM taskmill.tasks t LEFT JOIN taskmill.attempts a ON a.task_id = t.id WHERE t.id = "
+    "$1::bigint "
+    "UNION ALL SELECT t.id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL "
+    "FROM taskmill.tasks t WHERE t.id = $1::bigint AND t.status = 'running' AND NOT EXISTS "
+    "(SELECT 1 FROM taskmill.attempts a WHERE a.task_id = t.id AND a.attempt = t.attempt) "
+    "ORDER BY 2 NULLS FIRST"};
+
+const statement retry_task{"retry_task", "SELECT * FROM taskmill.retry($1::bigint)"};
+
+const statement batch_counts{
+    "batch_counts",
+    "SELECT status::text, count(*) FROM taskmill.tasks WHERE batch = $1 GROUP BY 1"};
+
+const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
+
+const statement status_counts{
+    "status_counts",
+    "SELECT type, status::text, count(*) FROM taskmill.tasks GROUP BY 1, 2 ORDER BY 1, 2"};
+
+// $1: how long a node may be silent before it counts as dead, in ms.
+const statement list_nodes{
+    "list_nodes",
+    "SELECT n.name, n.address, n.started_at, n.heartbeat_at, CASE WHEN n.stopped_at IS NOT NULL "
+    "OR n.heartbeat_at < now() - $1::bigint * interval '1 ms' THEN 'dead' WHEN n.leader THEN "
+    "'leader' ELSE 'follower' END, (SELECT count(*) FROM taskmill.tasks t WHERE t.status = "
+    "'running' AND t.picked_by = n.name) FROM taskmill.nodes n ORDER BY n.name"};
+
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many, &reschedule,    &cancel_by_id, &cancel_by_key,     &claim,
-      &next_due,    &complete_many, &get_task,     &put_type_settings,
+      &submit_many,   &reschedule,  &cancel_by_id,      &cancel_by_key, &claim,         &next_due,
+      &complete_many, &get_task,    &put_type_settings, &list_tasks,    &task_attempts, &retry_task,
+      &batch_counts,  &retry_batch, &status_counts,     &list_nodes,
   };
   return list;
 }

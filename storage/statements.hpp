@@ -18,6 +18,13 @@ extern const statement next_due;
 extern const statement complete_many;
 extern const statement get_task;
 extern const statement put_type_settings;
+extern const statement list_tasks;
+extern const statement task_attempts;
+extern const statement retry_task;
+extern const statement batch_counts;
+extern const statement retry_batch;
+extern const statement status_counts;
+extern const statement list_nodes;
 
 /// All of the above, to prepare on connect.
 const std::vector<const statement*>& all();

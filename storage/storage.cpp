@@ -402,6 +402,48 @@ pb::ClaimedTasks read_claim(const db::result& claimed, const db::result& next) {
   return out;
 }
 
+pb::TaskList read_task_page(const db::result& res, int limit) {
+  pb::TaskList out;
+  db::task_columns cols{res};
+  int rows = std::min(res.rows(), limit);
+  for (int row = 0; row < rows; ++row) db::read_task(res, row, cols, out.add_tasks());
+  if (res.rows() > limit && rows > 0)
+    out.set_next_page_token(std::to_string(out.tasks(rows - 1).id()));
+  return out;
+}
+
+caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) {
+  if (res.rows() == 0) return make_error(errc::not_found, "no task with id " + std::to_string(id));
+  pb::AttemptList out;
+  for (int row = 0; row < res.rows(); ++row) {
+    if (res.is_null(row, 1)) continue;  // a task without attempts yet
+    auto a = out.add_attempts();
+    a->set_attempt(res.int32(row, 1));
+    a->set_node(res.string(row, 2));
+    if (!res.is_null(row, 3)) set_micros(a->mutable_started_at(), res.micros(row, 3));
+    if (!res.is_null(row, 4)) set_micros(a->mutable_finished_at(), res.micros(row, 4));
+    a->set_outcome(res.string(row, 5));
+    a->set_error(res.string(row, 6));
+    if (!res.is_null(row, 3) && !res.is_null(row, 4))
+      a->set_duration_ms((res.micros(row, 4) - res.micros(row, 3)) / 1000);
+  }
+  return out;
+}
+
+pb::NodeList read_nodes(const db::result& res) {
+  pb::NodeList out;
+  for (int row = 0; row < res.rows(); ++row) {
+    auto n = out.add_nodes();
+    n->set_name(res.string(row, 0));
+    n->set_address(res.string(row, 1));
+    set_micros(n->mutable_started_at(), res.micros(row, 2));
+    set_micros(n->mutable_heartbeat_at(), res.micros(row, 3));
+    n->set_role(res.string(row, 4));
+    n->set_running(res.int64(row, 5));
+  }
+  return out;
+}
+
 std::string int_array(const google::protobuf::RepeatedField<int32_t>& values) {
   return db::array_literal_of(values, [](int32_t v) { return db::param{std::to_string(v)}; });
 }
@@ -460,7 +502,8 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
           db::call claim{&db::sql::claim,
                          {req.node(), std::to_string(req.limit()), int_array(req.level_quotas()),
                           text_array(req.capped_types()), int_array(req.capped_limits()),
-                          std::to_string(req.global_limit()), types}};
+                          std::to_string(req.global_limit()), types, text_array(req.local_types()),
+                          int_array(req.local_room())}};
           db::call next{&db::sql::next_due, {types}};
           enqueue<pb::ClaimedTasks>(self, {std::move(claim), std::move(next)}, promise,
                                     [](results& rs) { return read_claim(*rs[0], *rs[1]); });
@@ -473,6 +516,95 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                             [id](results& rs) {
                               return single_task(*rs[0], "no task with id " + std::to_string(id));
                             });
+          return promise;
+        },
+        [self](list_atom, const pb::ListTasksRequest& req) -> caf::result<pb::TaskList> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::TaskList>();
+          auto optional_text = [](const std::string& s) {
+            return s.empty() ? db::param{} : db::param{s};
+          };
+          auto limit = req.limit() > 0 ? req.limit() : 100;
+          db::call c{
+              &db::sql::list_tasks,
+              {optional_text(req.type()), optional_text(req.key()),
+               req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
+                                                           : db::param{status_name(req.status())},
+               optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
+               std::to_string(limit + 1)}};
+          enqueue<pb::TaskList>(self, {std::move(c)}, promise,
+                                [limit](results& rs) -> caf::expected<pb::TaskList> {
+                                  return read_task_page(*rs[0], limit);
+                                });
+          return promise;
+        },
+        [self](attempts_atom, int64_t id) -> caf::result<pb::AttemptList> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::AttemptList>();
+          enqueue<pb::AttemptList>(self, {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
+                                   promise,
+                                   [id](results& rs) { return read_attempts(*rs[0], id); });
+          return promise;
+        },
+        [self](retry_atom, int64_t id) -> caf::result<pb::Task> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::Task>();
+          enqueue<pb::Task>(self, {db::call{&db::sql::retry_task, {std::to_string(id)}}}, promise,
+                            [id](results& rs) {
+                              return single_task(*rs[0], "no task with id " + std::to_string(id));
+                            });
+          return promise;
+        },
+        [self](batch_atom, const std::string& batch) -> caf::result<pb::BatchCounts> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::BatchCounts>();
+          enqueue<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}}, promise,
+                                   [batch](results& rs) -> caf::expected<pb::BatchCounts> {
+                                     const auto& res = *rs[0];
+                                     if (res.rows() == 0)
+                                       return make_error(errc::not_found, "no batch " + batch);
+                                     pb::BatchCounts out;
+                                     out.set_batch(batch);
+                                     for (int row = 0; row < res.rows(); ++row)
+                                       (*out.mutable_counts())[res.string(row, 0)] =
+                                           res.int64(row, 1);
+                                     return out;
+                                   });
+          return promise;
+        },
+        [self](retry_atom, const std::string& batch) -> caf::result<int32_t> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<int32_t>();
+          enqueue<int32_t>(
+              self, {db::call{&db::sql::retry_batch, {batch}}}, promise,
+              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
+          return promise;
+        },
+        [self](stats_atom) -> caf::result<pb::Stats> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::Stats>();
+          enqueue<pb::Stats>(
+              self, {db::call{&db::sql::status_counts, {}}}, promise,
+              [](results& rs) -> caf::expected<pb::Stats> {
+                const auto& res = *rs[0];
+                pb::Stats out;
+                for (int row = 0; row < res.rows(); ++row) {
+                  auto c = out.add_counts();
+                  c->set_type(res.string(row, 0));
+                  c->set_status(
+                      parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+                  c->set_count(res.int64(row, 2));
+                }
+                return out;
+              });
+          return promise;
+        },
+        [self](nodes_atom, int64_t lease_ms) -> caf::result<pb::NodeList> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::NodeList>();
+          enqueue<pb::NodeList>(
+              self, {db::call{&db::sql::list_nodes, {std::to_string(lease_ms)}}}, promise,
+              [](results& rs) -> caf::expected<pb::NodeList> { return read_nodes(*rs[0]); });
           return promise;
         },
         [self](status_atom) -> pb::StorageStatus { return self->state.status; },

@@ -26,7 +26,7 @@ std::string claim_sql(const std::string& node, int limit, const std::string& quo
                       int global = 0, const std::string& types = "NULL") {
   return "SELECT id, type, priority, attempt FROM taskmill.claim('" + node + "', " +
          std::to_string(limit) + ", '" + quotas + "', '" + capped + "', '" + caps + "', " +
-         std::to_string(global) + ", " + types + ")";
+         std::to_string(global) + ", " + types + ", NULL, NULL)";
 }
 
 void insert_due(const task_database& db, const std::string& type, int priority, int count,

@@ -9,6 +9,7 @@
 
 #include <caf/send.hpp>
 
+#include <deque>
 #include <set>
 #include <thread>
 
@@ -20,6 +21,7 @@ namespace {
 config node_config(const std::string& name) {
   config cfg;
   cfg.node.name = name;
+  cfg.api.listen = "127.0.0.1:0";
   cfg.scheduling.poll_interval = 500ms;
   auto add = [&](const std::string& type, const std::string& executor) {
     task_type_config t;
@@ -38,19 +40,19 @@ config node_config(const std::string& name) {
 
 struct node_fixture : test::actor_system_fixture {
   test::task_database db{"node"};
-  std::vector<node_actors> nodes;
+  std::deque<node_actors> nodes;
 
-  node_actors start(const config& cfg) {
+  node_actors& start(const config& cfg) {
     auto deadline = std::chrono::steady_clock::now() + 30s;
     auto node = start_node(*sys, std::make_shared<const config>(cfg), db.conninfo(),
                            [&] { return std::chrono::steady_clock::now() < deadline; });
     BOOST_REQUIRE_MESSAGE(node, test::describe(node));
-    nodes.push_back(*node);
-    return *node;
+    nodes.push_back(std::move(*node));
+    return nodes.back();
   }
 
   ~node_fixture() {
-    for (auto& n : nodes) stop_node(n);
+    for (auto& n : nodes) stop_node(*sys, n);
   }
 
   int64_t count(const std::string& where) const {
@@ -74,7 +76,7 @@ pb::SubmitTasks tasks_of(const std::string& type, int from, int n, int prioritie
 BOOST_FIXTURE_TEST_SUITE(single_node, node_fixture)
 
 BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
-  auto node = start(node_config("n1"));
+  auto& node = start(node_config("n1"));
   for (int batch = 0; batch < 4; ++batch) {
     auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v,
                                             tasks_of("NOOP", batch * 500, 500, 5));
@@ -94,7 +96,7 @@ BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
 }
 
 BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
-  auto node = start(node_config("n1"));
+  auto& node = start(node_config("n1"));
   pb::SubmitTasks req;
   auto quick = req.add_tasks();
   quick->set_type("SLEEP");
@@ -121,7 +123,7 @@ BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
 BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
   auto cfg = node_config("n1");
   cfg.scheduling.node_limit = 3;
-  auto node = start(cfg);
+  auto& node = start(cfg);
   pb::SubmitTasks req = tasks_of("SLEEP", 0, 12);
   for (auto& t : *req.mutable_tasks()) t.set_payload("150");
   BOOST_REQUIRE(test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req));
@@ -150,7 +152,7 @@ BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
 }
 
 BOOST_AUTO_TEST_CASE(types_without_an_executor_are_left_to_other_nodes) {
-  auto node = start(node_config("n1"));
+  auto& node = start(node_config("n1"));
   db.exec("SELECT taskmill.submit('ELSEWHERE', 'x')");
   BOOST_REQUIRE(
       test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, tasks_of("NOOP", 0, 10)));
@@ -160,7 +162,7 @@ BOOST_AUTO_TEST_CASE(types_without_an_executor_are_left_to_other_nodes) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_submissions_are_refused_whole_naming_the_field) {
-  auto node = start(node_config("n1"));
+  auto& node = start(node_config("n1"));
   auto req = tasks_of("NOOP", 0, 3);
   req.mutable_tasks(1)->set_priority(7);
   auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req);

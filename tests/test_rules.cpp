@@ -47,8 +47,8 @@ template <class Body>
 task_row while_claim_in_flight(const task_database& db, Body body) {
   auto holder = db.connect();
   BOOST_REQUIRE(holder.exec("BEGIN"));
-  auto claimed =
-      holder.exec("SELECT id FROM taskmill.claim('holder', 1, '{}', '{}', '{}', 0, NULL)");
+  auto claimed = holder.exec(
+      "SELECT id FROM taskmill.claim('holder', 1, '{}', '{}', '{}', 0, NULL, NULL, NULL)");
   BOOST_REQUIRE(claimed && claimed->rows() == 1);
   auto result = std::async(std::launch::async, body);
   // Commit only once the other transaction is blocked on the claimed row.

@@ -90,7 +90,7 @@ int run_node(const config& cfg) {
       std::optional<int> sig;
       while (!sig) sig = stop_signal_within(1h);
       spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));
-      stop_node(*node);
+      stop_node(sys, *node);
     }
   }
   if (embedded) {

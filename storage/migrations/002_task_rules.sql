@@ -416,10 +416,12 @@ $$;
 -- a running limit go first within a level, as far as their room allows.
 -- Running limits are counted here, in the database, so they hold for the
 -- whole cluster; claims that check them take turns. p_types lists the types
--- this node can run (NULL: any).
+-- this node can run (NULL: any); p_local_types the types it runs on executors
+-- of limited capacity, with the room p_local_room they have left.
 CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
                                p_capped_types text[], p_type_limits integer[],
-                               p_global_limit integer, p_types text[])
+                               p_global_limit integer, p_types text[],
+                               p_local_types text[], p_local_room integer[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -441,8 +443,17 @@ BEGIN
   FOR i IN 1..cardinality(v_capped) LOOP
     SELECT count(*) INTO v_running FROM taskmill.tasks t
      WHERE t.status = 'running' AND t.type = v_capped[i];
-    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
+        v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
                       THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
+    v_step := array_position(v_capped, p_local_types[j]);
+    IF v_step IS NULL THEN
+      v_capped := v_capped || p_local_types[j];
+      v_room := v_room || greatest(0, p_local_room[j]);
+    ELSE
+      v_room[v_step] := least(v_room[v_step], greatest(0, p_local_room[j]));
+    END IF;
   END LOOP;
 
   -- Level by level (lvl 1..5), then once more over all levels (lvl 6).

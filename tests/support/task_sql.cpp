@@ -87,10 +87,11 @@ task_row task_database::by_id(int64_t id) const {
 }
 
 std::vector<task_row> task_database::claim(int n, const std::string& node) const {
-  auto res = exec(std::string{"SELECT '' AS outcome, "} + task_columns +
-                      " FROM taskmill.claim($1, $2, '{}', '{}', '{}', 0, NULL) ORDER BY priority, "
-                      "execute_at, id",
-                  {node, std::to_string(n)});
+  auto res = exec(
+      std::string{"SELECT '' AS outcome, "} + task_columns +
+          " FROM taskmill.claim($1, $2, '{}', '{}', '{}', 0, NULL, NULL, NULL) ORDER BY priority, "
+          "execute_at, id",
+      {node, std::to_string(n)});
   std::vector<task_row> out;
   for (int i = 0; i < res.rows(); ++i) out.push_back(read_task_row(res, i));
   return out;

@@ -1,0 +1,29 @@
+#pragma once
+
+#include "config/config.hpp"
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <memory>
+
+namespace taskmill {
+
+struct node_metrics;
+
+struct api_options {
+  std::shared_ptr<const config> cfg;
+  std::shared_ptr<node_metrics> metrics;
+  /// A node silent this long counts as dead in answers.
+  std::chrono::milliseconds lease;
+  storage_actor storage;
+  inserter_actor inserter;
+  dispatcher_actor dispatcher;
+  limiter_actor limiter;
+  wake_listener_actor pusher;
+};
+
+api_actor spawn_api(caf::actor_system& sys, api_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,234 @@
+#include "actors/http_client.hpp"
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <map>
+#include <optional>
+#include <thread>
+
+namespace taskmill {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+using steady = std::chrono::steady_clock;
+
+namespace {
+
+// Idle connections older than this are not reused; the server may have
+// closed them already.
+constexpr auto max_idle = std::chrono::seconds{20};
+constexpr size_t max_idle_per_host = 256;
+constexpr uint64_t max_answer_bytes = 16 << 20;
+
+struct target {
+  std::string host;
+  std::string port = "80";
+  std::string path = "/";
+  std::string pool_key() const { return host + ":" + port; }
+};
+
+std::optional<target> parse_url(const std::string& url) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0) return std::nullopt;
+  auto rest = url.substr(scheme.size());
+  target t;
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  if (slash != std::string::npos) t.path = rest.substr(slash);
+  auto colon = authority.rfind(':');
+  if (colon != std::string::npos) {
+    t.host = authority.substr(0, colon);
+    t.port = authority.substr(colon + 1);
+  } else {
+    t.host = authority;
+  }
+  if (t.host.empty() || t.port.empty()) return std::nullopt;
+  return t;
+}
+
+struct idle_connection {
+  std::unique_ptr<beast::tcp_stream> stream;
+  steady::time_point since;
+};
+
+}  // namespace
+
+struct http_client::impl {
+  net::io_context ioc{1};
+  net::executor_work_guard<net::io_context::executor_type> work{ioc.get_executor()};
+  tcp::resolver resolver{ioc};
+  // Touched only on the I/O thread.
+  std::map<std::string, std::vector<idle_connection>> idle;
+  std::thread thread;
+
+  std::unique_ptr<beast::tcp_stream> take_idle(const std::string& key) {
+    auto& pool = idle[key];
+    while (!pool.empty()) {
+      auto conn = std::move(pool.back());
+      pool.pop_back();
+      if (steady::now() - conn.since < max_idle) return std::move(conn.stream);
+    }
+    return nullptr;
+  }
+
+  void give_back(const std::string& key, std::unique_ptr<beast::tcp_stream> stream) {
+    auto& pool = idle[key];
+    if (pool.size() < max_idle_per_host) pool.push_back({std::move(stream), steady::now()});
+  }
+};
+
+namespace {
+
+/// One request and its answer, on a pooled or a new connection.
+class exchange : public std::enable_shared_from_this<exchange> {
+ public:
+  exchange(http_client::impl* client, http_call call, target where,
+           std::function<void(http_answer)> done)
+      : client_(client),
+        call_(std::move(call)),
+        where_(std::move(where)),
+        done_(std::move(done)),
+        deadline_(steady::now() + call_.timeout) {
+    request_.method(http::verb::post);
+    request_.target(where_.path);
+    request_.version(11);
+    request_.set(http::field::host, where_.host + ":" + where_.port);
+    request_.set(http::field::content_type, "application/json");
+    request_.set(http::field::user_agent, "taskmill");
+    request_.keep_alive(true);
+    for (const auto& [name, value] : call_.headers) request_.set(name, value);
+    request_.body() = call_.body;
+    request_.prepare_payload();
+  }
+
+  void start() {
+    stream_ = client_->take_idle(where_.pool_key());
+    reused_ = stream_ != nullptr;
+    if (reused_)
+      write();
+    else
+      connect();
+  }
+
+ private:
+  void connect() {
+    stream_ = std::make_unique<beast::tcp_stream>(client_->ioc);
+    client_->resolver.async_resolve(
+        where_.host, where_.port,
+        [self = shared_from_this()](beast::error_code ec, tcp::resolver::results_type endpoints) {
+          if (ec) return self->fail("cannot resolve " + self->where_.host + ": " + ec.message());
+          self->stream_->expires_at(self->deadline_);
+          self->stream_->async_connect(endpoints,
+                                       [self](beast::error_code ec, const tcp::endpoint&) {
+                                         if (ec) return self->fail(ec);
+                                         self->stream_->socket().set_option(tcp::no_delay{true});
+                                         self->write();
+                                       });
+        });
+  }
+
+  void write() {
+    stream_->expires_at(deadline_);
+    http::async_write(*stream_, request_,
+                      [self = shared_from_this()](beast::error_code ec, size_t) {
+                        if (ec) return self->retry_or_fail(ec);
+                        self->read();
+                      });
+  }
+
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(max_answer_bytes);
+    http::async_read(*stream_, buffer_, *parser_,
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->retry_or_fail(ec);
+                       self->succeed();
+                     });
+  }
+
+  /// A pooled connection the server closed meanwhile fails before any answer:
+  /// try once more on a new one.
+  void retry_or_fail(beast::error_code ec) {
+    bool stale = reused_ && (ec == http::error::end_of_stream || ec == net::error::eof ||
+                             ec == net::error::connection_reset || ec == net::error::broken_pipe);
+    if (!stale) return fail(ec);
+    reused_ = false;
+    buffer_.clear();
+    connect();
+  }
+
+  void succeed() {
+    auto& res = parser_->get();
+    http_answer answer;
+    answer.status = static_cast<int>(res.result_int());
+    answer.body = std::move(res.body());
+    if (res.keep_alive()) {
+      stream_->expires_never();
+      client_->give_back(where_.pool_key(), std::move(stream_));
+    }
+    done_(std::move(answer));
+  }
+
+  void fail(beast::error_code ec) {
+    if (ec == beast::error::timeout) {
+      http_answer answer;
+      answer.timed_out = true;
+      answer.error = "timed out after " + std::to_string(call_.timeout.count()) + " ms";
+      done_(std::move(answer));
+      return;
+    }
+    fail(ec.message());
+  }
+
+  void fail(const std::string& what) {
+    http_answer answer;
+    answer.error = what;
+    done_(std::move(answer));
+  }
+
+  // Outlives every exchange: pending ones are destroyed with its io_context.
+  http_client::impl* client_;
+  http_call call_;
+  target where_;
+  std::function<void(http_answer)> done_;
+  steady::time_point deadline_;
+  std::unique_ptr<beast::tcp_stream> stream_;
+  bool reused_ = false;
+  http::request<http::string_body> request_;
+  beast::flat_buffer buffer_;
+  std::optional<http::response_parser<http::string_body>> parser_;
+};
+
+}  // namespace
+
+http_client::http_client() : impl_(std::make_unique<impl>()) {
+  impl_->thread = std::thread{[raw = impl_.get()] { raw->ioc.run(); }};
+}
+
+http_client::~http_client() {
+  impl_->work.reset();
+  impl_->ioc.stop();
+  impl_->thread.join();
+}
+
+void http_client::post(http_call call, std::function<void(http_answer)> done) {
+  auto where = parse_url(call.url);
+  if (!where) {
+    http_answer answer;
+    answer.error = "bad URL " + call.url;
+    done(std::move(answer));
+    return;
+  }
+  net::post(impl_->ioc, [client = impl_.get(), call = std::move(call), where = std::move(*where),
+                         done = std::move(done)]() mutable {
+    std::make_shared<exchange>(client, std::move(call), std::move(where), std::move(done))->start();
+  });
+}
+
+}  // namespace taskmill

@@ -1,0 +1,165 @@
+#include "actors/http_server.hpp"
+
+#include "messages/errors.hpp"
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <optional>
+#include <thread>
+
+namespace taskmill {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+namespace {
+
+std::string text(beast::string_view view) {
+  return {view.data(), view.size()};
+}
+
+// An idle keep-alive connection is closed after this long.
+constexpr auto idle_timeout = std::chrono::seconds{75};
+
+class session : public std::enable_shared_from_this<session> {
+ public:
+  session(tcp::socket&& socket, uint64_t max_body, const http_handler& handler)
+      : stream_(std::move(socket)), max_body_(max_body), handler_(handler) {}
+
+  void start() {
+    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
+  }
+
+ private:
+  void read() {
+    parser_.emplace();
+    parser_->body_limit(max_body_);
+    stream_.expires_after(idle_timeout);
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, size_t) { self->on_read(ec); });
+  }
+
+  void on_read(beast::error_code ec) {
+    if (ec == http::error::body_limit) {
+      http_response too_large{
+          413, "application/json",
+          R"({"error":{"code":"payload_too_large","message":"the body is larger than the limit"}})"};
+      keep_alive_ = false;
+      write(std::move(too_large));
+      return;
+    }
+    if (ec) return close();
+    auto& req = parser_->get();
+    keep_alive_ = req.keep_alive();
+    http_request out;
+    out.method = text(req.method_string());
+    out.target = text(req.target());
+    out.authorization = text(req[http::field::authorization]);
+    out.content_type = text(req[http::field::content_type]);
+    out.accept = text(req[http::field::accept]);
+    out.body = std::move(req.body());
+    auto executor = stream_.get_executor();
+    handler_(std::move(out), [self = shared_from_this(), executor](http_response res) {
+      net::post(executor, [self, res = std::move(res)]() mutable { self->write(std::move(res)); });
+    });
+  }
+
+  void write(http_response res) {
+    auto msg = std::make_shared<http::response<http::string_body>>(
+        static_cast<http::status>(res.status), 11);
+    msg->set(http::field::server, "taskmill");
+    msg->set(http::field::content_type, res.content_type);
+    msg->keep_alive(keep_alive_);
+    msg->body() = std::move(res.body);
+    msg->prepare_payload();
+    stream_.expires_after(idle_timeout);
+    http::async_write(stream_, *msg,
+                      [self = shared_from_this(), msg](beast::error_code ec, size_t) {
+                        if (ec || !self->keep_alive_) return self->close();
+                        self->read();
+                      });
+  }
+
+  void close() {
+    beast::error_code ignored;
+    stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  }
+
+  beast::tcp_stream stream_;
+  beast::flat_buffer buffer_;
+  std::optional<http::request_parser<http::string_body>> parser_;
+  uint64_t max_body_;
+  const http_handler& handler_;
+  bool keep_alive_ = true;
+};
+
+}  // namespace
+
+struct http_server::impl {
+  net::io_context ioc{1};
+  tcp::acceptor acceptor{ioc};
+  uint64_t max_body = 0;
+  http_handler handler;
+  std::thread thread;
+
+  void accept() {
+    acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
+      if (ec == net::error::operation_aborted) return;
+      if (!ec) {
+        socket.set_option(tcp::no_delay{true});
+        std::make_shared<session>(std::move(socket), max_body, handler)->start();
+      }
+      accept();
+    });
+  }
+};
+
+http_server::http_server(std::unique_ptr<impl> impl) : impl_(std::move(impl)) {}
+
+http_server::~http_server() {
+  net::post(impl_->ioc, [this] {
+    beast::error_code ignored;
+    impl_->acceptor.close(ignored);
+  });
+  impl_->ioc.stop();
+  impl_->thread.join();
+}
+
+uint16_t http_server::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
+
+caf::expected<std::unique_ptr<http_server>> http_server::start(const std::string& host,
+                                                               uint16_t port,
+                                                               uint64_t max_body_bytes,
+                                                               http_handler handler) {
+  auto state = std::make_unique<impl>();
+  state->max_body = max_body_bytes;
+  state->handler = std::move(handler);
+  beast::error_code ec;
+  auto address = net::ip::make_address(host, ec);
+  if (ec) return make_error(errc::invalid_argument, "api.listen: bad address '" + host + "'");
+  tcp::endpoint endpoint{address, port};
+  state->acceptor.open(endpoint.protocol(), ec);
+  if (!ec) state->acceptor.set_option(net::socket_base::reuse_address(true), ec);
+  if (!ec) state->acceptor.bind(endpoint, ec);
+  if (!ec) state->acceptor.listen(net::socket_base::max_listen_connections, ec);
+  if (ec)
+    return make_error(errc::unavailable, "cannot listen on " + host + ":" + std::to_string(port) +
+                                             ": " + ec.message());
+  state->accept();
+  auto* raw = state.get();
+  state->thread = std::thread{[raw] { raw->ioc.run(); }};
+  return std::unique_ptr<http_server>{new http_server{std::move(state)}};
+}
+
+}  // namespace taskmill

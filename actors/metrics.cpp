@@ -1,0 +1,69 @@
+#include "actors/metrics.hpp"
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+
+namespace taskmill {
+
+namespace {
+
+prometheus::Counter& counter(prometheus::Registry& r, const std::string& name,
+                             const std::string& help, const prometheus::Labels& labels = {}) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+}
+
+prometheus::Gauge& gauge(prometheus::Registry& r, const std::string& name,
+                         const std::string& help) {
+  return prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+node_metrics::node_metrics()
+    : registry(std::make_shared<prometheus::Registry>()),
+      submitted_created(counter(*registry, "taskmill_submits_total", "Submits by outcome",
+                                {{"outcome", "created"}})),
+      submitted_replaced(counter(*registry, "taskmill_submits_total", "Submits by outcome",
+                                 {{"outcome", "replaced"}})),
+      submitted_duplicate(counter(*registry, "taskmill_submits_total", "Submits by outcome",
+                                  {{"outcome", "duplicate"}})),
+      submitted_stale(counter(*registry, "taskmill_submits_total", "Submits by outcome",
+                              {{"outcome", "stale"}})),
+      claim_rounds(counter(*registry, "taskmill_claim_rounds_total", "Claim statements sent")),
+      claimed(counter(*registry, "taskmill_claimed_total", "Tasks claimed by this node")),
+      outcome_succeeded(counter(*registry, "taskmill_outcomes_total", "Outcomes stored",
+                                {{"outcome", "succeeded"}})),
+      outcome_retry(
+          counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "retry"}})),
+      outcome_fail(
+          counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "fail"}})),
+      outcome_stale(
+          counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "stale"}})),
+      execution_seconds(
+          prometheus::BuildHistogram()
+              .Name("taskmill_execution_seconds")
+              .Help("Time from dispatch to outcome")
+              .Register(*registry)
+              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
+                                                               1, 5, 30, 120})),
+      in_flight(gauge(*registry, "taskmill_in_flight", "Tasks in flight on this node")),
+      storage_connected(
+          gauge(*registry, "taskmill_storage_connected", "1 while PostgreSQL is connected")),
+      storage_round_trips(gauge(*registry, "taskmill_storage_round_trips",
+                                "Round trips to PostgreSQL since start")),
+      storage_statements(
+          gauge(*registry, "taskmill_storage_statements", "Statements run since start")),
+      http_requests(counter(*registry, "taskmill_http_requests_total", "API requests answered")),
+      http_errors(counter(*registry, "taskmill_http_errors_total",
+                          "API requests answered with 4xx or 5xx")) {}
+
+node_metrics::~node_metrics() = default;
+
+std::string node_metrics::render() const {
+  return prometheus::TextSerializer{}.Serialize(registry->Collect());
+}
+
+}  // namespace taskmill

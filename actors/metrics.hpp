@@ -1,0 +1,46 @@
+#pragma once
+
+// The node's Prometheus metrics. Counters are atomic, so actors update them
+// directly; GET /metrics renders them.
+
+#include <memory>
+#include <string>
+
+namespace prometheus {
+class Registry;
+class Counter;
+class Gauge;
+class Histogram;
+}  // namespace prometheus
+
+namespace taskmill {
+
+struct node_metrics {
+  node_metrics();
+  ~node_metrics();
+
+  std::shared_ptr<prometheus::Registry> registry;
+
+  prometheus::Counter& submitted_created;
+  prometheus::Counter& submitted_replaced;
+  prometheus::Counter& submitted_duplicate;
+  prometheus::Counter& submitted_stale;
+  prometheus::Counter& claim_rounds;
+  prometheus::Counter& claimed;
+  prometheus::Counter& outcome_succeeded;
+  prometheus::Counter& outcome_retry;
+  prometheus::Counter& outcome_fail;
+  prometheus::Counter& outcome_stale;
+  prometheus::Histogram& execution_seconds;
+  prometheus::Gauge& in_flight;
+  prometheus::Gauge& storage_connected;
+  prometheus::Gauge& storage_round_trips;
+  prometheus::Gauge& storage_statements;
+  prometheus::Counter& http_requests;
+  prometheus::Counter& http_errors;
+
+  /// The Prometheus text exposition of every metric.
+  std::string render() const;
+};
+
+}  // namespace taskmill

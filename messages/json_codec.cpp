@@ -1,0 +1,428 @@
+#include "messages/json_codec.hpp"
+
+#include "messages/errors.hpp"
+#include "messages/names.hpp"
+#include "messages/time.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <charconv>
+#include <optional>
+#include <set>
+
+namespace taskmill::json {
+
+namespace {
+
+using nlohmann::json;
+
+caf::error bad(const std::string& what) {
+  return make_error(errc::invalid_argument, what);
+}
+
+caf::expected<json> parse_body(std::string_view body) {
+  try {
+    return json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad("the body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
+  }
+}
+
+/// Reads the fields of one JSON object, remembering the first problem and
+/// which fields it knows, so that unknown fields are reported.
+class object_reader {
+ public:
+  object_reader(const json& value, std::string where) : where_(std::move(where)) {
+    if (!value.is_object())
+      fail(where_.empty() ? "the body must be a JSON object" : where_ + " must be an object");
+    else
+      object_ = &value;
+  }
+
+  const caf::error& error() const { return error_; }
+
+  /// The field, or nullptr when absent or null.
+  const json* find(const char* key) {
+    known_.insert(key);
+    if (!object_) return nullptr;
+    auto it = object_->find(key);
+    if (it == object_->end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+
+  std::optional<std::string> text(const char* key) {
+    auto v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_string()) return fail_field(key, "must be a string");
+    return v->get<std::string>();
+  }
+
+  std::optional<int64_t> integer(const char* key, int64_t min, int64_t max) {
+    auto v = find(key);
+    if (!v) return std::nullopt;
+    int64_t out = 0;
+    if (v->is_number_integer()) {
+      out = v->get<int64_t>();
+      if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max))
+        return fail_field(key, "must be at most " + std::to_string(max));
+    } else if (v->is_string()) {
+      const auto& s = v->get_ref<const std::string&>();
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+      if (ec != std::errc{} || end != s.data() + s.size() || s.empty())
+        return fail_field(key, "must be an integer");
+    } else {
+      return fail_field(key, "must be an integer");
+    }
+    if (out < min || out > max)
+      return fail_field(key, "must be between " + std::to_string(min) + " and " +
+                                 std::to_string(max) + " (got " + std::to_string(out) + ")");
+    return out;
+  }
+
+  std::optional<double> number(const char* key) {
+    auto v = find(key);
+    if (!v) return std::nullopt;
+    if (!v->is_number()) return fail_field(key, "must be a number");
+    return v->get<double>();
+  }
+
+  std::optional<google::protobuf::Timestamp> time(const char* key) {
+    auto s = text(key);
+    if (!s) return std::nullopt;
+    auto micros = parse_rfc3339(*s);
+    if (!micros) return fail_field(key, "must be an RFC 3339 time such as 2026-11-21T22:52:00Z");
+    google::protobuf::Timestamp ts;
+    set_micros(&ts, *micros);
+    return ts;
+  }
+
+  /// Any JSON value, as compact JSON text.
+  std::optional<std::string> raw(const char* key) {
+    auto v = find(key);
+    if (!v) return std::nullopt;
+    return v->dump();
+  }
+
+  template <class Enum>
+  std::optional<Enum> name(const char* key, std::optional<Enum> (*parse)(std::string_view),
+                           const char* choices) {
+    auto s = text(key);
+    if (!s) return std::nullopt;
+    auto value = parse(*s);
+    if (!value)
+      return fail_field(key, std::string{"must be one of "} + choices + " (got \"" + *s + "\")");
+    return value;
+  }
+
+  /// Call last: complains about fields nobody asked for.
+  caf::error finish() {
+    if (!error_ && object_)
+      for (const auto& [key, value] : object_->items())
+        if (!known_.count(key)) {
+          fail("unknown field " + path(key));
+          break;
+        }
+    return error_;
+  }
+
+  std::string path(const std::string& key) const {
+    return where_.empty() ? key : where_ + "." + key;
+  }
+
+  void fail(const std::string& what) {
+    if (!error_) error_ = bad(what);
+  }
+
+ private:
+  std::nullopt_t fail_field(const char* key, const std::string& what) {
+    fail(path(key) + " " + what);
+    return std::nullopt;
+  }
+
+  const json* object_ = nullptr;
+  std::string where_;
+  std::set<std::string> known_;
+  caf::error error_;
+};
+
+caf::error read_submit_task(const json& value, const std::string& where, pb::SubmitTask& out) {
+  object_reader r{value, where};
+  if (auto v = r.text("type")) out.set_type(*v);
+  if (auto v = r.text("key")) out.set_key(*v);
+  if (auto v = r.integer("version", 0, INT64_MAX)) out.set_version(*v);
+  if (auto v = r.raw("payload")) out.set_payload(*v);
+  if (auto v = r.time("execute_at")) *out.mutable_execute_at() = *v;
+  if (auto v = r.integer("priority", 1, 5)) out.set_priority(static_cast<int32_t>(*v));
+  if (auto v = r.integer("max_retries", 0, 1000)) out.set_max_retries(static_cast<int32_t>(*v));
+  if (auto v = r.integer("timeout_ms", 1, INT32_MAX)) out.set_timeout_ms(static_cast<int32_t>(*v));
+  if (auto backoff = r.find("backoff")) {
+    object_reader b{*backoff, r.path("backoff")};
+    auto* out_backoff = out.mutable_backoff();
+    if (auto kind = b.name<pb::BackoffKind>("kind", &parse_backoff_kind, "fixed, exponential"))
+      out_backoff->set_kind(*kind);
+    if (auto v = b.integer("base_ms", 1, INT32_MAX))
+      out_backoff->set_base_ms(static_cast<int32_t>(*v));
+    if (auto v = b.integer("cap_ms", 1, INT32_MAX))
+      out_backoff->set_cap_ms(static_cast<int32_t>(*v));
+    if (auto v = b.number("jitter")) out_backoff->set_jitter(*v);
+    if (auto err = b.finish()) return err;
+  }
+  if (auto v = r.text("batch")) out.set_batch(*v);
+  if (auto v = r.text("trace_id")) out.set_trace_id(*v);
+  if (auto v = r.integer("shard_index", 0, INT32_MAX))
+    out.set_shard_index(static_cast<int32_t>(*v));
+  if (auto v = r.integer("shard_total", 1, INT32_MAX))
+    out.set_shard_total(static_cast<int32_t>(*v));
+  if (auto err = r.finish()) return err;
+  if (out.type().empty()) return bad(r.path("type") + " is required");
+  if (out.key().empty()) return bad(r.path("key") + " is required");
+  return caf::none;
+}
+
+json time_or_null(const google::protobuf::Timestamp& ts, bool present) {
+  if (!present) return nullptr;
+  return format_rfc3339(to_micros(ts));
+}
+
+json raw_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return json::parse(text, nullptr, false);
+}
+
+json text_or_null(const std::string& text) {
+  if (text.empty()) return nullptr;
+  return text;
+}
+
+json task_json(const pb::Task& t) {
+  return json{
+      {"id", t.id()},
+      {"type", t.type()},
+      {"key", t.key()},
+      {"version", t.version()},
+      {"status", status_name(t.status())},
+      {"priority", t.priority()},
+      {"execute_at", time_or_null(t.execute_at(), t.has_execute_at())},
+      {"payload", raw_or_null(t.payload())},
+      {"result", raw_or_null(t.result())},
+      {"error", text_or_null(t.error())},
+      {"attempt", t.attempt()},
+      {"retry_count", t.retry_count()},
+      {"max_retries", t.max_retries()},
+      {"timeout_ms", t.timeout_ms()},
+      {"backoff",
+       {{"kind", backoff_kind_name(t.backoff().kind())},
+        {"base_ms", t.backoff().base_ms()},
+        {"cap_ms", t.backoff().cap_ms()},
+        {"jitter", t.backoff().jitter()}}},
+      {"picked_by", text_or_null(t.picked_by())},
+      {"batch", text_or_null(t.batch())},
+      {"shard_index", t.shard_total() > 0 ? json(t.shard_index()) : json(nullptr)},
+      {"shard_total", t.shard_total() > 0 ? json(t.shard_total()) : json(nullptr)},
+      {"trace_id", t.trace_id()},
+      {"heartbeat_at", time_or_null(t.heartbeat_at(), t.has_heartbeat_at())},
+      {"started_at", time_or_null(t.started_at(), t.has_started_at())},
+      {"created_at", time_or_null(t.created_at(), t.has_created_at())},
+      {"updated_at", time_or_null(t.updated_at(), t.has_updated_at())},
+  };
+}
+
+}  // namespace
+
+caf::expected<pb::SubmitTasks> decode_submit(std::string_view body, bool& batch) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  pb::SubmitTasks out;
+  batch = doc->is_object() && doc->contains("tasks");
+  if (!batch) {
+    if (auto err = read_submit_task(*doc, "", *out.add_tasks())) return err;
+    return out;
+  }
+  object_reader r{*doc, ""};
+  auto tasks = r.find("tasks");
+  if (auto err = r.finish()) return err;
+  if (!tasks || !tasks->is_array()) return bad("tasks must be an array");
+  for (size_t i = 0; i < tasks->size(); ++i)
+    if (auto err =
+            read_submit_task((*tasks)[i], "tasks[" + std::to_string(i) + "]", *out.add_tasks()))
+      return err;
+  return out;
+}
+
+caf::expected<pb::RescheduleRequest> decode_reschedule(std::string_view body) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::RescheduleRequest out;
+  if (auto v = r.text("type")) out.set_type(*v);
+  if (auto v = r.text("key")) out.set_key(*v);
+  if (auto v = r.time("execute_at")) *out.mutable_execute_at() = *v;
+  if (auto v = r.raw("payload")) out.set_payload(*v);
+  if (auto err = r.finish()) return err;
+  return out;
+}
+
+caf::expected<pb::CancelRequest> decode_cancel(std::string_view body) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::CancelRequest out;
+  if (auto v = r.integer("id", 1, INT64_MAX)) out.set_id(*v);
+  if (auto v = r.text("type")) out.set_type(*v);
+  if (auto v = r.text("key")) out.set_key(*v);
+  if (auto err = r.finish()) return err;
+  return out;
+}
+
+caf::expected<pb::ResultReport> decode_result_report(std::string_view body) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::ResultReport out;
+  if (auto v = r.integer("attempt", 1, INT32_MAX)) out.set_attempt(static_cast<int32_t>(*v));
+  if (auto v = r.name<pb::ExecutionOutcome>("outcome", &parse_outcome, "succeeded, retry, fail"))
+    out.set_outcome(*v);
+  if (auto v = r.raw("result")) out.set_result(*v);
+  if (auto v = r.text("error")) out.set_error(*v);
+  if (auto err = r.finish()) return err;
+  if (out.attempt() == 0) return bad("attempt is required");
+  if (out.outcome() == pb::EXECUTION_OUTCOME_UNSPECIFIED) return bad("outcome is required");
+  return out;
+}
+
+caf::expected<executor_answer> decode_executor_answer(std::string_view body) {
+  executor_answer out;
+  if (body.empty()) return out;
+  json doc;
+  try {
+    doc = json::parse(body);
+  } catch (const json::parse_error&) {
+    return bad("the executor's answer is not JSON");
+  }
+  if (!doc.is_object() || !doc.contains("outcome")) {
+    out.result = doc.dump();
+    return out;
+  }
+  const auto& outcome = doc["outcome"];
+  auto parsed = outcome.is_string() ? parse_outcome(outcome.get<std::string>()) : std::nullopt;
+  if (!parsed) return bad("the executor's answer has an unknown outcome " + outcome.dump());
+  out.outcome = *parsed;
+  if (auto it = doc.find("error"); it != doc.end() && !it->is_null())
+    out.error = it->is_string() ? it->get<std::string>() : it->dump();
+  if (auto it = doc.find("result"); it != doc.end() && !it->is_null()) out.result = it->dump();
+  return out;
+}
+
+std::string encode(const pb::Task& task) {
+  return task_json(task).dump();
+}
+
+std::string encode(const pb::SubmitResults& results, bool batch) {
+  auto one = [](const pb::SubmitResult& r) {
+    return json{{"outcome", submit_outcome_name(r.outcome())}, {"task", task_json(r.task())}};
+  };
+  if (!batch && results.results_size() == 1) return one(results.results(0)).dump();
+  json list = json::array();
+  for (const auto& r : results.results()) list.push_back(one(r));
+  return json{{"results", list}}.dump();
+}
+
+std::string encode(const pb::RescheduleResult& result) {
+  return json{{"outcome", reschedule_outcome_name(result.outcome())},
+              {"task", task_json(result.task())}}
+      .dump();
+}
+
+std::string encode(const pb::CancelResult& result) {
+  return json{{"outcome", cancel_outcome_name(result.outcome())},
+              {"task", task_json(result.task())}}
+      .dump();
+}
+
+std::string encode(const pb::TaskList& list) {
+  json tasks = json::array();
+  for (const auto& t : list.tasks()) tasks.push_back(task_json(t));
+  return json{{"tasks", tasks}, {"next_page_token", text_or_null(list.next_page_token())}}.dump();
+}
+
+std::string encode(const pb::AttemptList& list) {
+  json attempts = json::array();
+  for (const auto& a : list.attempts())
+    attempts.push_back(json{
+        {"attempt", a.attempt()},
+        {"node", text_or_null(a.node())},
+        {"started_at", time_or_null(a.started_at(), a.has_started_at())},
+        {"finished_at", time_or_null(a.finished_at(), a.has_finished_at())},
+        {"outcome", a.outcome()},
+        {"error", text_or_null(a.error())},
+        {"duration_ms",
+         a.has_finished_at() && a.has_started_at() ? json(a.duration_ms()) : json(nullptr)},
+    });
+  return json{{"attempts", attempts}}.dump();
+}
+
+std::string encode(const pb::ResultAck& ack) {
+  json out{{"accepted", ack.accepted()}};
+  if (!ack.reason().empty()) out["reason"] = ack.reason();
+  return out.dump();
+}
+
+std::string encode(const pb::BatchCounts& counts) {
+  json by_status = json::object();
+  int64_t total = 0;
+  for (const auto& [status, n] : counts.counts()) {
+    by_status[status] = n;
+    total += n;
+  }
+  return json{{"batch", counts.batch()}, {"counts", by_status}, {"total", total}}.dump();
+}
+
+std::string encode(const pb::Stats& stats) {
+  json counts = json::object();
+  for (const auto& c : stats.counts()) counts[c.type()][status_name(c.status())] = c.count();
+  json nodes = json::array();
+  for (const auto& n : stats.nodes())
+    nodes.push_back(json{{"node", n.name()}, {"running", n.running()}});
+  json limiter = json::array();
+  for (const auto& l : stats.limiter())
+    limiter.push_back(json{{"scope", l.scope()},
+                           {"used", l.used()},
+                           {"limit", l.limit() > 0 ? json(l.limit()) : json(nullptr)}});
+  return json{{"counts", counts}, {"running_by_node", nodes}, {"limiter", limiter}}.dump();
+}
+
+std::string encode(const pb::NodeList& list) {
+  json nodes = json::array();
+  for (const auto& n : list.nodes())
+    nodes.push_back(json{
+        {"name", n.name()},
+        {"address", text_or_null(n.address())},
+        {"role", n.role()},
+        {"started_at", time_or_null(n.started_at(), n.has_started_at())},
+        {"heartbeat_at", time_or_null(n.heartbeat_at(), n.has_heartbeat_at())},
+        {"running", n.running()},
+    });
+  return json{{"nodes", nodes}}.dump();
+}
+
+std::string encode_error(const std::string& code, const std::string& message) {
+  return json{{"error", {{"code", code}, {"message", message}}}}.dump();
+}
+
+std::string encode_execution(const pb::Task& t) {
+  return json{
+      {"id", t.id()},
+      {"type", t.type()},
+      {"key", t.key()},
+      {"version", t.version()},
+      {"attempt", t.attempt()},
+      {"payload", raw_or_null(t.payload())},
+      {"batch", text_or_null(t.batch())},
+      {"shard_index", t.shard_total() > 0 ? json(t.shard_index()) : json(nullptr)},
+      {"shard_total", t.shard_total() > 0 ? json(t.shard_total()) : json(nullptr)},
+      {"trace_id", t.trace_id()},
+  }
+      .dump();
+}
+
+}  // namespace taskmill::json

@@ -1,0 +1,47 @@
+#pragma once
+
+// The JSON form of the API messages (SPEC §8). Decoding is strict: unknown
+// fields, wrong types and bad values are `invalid_argument` errors naming the
+// field; 64-bit integers may be numbers or strings; times are RFC 3339.
+
+#include "taskmill.pb.h"
+
+#include <caf/expected.hpp>
+
+#include <string>
+#include <string_view>
+
+namespace taskmill::json {
+
+/// One task object, or {"tasks": [...]}; `batch` tells which form it was.
+caf::expected<pb::SubmitTasks> decode_submit(std::string_view body, bool& batch);
+caf::expected<pb::RescheduleRequest> decode_reschedule(std::string_view body);
+caf::expected<pb::CancelRequest> decode_cancel(std::string_view body);
+caf::expected<pb::ResultReport> decode_result_report(std::string_view body);
+
+/// An executor's JSON answer: {"outcome": ..., "error": ..., "result": ...}
+/// overrides the status code's meaning when `outcome` is present. Absent or
+/// not an object: nothing to override (the result is the whole body).
+struct executor_answer {
+  pb::ExecutionOutcome outcome = pb::EXECUTION_OUTCOME_UNSPECIFIED;
+  std::string error;
+  std::string result;  // JSON text, empty when none
+};
+caf::expected<executor_answer> decode_executor_answer(std::string_view body);
+
+std::string encode(const pb::Task& task);
+std::string encode(const pb::SubmitResults& results, bool batch);
+std::string encode(const pb::RescheduleResult& result);
+std::string encode(const pb::CancelResult& result);
+std::string encode(const pb::TaskList& list);
+std::string encode(const pb::AttemptList& list);
+std::string encode(const pb::ResultAck& ack);
+std::string encode(const pb::BatchCounts& counts);
+std::string encode(const pb::Stats& stats);
+std::string encode(const pb::NodeList& nodes);
+std::string encode_error(const std::string& code, const std::string& message);
+
+/// The body an HTTP executor receives (SPEC §4).
+std::string encode_execution(const pb::Task& task);
+
+}  // namespace taskmill::json

@@ -1,0 +1,63 @@
+#include "tools/http_fetch.hpp"
+
+#include "messages/errors.hpp"
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+
+namespace taskmill {
+
+namespace net = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using tcp = net::ip::tcp;
+
+caf::expected<fetched> http_fetch(const std::string& method, const std::string& url,
+                                  const std::string& body,
+                                  const std::vector<std::pair<std::string, std::string>>& headers,
+                                  std::chrono::milliseconds timeout) {
+  const std::string scheme = "http://";
+  if (url.rfind(scheme, 0) != 0)
+    return make_error(errc::invalid_argument, "only http:// URLs: " + url);
+  auto rest = url.substr(scheme.size());
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  auto target = slash == std::string::npos ? std::string{"/"} : rest.substr(slash);
+  auto colon = authority.rfind(':');
+  auto host = authority.substr(0, colon);
+  auto port = colon == std::string::npos ? std::string{"80"} : authority.substr(colon + 1);
+  try {
+    net::io_context ioc;
+    tcp::resolver resolver{ioc};
+    beast::tcp_stream stream{ioc};
+    stream.expires_after(timeout);
+    stream.connect(resolver.resolve(host, port));
+    http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+    req.set(http::field::host, authority);
+    req.set(http::field::user_agent, "taskmill");
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    for (const auto& [name, value] : headers) req.set(name, value);
+    req.body() = body;
+    req.prepare_payload();
+    http::write(stream, req);
+    beast::flat_buffer buffer;
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256 << 20);
+    http::read(stream, buffer, parser);
+    auto& res = parser.get();
+    fetched out;
+    out.status = static_cast<int>(res.result_int());
+    auto type = res[http::field::content_type];
+    out.content_type = std::string{type.data(), type.size()};
+    out.body = std::move(res.body());
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    return out;
+  } catch (const beast::system_error& e) {
+    return make_error(errc::unavailable, "cannot reach " + authority + ": " + e.code().message());
+  }
+}
+
+}  // namespace taskmill
