@@ -49,6 +49,9 @@ struct dispatcher_state {
   pb::TaskOutcomes unreported;
   bool flush_scheduled = false;
   bool storage_failing = false;
+  int32_t reports_in_flight = 0;
+  // Answered once nothing runs here any more (graceful stop).
+  std::optional<caf::typed_response_promise<int32_t>> drain;
   std::mt19937_64 rng{std::random_device{}()};
 };
 
@@ -96,6 +99,15 @@ void record(self_ptr self, pb::TaskOutcome outcome) {
   schedule_flush(self);
 }
 
+void check_drained(self_ptr self) {
+  auto& st = self->state;
+  if (!st.drain || !st.running.empty() || st.unreported.outcomes_size() > 0 ||
+      st.reports_in_flight > 0)
+    return;
+  st.drain->deliver(int32_t{0});
+  st.drain.reset();
+}
+
 void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
   pb::PermitRelease release;
   for (const auto& o : outcomes.outcomes()) release.add_types(o.type());
@@ -104,10 +116,12 @@ void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
 
 void report(self_ptr self, pb::TaskOutcomes outcomes) {
   auto& st = self->state;
+  ++st.reports_in_flight;
   self->request(st.options.storage, storage_timeout, complete_atom_v, outcomes)
       .then(
           [self, outcomes](const pb::OutcomeAcks& acks) {
             auto& st = self->state;
+            --st.reports_in_flight;
             if (st.storage_failing) {
               spdlog::info("dispatcher: outcomes are being stored again");
               st.storage_failing = false;
@@ -116,9 +130,11 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
               if (!ack.applied()) st.options.metrics->outcome_stale.Increment();
             // Stored (or stale, which changes nothing): the permits go back.
             release(self, outcomes);
+            check_drained(self);
           },
           [self, outcomes](const caf::error& err) mutable {
             auto& st = self->state;
+            --st.reports_in_flight;
             if (!st.storage_failing) {
               spdlog::warn("dispatcher: cannot store {} outcomes, trying again: {}",
                            outcomes.outcomes_size(), error_message(err));
@@ -128,18 +144,24 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
           });
 }
 
-/// An asynchronous execution of `task` ended with `outcome`, if it was still
-/// waited for.
-void finish(self_ptr self, pb::TaskOutcome outcome) {
+/// Forgets an execution (and frees its place on a CAF executor).
+void forget(self_ptr self, std::unordered_map<int64_t, execution>::iterator it) {
   auto& st = self->state;
-  auto it = st.running.find(outcome.task_id());
-  if (it == st.running.end() || it->second.attempt != outcome.attempt()) return;
   auto elapsed = std::chrono::steady_clock::now() - it->second.started;
   st.options.metrics->execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
   if (it->second.executor)
     for (auto& e : st.executors)
       if (e.handle.address() == it->second.executor) --e.busy;
   st.running.erase(it);
+}
+
+/// An asynchronous execution of `task` ended with `outcome`, if it was still
+/// waited for.
+void finish(self_ptr self, pb::TaskOutcome outcome) {
+  auto& st = self->state;
+  auto it = st.running.find(outcome.task_id());
+  if (it == st.running.end() || it->second.attempt != outcome.attempt()) return;
+  forget(self, it);
   count_outcome(*st.options.metrics, outcome.outcome());
   record(self, std::move(outcome));
 }
@@ -309,6 +331,38 @@ void execute(self_ptr self, const pb::Task& task) {
   }
 }
 
+/// Executions the database says are over no longer hold a permit here.
+void reconcile(self_ptr self) {
+  auto& st = self->state;
+  if (st.running.empty()) return;
+  pb::Executions mine;
+  for (const auto& [id, exec] : st.running) {
+    mine.add_task_ids(id);
+    mine.add_attempts(exec.attempt);
+  }
+  self->request(st.options.storage, storage_timeout, check_atom_v, mine)
+      .then(
+          [self](const pb::Executions& over) {
+            auto& st = self->state;
+            pb::PermitRelease release;
+            for (int i = 0; i < over.task_ids_size(); ++i) {
+              auto it = st.running.find(over.task_ids(i));
+              if (it == st.running.end() || it->second.attempt != over.attempts(i)) continue;
+              release.add_types(it->second.type);
+              forget(self, it);
+            }
+            if (release.types_size() == 0) return;
+            spdlog::info(
+                "dispatcher: {} executions were over by the database; their permits are back",
+                release.types_size());
+            self->send(st.options.limiter, release_atom_v, std::move(release));
+            check_drained(self);
+          },
+          [](const caf::error& err) {
+            spdlog::debug("dispatcher: cannot reconcile: {}", error_message(err));
+          });
+}
+
 /// A result sent to POST /v1/tasks/{id}/result: stored at once, fenced by its
 /// attempt; answered once storage says whether it applied.
 caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::ResultReport& report) {
@@ -406,6 +460,21 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
         report(self, std::move(batch));
       },
       [self](report_atom, pb::TaskOutcomes& outcomes) { report(self, std::move(outcomes)); },
+      [self](reconcile_atom) { reconcile(self); },
+      [self](drain_atom, int64_t grace_ms) -> caf::result<int32_t> {
+        auto& st = self->state;
+        st.drain = self->make_response_promise<int32_t>();
+        auto promise = *st.drain;
+        self->delayed_send(self, std::chrono::milliseconds{grace_ms}, drain_atom_v);
+        check_drained(self);
+        return promise;
+      },
+      [self](drain_atom) {
+        auto& st = self->state;
+        if (!st.drain) return;
+        st.drain->deliver(static_cast<int32_t>(st.running.size() + st.unreported.outcomes_size()));
+        st.drain.reset();
+      },
   };
 }
 

@@ -10,6 +10,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <optional>
 #include <thread>
 
@@ -28,6 +29,7 @@ std::string text(beast::string_view view) {
 
 // An idle keep-alive connection is closed after this long.
 constexpr auto idle_timeout = std::chrono::seconds{75};
+constexpr auto drain_timeout = std::chrono::seconds{2};
 
 class session : public std::enable_shared_from_this<session> {
  public:
@@ -66,6 +68,11 @@ class session : public std::enable_shared_from_this<session> {
     out.authorization = text(req[http::field::authorization]);
     out.content_type = text(req[http::field::content_type]);
     out.accept = text(req[http::field::accept]);
+    for (const auto& field : req) {
+      auto name = text(field.name_string());
+      for (auto& ch : name) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      out.headers.emplace_back(std::move(name), text(field.value()));
+    }
     out.body = std::move(req.body());
     auto executor = stream_.get_executor();
     handler_(std::move(out), [self = shared_from_this(), executor](http_response res) {
@@ -89,13 +96,26 @@ class session : public std::enable_shared_from_this<session> {
                       });
   }
 
+  /// Ends our side, then reads and drops what the client still sends for a
+  /// moment, so that a client still sending a refused body gets our answer
+  /// instead of a reset.
   void close() {
     beast::error_code ignored;
     stream_.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream_.expires_after(drain_timeout);
+    drain();
+  }
+
+  void drain() {
+    stream_.async_read_some(net::buffer(scratch_),
+                            [self = shared_from_this()](beast::error_code ec, size_t) {
+                              if (!ec) self->drain();
+                            });
   }
 
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
+  std::array<char, 16384> scratch_;
   std::optional<http::request_parser<http::string_body>> parser_;
   uint64_t max_body_;
   const http_handler& handler_;

@@ -1,7 +1,11 @@
 #include "actors/inserter.hpp"
 
+#include "actors/metrics.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <prometheus/counter.h>
 
 namespace taskmill {
 
@@ -36,13 +40,30 @@ inserter_actor::behavior_type inserter(self_ptr self, inserter_options options) 
   return {
       [self](submit_atom atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
         if (auto err = validate(tasks, self->state.options.limits)) return err;
-        return forward<pb::SubmitResults>(
-            self, atom, std::move(tasks), [](const pb::SubmitResults& r) {
-              for (const auto& result : r.results())
-                if (result.outcome() == pb::CREATED || result.outcome() == pb::REPLACED)
-                  return true;
-              return false;
-            });
+        return forward<pb::SubmitResults>(self, atom, std::move(tasks),
+                                          [self](const pb::SubmitResults& r) {
+                                            const auto& m = *self->state.options.metrics;
+                                            bool woke = false;
+                                            for (const auto& result : r.results()) {
+                                              switch (result.outcome()) {
+                                                case pb::CREATED:
+                                                  m.submitted_created.Increment();
+                                                  woke = true;
+                                                  break;
+                                                case pb::REPLACED:
+                                                  m.submitted_replaced.Increment();
+                                                  woke = true;
+                                                  break;
+                                                case pb::DUPLICATE:
+                                                  m.submitted_duplicate.Increment();
+                                                  break;
+                                                default:
+                                                  m.submitted_stale.Increment();
+                                                  break;
+                                              }
+                                            }
+                                            return woke;
+                                          });
       },
       [self](reschedule_atom atom,
              pb::RescheduleRequest& req) -> caf::result<pb::RescheduleResult> {

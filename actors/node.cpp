@@ -1,6 +1,7 @@
 #include "actors/node.hpp"
 
 #include "actors/api.hpp"
+#include "actors/cluster.hpp"
 #include "actors/dispatcher.hpp"
 #include "actors/http_client.hpp"
 #include "actors/http_server.hpp"
@@ -8,6 +9,8 @@
 #include "actors/limiter.hpp"
 #include "actors/metrics.hpp"
 #include "actors/pusher.hpp"
+#include "actors/reconciler.hpp"
+#include "actors/watcher.hpp"
 #include "messages/errors.hpp"
 #include "storage/storage.hpp"
 
@@ -82,6 +85,9 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.reconnect_min = cfg->database.reconnect_min;
   storage_opts.reconnect_max = cfg->database.reconnect_max;
   storage_opts.listen = cfg->database.listen;
+  storage_opts.rules = cfg->reconciler.rules;
+  storage_opts.compensation_batch = cfg->watcher.batch_size;
+  node.cfg = cfg;
   node.storage = spawn_storage(sys, storage_opts);
 
   auto stop_storage = [&] { stop_node(sys, node); };
@@ -94,6 +100,32 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     caf::error failure;
     self->request(node.storage, 60s, configure_atom_v, type_settings(*cfg))
         .receive([](int32_t) {}, [&](caf::error& err) { failure = std::move(err); });
+    if (failure) {
+      stop_storage();
+      return failure;
+    }
+    // The node takes its name before it claims anything.
+    pb::NodeRegistration reg;
+    node.incarnation = new_incarnation();
+    reg.set_name(cfg->node.name);
+    reg.set_incarnation(node.incarnation);
+    reg.set_address(cfg->api.listen);
+    reg.set_lease_ms((cfg->heartbeat.interval * cfg->heartbeat.missed).count());
+    // A run of the same name that just crashed holds it until its lease ends.
+    for (bool announced = false;;) {
+      failure = caf::error{};
+      self->request(node.storage, 60s, register_atom_v, reg)
+          .receive(
+              [&](int32_t lost) {
+                if (lost > 0)
+                  spdlog::info("node {}: {} tasks of its earlier run are retried", cfg->node.name,
+                               lost);
+              },
+              [&](caf::error& err) { failure = std::move(err); });
+      if (!is(failure, errc::conflict) || !keep_waiting()) break;
+      if (!announced) spdlog::info("node {}: {}; waiting", cfg->node.name, error_message(failure));
+      announced = true;
+    }
     if (failure) {
       stop_storage();
       return failure;
@@ -127,6 +159,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   pusher_opts.storage = node.storage;
   pusher_opts.limiter = node.limiter;
   pusher_opts.dispatcher = node.dispatcher;
+  pusher_opts.metrics = node.metrics;
   node.pusher = spawn_pusher(sys, pusher_opts);
 
   caf::anon_send(node.limiter, caf::subscribe_atom_v,
@@ -134,13 +167,43 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   caf::anon_send(node.storage, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.pusher));
 
-  node.inserter = spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.storage,
-                                       caf::actor_cast<wake_listener_actor>(node.pusher)});
+  node.inserter =
+      spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.storage,
+                           caf::actor_cast<wake_listener_actor>(node.pusher), node.metrics});
+
+  auto lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
+  watcher_options watcher_opts;
+  watcher_opts.interval = cfg->watcher.interval;
+  watcher_opts.lease = lease;
+  watcher_opts.success_retention = cfg->watcher.success_retention;
+  watcher_opts.purge_retention = cfg->watcher.purge_retention;
+  watcher_opts.batch_size = cfg->watcher.batch_size;
+  watcher_opts.storage = node.storage;
+  node.watcher = spawn_watcher(sys, watcher_opts);
+
+  reconciler_options reconciler_opts;
+  reconciler_opts.interval = cfg->reconciler.interval;
+  for (const auto& rule : cfg->reconciler.rules) reconciler_opts.rules.push_back(rule.name);
+  reconciler_opts.storage = node.storage;
+  reconciler_opts.dispatcher = node.dispatcher;
+  node.reconciler = spawn_reconciler(sys, reconciler_opts);
+
+  cluster_options cluster_opts;
+  cluster_opts.node = cfg->node.name;
+  cluster_opts.incarnation = node.incarnation;
+  cluster_opts.address = cfg->api.listen;
+  cluster_opts.heartbeat_interval = cfg->heartbeat.interval;
+  cluster_opts.lease = lease;
+  cluster_opts.storage = node.storage;
+  cluster_opts.pusher = node.pusher;
+  cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
+                                caf::actor_cast<leader_duty_actor>(node.reconciler)};
+  node.cluster = spawn_cluster(sys, cluster_opts);
 
   api_options api_opts;
   api_opts.cfg = cfg;
   api_opts.metrics = node.metrics;
-  api_opts.lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
+  api_opts.lease = lease;
   api_opts.storage = node.storage;
   api_opts.inserter = node.inserter;
   api_opts.dispatcher = node.dispatcher;
@@ -176,17 +239,52 @@ uint16_t node_actors::api_port() const {
 
 void stop_node(caf::actor_system& sys, node_actors& node) {
   auto reason = caf::exit_reason::user_shutdown;
-  if (node.pusher) caf::anon_send_exit(node.pusher, reason);
-  if (node.api) {
-    caf::scoped_actor self{sys};
-    self->send_exit(node.api, reason);
-    self->wait_for(node.api);
-  }
+  caf::scoped_actor self{sys};
+  auto stop = [&](auto& handle) {
+    if (!handle) return;
+    self->send_exit(handle, reason);
+    self->wait_for(handle);
+    handle = nullptr;
+  };
+  // Claiming and the leader's duties end first; the heartbeat goes on until
+  // the node has handed back its work, so nobody takes it meanwhile.
+  stop(node.pusher);
+  stop(node.watcher);
+  stop(node.reconciler);
+  stop(node.api);
   node.server.reset();
-  for (auto actor :
-       {caf::actor_cast<caf::actor>(node.inserter), caf::actor_cast<caf::actor>(node.dispatcher),
-        caf::actor_cast<caf::actor>(node.limiter), caf::actor_cast<caf::actor>(node.storage)})
-    if (actor) caf::anon_send_exit(actor, reason);
+  if (node.dispatcher && node.storage && node.cfg) {
+    auto grace = node.cfg->node.shutdown_grace;
+    self->request(node.dispatcher, grace + 5s, drain_atom_v, static_cast<int64_t>(grace.count()))
+        .receive(
+            [&](int32_t unfinished) {
+              if (unfinished > 0)
+                spdlog::info("node {}: {} executions did not finish within {} ms",
+                             node.cfg->node.name, unfinished, grace.count());
+            },
+            [&](const caf::error& err) {
+              spdlog::warn("node: drain failed: {}", error_message(err));
+            });
+    pb::Heartbeat me;
+    me.set_name(node.cfg->node.name);
+    me.set_incarnation(node.incarnation);
+    self->request(node.storage, 30s, leave_atom_v, me)
+        .receive(
+            [&](int32_t released) {
+              if (released > 0)
+                spdlog::info("node {}: {} running tasks go back to pending", node.cfg->node.name,
+                             released);
+            },
+            [&](const caf::error& err) {
+              spdlog::warn("node {}: could not hand back its tasks (the watcher will): {}",
+                           node.cfg->node.name, error_message(err));
+            });
+  }
+  stop(node.cluster);
+  stop(node.inserter);
+  stop(node.dispatcher);
+  stop(node.limiter);
+  stop(node.storage);
 }
 
 }  // namespace taskmill

@@ -31,8 +31,13 @@ struct node_actors {
   dispatcher_actor dispatcher;
   pusher_actor pusher;
   inserter_actor inserter;
+  watcher_actor watcher;
+  reconciler_actor reconciler;
+  cluster_actor cluster;
   api_actor api;
   std::unique_ptr<http_server> server;
+  std::shared_ptr<const config> cfg;
+  std::string incarnation;
 
   /// The port the HTTP API listens on.
   uint16_t api_port() const;
@@ -45,8 +50,9 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                                       const std::string& conninfo,
                                       const std::function<bool()>& keep_waiting);
 
-/// Stops the node: claiming first, storage last; waits for the API to finish
-/// before its HTTP server goes.
+/// Stops the node cleanly: claiming and the API first; running executions get
+/// node.shutdown_grace to finish, what still runs then goes back to pending;
+/// storage last.
 void stop_node(caf::actor_system& sys, node_actors& node);
 
 /// The per-type settings of `cfg` as written to the database.

@@ -1,11 +1,13 @@
 #include "actors/pusher.hpp"
 
 #include "actors/fair_shares.hpp"
+#include "actors/metrics.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <prometheus/counter.h>
 #include <spdlog/spdlog.h>
 
 namespace taskmill {
@@ -21,6 +23,7 @@ struct pusher_state {
   // Only the newest timer counts; older ones find a newer generation.
   uint64_t timer_generation = 0;
   bool storage_failing = false;
+  bool paused = false;
 };
 
 namespace {
@@ -64,6 +67,8 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     use.add_claimed_types(task.type());
   }
   st.shares.settle(asked, got);
+  st.options.metrics->claim_rounds.Increment();
+  st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
   bool full = claimed.tasks_size() >= req.limit();
   if (claimed.tasks_size() > 0) {
@@ -105,6 +110,7 @@ void claim_with(self_ptr self, pb::ClaimRequest req) {
 
 void claim_round(self_ptr self) {
   auto& st = self->state;
+  if (st.paused) return;
   if (st.claiming) {
     st.wake_pending = true;
     return;
@@ -127,6 +133,16 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
   claim_round(self);
   return {
       [self](wake_atom) { claim_round(self); },
+      [self](pause_atom, bool pause) {
+        if (self->state.paused == pause) return;
+        self->state.paused = pause;
+        if (pause) {
+          spdlog::warn("pusher: claiming paused: this node's lease is in doubt");
+        } else {
+          spdlog::info("pusher: claiming again");
+          claim_round(self);
+        }
+      },
       [self](caf::tick_atom, uint64_t generation) {
         if (generation == self->state.timer_generation) claim_round(self);
       },

@@ -6,10 +6,13 @@
 
 #include <array>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace taskmill {
+
+struct node_metrics;
 
 struct pusher_options {
   std::string node;
@@ -19,6 +22,7 @@ struct pusher_options {
   storage_actor storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
+  std::shared_ptr<node_metrics> metrics;
 };
 
 pusher_actor spawn_pusher(caf::actor_system& sys, pusher_options options);

@@ -73,6 +73,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TypeSettingsList))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ExecutorRegistration))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Count))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::NodeRegistration))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Heartbeat))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::HeartbeatAck))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SweepRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SweepResult))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Executions))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -101,6 +107,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, accepted_atom, "accepted")
   CAF_ADD_ATOM(taskmill, taskmill, result_atom, "result")
   CAF_ADD_ATOM(taskmill, taskmill, http_atom, "http")
+  CAF_ADD_ATOM(taskmill, taskmill, heartbeat_atom, "heartbeat")
+  CAF_ADD_ATOM(taskmill, taskmill, leave_atom, "leave")
+  CAF_ADD_ATOM(taskmill, taskmill, sweep_atom, "sweep")
+  CAF_ADD_ATOM(taskmill, taskmill, check_atom, "check")
+  CAF_ADD_ATOM(taskmill, taskmill, compensate_atom, "compensate")
+  CAF_ADD_ATOM(taskmill, taskmill, lead_atom, "lead")
+  CAF_ADD_ATOM(taskmill, taskmill, pause_atom, "pause")
+  CAF_ADD_ATOM(taskmill, taskmill, drain_atom, "drain")
+  CAF_ADD_ATOM(taskmill, taskmill, reconcile_atom, "reconcile")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -131,6 +146,19 @@ using storage_actor = caf::typed_actor<
     // The nodes, with those silent longer than the given milliseconds dead.
     caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>,
     caf::replies_to<status_atom>::with<pb::StorageStatus>,
+    // A node takes its name; answers how many tasks of its earlier
+    // incarnations ended as lost attempts.
+    caf::replies_to<register_atom, pb::NodeRegistration>::with<int32_t>,
+    // Renews a node's heartbeat and takes, keeps or gives up leadership.
+    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>,
+    // A node stops: what it still runs goes back to pending; answers how many.
+    caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
+    // One pass of the watcher.
+    caf::replies_to<sweep_atom, pb::SweepRequest>::with<pb::SweepResult>,
+    // Of these executions, those that are over by the database.
+    caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>,
+    // Runs compensation rule i; answers how many tasks it submitted.
+    caf::replies_to<compensate_atom, int32_t>::with<int32_t>,
     // Writes the per-type settings of the node's configuration; answers how many.
     caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
     // Starts forwarding NOTIFY wake-ups to the listener.
@@ -165,8 +193,34 @@ using limiter_actor = caf::typed_actor<
 /// Decides when to claim (a wake-up, its timer, permits coming back), claims
 /// due tasks in weighted-fair batches and hands them to the dispatcher.
 using pusher_actor = wake_listener_actor::extend<
+    // Stop (true) or resume (false) claiming: a node whose lease is in doubt
+    // must not claim.
+    caf::reacts_to<pause_atom, bool>,
     // Internal: the timer, with the generation it was set in.
     caf::reacts_to<caf::tick_atom, uint64_t>>;
+
+/// Told whether this node leads; acts only while it does.
+using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, bool>>;
+
+/// Leader only, periodic: lost leases, timeouts, pending deadlines,
+/// retention and purge (SPEC §5), in bounded batches.
+using watcher_actor = leader_duty_actor::extend<
+    // Internal: the timer, with the generation it was set in.
+    caf::reacts_to<caf::tick_atom, uint64_t>>;
+
+/// Periodic: permits held for executions that are over by the database go
+/// back (every node); compensation rules run (leader only).
+using reconciler_actor = leader_duty_actor::extend<
+    // Internal: the timer.
+    caf::reacts_to<caf::tick_atom, uint64_t>>;
+
+/// Keeps this node's heartbeat, and with it its lease and its bid for
+/// leadership; pauses claiming when the lease is in doubt.
+using cluster_actor = caf::typed_actor<
+    // Whether this node is alive and leads, as of the last heartbeat.
+    caf::replies_to<status_atom>::with<pb::HeartbeatAck>,
+    // Internal: the heartbeat timer.
+    caf::reacts_to<caf::tick_atom>>;
 
 /// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.
@@ -186,6 +240,14 @@ using dispatcher_actor = caf::typed_actor<
     caf::replies_to<result_atom, int64_t, pb::ResultReport>::with<pb::ResultAck>,
     // Internal: an HTTP executor answered 202; the result comes later.
     caf::reacts_to<accepted_atom, int64_t, int32_t>,
+    // Drops executions that are over by the database, giving their permits
+    // back (e.g. a 202 whose result went to another node).
+    caf::reacts_to<reconcile_atom>,
+    // Waits until nothing runs here any more, at most the given milliseconds;
+    // answers how many executions were still running then.
+    caf::replies_to<drain_atom, int64_t>::with<int32_t>,
+    // Internal: the drain's time is up.
+    caf::reacts_to<drain_atom>,
     // Internal: an asynchronous execution finished.
     caf::reacts_to<finished_atom, pb::TaskOutcome>,
     // Internal: the timeout of (task id, attempt) expired.

@@ -7,6 +7,8 @@
 
 #include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace taskmill {
 
@@ -17,6 +19,15 @@ struct http_request {
   std::string content_type;
   std::string accept;
   std::string body;
+  /// Every header, names in lower case.
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  /// The value of header `name` (lower case), empty if absent.
+  std::string header(const std::string& name) const {
+    for (const auto& [n, v] : headers)
+      if (n == name) return v;
+    return {};
+  }
 };
 
 struct http_response {

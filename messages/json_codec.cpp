@@ -62,9 +62,10 @@ class object_reader {
     if (!v) return std::nullopt;
     int64_t out = 0;
     if (v->is_number_integer()) {
+      if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
+        return fail_field(key, "must be between " + std::to_string(min) + " and " +
+                                   std::to_string(max) + " (got " + v->dump() + ")");
       out = v->get<int64_t>();
-      if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(max))
-        return fail_field(key, "must be at most " + std::to_string(max));
     } else if (v->is_string()) {
       const auto& s = v->get_ref<const std::string&>();
       auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), out);

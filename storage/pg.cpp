@@ -5,6 +5,7 @@
 
 #include <libpq-fe.h>
 #include <poll.h>
+#include <spdlog/spdlog.h>
 
 #include <charconv>
 #include <cstdlib>
@@ -118,6 +119,12 @@ caf::expected<connection> connection::open(const std::string& conninfo,
       "keepalives_idle", "keepalives_interval",       "keepalives_count", nullptr};
   const char* values[] = {conninfo.c_str(), "taskmill", "5", "1", "10", "5", "3", nullptr};
   PGconn* raw = PQconnectdbParams(keys, values, 1);
+  // Server notices (e.g. why a connection was terminated) go to the log, not
+  // to stderr.
+  if (raw)
+    PQsetNoticeProcessor(
+        raw, [](void*, const char* message) { spdlog::debug("PostgreSQL: {}", trimmed(message)); },
+        nullptr);
   // The socket is silent for at most the statement timeout, plus slack.
   connection conn{raw, statement_timeout + std::chrono::seconds{10}};
   if (!raw || PQstatus(raw) != CONNECTION_OK)

@@ -1,5 +1,7 @@
 #include "storage/statements.hpp"
 
+#include <cctype>
+
 namespace taskmill::db::sql {
 
 const statement submit_many{
@@ -76,11 +78,71 @@ const statement list_nodes{
     "'leader' ELSE 'follower' END, (SELECT count(*) FROM taskmill.tasks t WHERE t.status = "
     "'running' AND t.picked_by = n.name) FROM taskmill.nodes n ORDER BY n.name"};
 
+const statement register_node{"register_node",
+                              "SELECT taskmill.register_node($1, $2, $3, $4::bigint)"};
+
+// Leadership first: the heartbeat records it.
+const statement heartbeat{
+    "heartbeat",
+    "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
+    "AS leader) l"};
+
+const statement leave{"leave", "SELECT taskmill.stop_node($1, $2), taskmill.lead(false)"};
+
+const statement sweep_lost{"sweep_lost", "SELECT taskmill.sweep_lost($1::bigint, $2::int)"};
+const statement sweep_timeouts{"sweep_timeouts",
+                               "SELECT taskmill.sweep_timeouts($1::bigint, $2::int)"};
+const statement sweep_deadlines{"sweep_deadlines", "SELECT taskmill.sweep_deadlines($1::int)"};
+const statement sweep_succeeded{"sweep_succeeded",
+                                "SELECT taskmill.sweep_succeeded($1::bigint, $2::int)"};
+const statement sweep_purge{"sweep_purge", "SELECT taskmill.sweep_purge($1::bigint, $2::int)"};
+
+const statement finished_executions{
+    "finished_executions",
+    "SELECT task_id, attempt FROM taskmill.finished_executions($1::bigint[], $2::int[])"};
+
+std::string compensation_sql(const std::string& query) {
+  auto body = query;
+  while (!body.empty() &&
+         (std::isspace(static_cast<unsigned char>(body.back())) || body.back() == ';'))
+    body.pop_back();
+  return "WITH missing AS (SELECT r.key::text AS key, r.execute_at::timestamptz AS execute_at, "
+         "r.payload::jsonb AS payload FROM (" +
+         body +
+         "\n) r WHERE NOT EXISTS (SELECT 1 FROM taskmill.tasks t WHERE t.type = $1 AND t.key = "
+         "r.key::text AND t.status NOT IN ('cancelled', 'dead')) LIMIT $2::int) "
+         "SELECT count(*) FILTER (WHERE s.outcome IN ('created', 'replaced')) FROM missing m CROSS "
+         "JOIN LATERAL taskmill.submit($1, m.key, 0, coalesce(m.payload, '{}'), "
+         "coalesce(m.execute_at, now())) s";
+}
+
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many,   &reschedule,  &cancel_by_id,      &cancel_by_key, &claim,         &next_due,
-      &complete_many, &get_task,    &put_type_settings, &list_tasks,    &task_attempts, &retry_task,
-      &batch_counts,  &retry_batch, &status_counts,     &list_nodes,
+      &submit_many,
+      &reschedule,
+      &cancel_by_id,
+      &cancel_by_key,
+      &claim,
+      &next_due,
+      &complete_many,
+      &get_task,
+      &put_type_settings,
+      &list_tasks,
+      &task_attempts,
+      &retry_task,
+      &batch_counts,
+      &retry_batch,
+      &status_counts,
+      &list_nodes,
+      &register_node,
+      &heartbeat,
+      &leave,
+      &sweep_lost,
+      &sweep_timeouts,
+      &sweep_deadlines,
+      &sweep_succeeded,
+      &sweep_purge,
+      &finished_executions,
   };
   return list;
 }

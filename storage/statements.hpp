@@ -5,6 +5,7 @@
 
 #include "storage/pg.hpp"
 
+#include <string>
 #include <vector>
 
 namespace taskmill::db::sql {
@@ -25,6 +26,20 @@ extern const statement batch_counts;
 extern const statement retry_batch;
 extern const statement status_counts;
 extern const statement list_nodes;
+extern const statement register_node;
+extern const statement heartbeat;
+extern const statement leave;
+extern const statement sweep_lost;
+extern const statement sweep_timeouts;
+extern const statement sweep_deadlines;
+extern const statement sweep_succeeded;
+extern const statement sweep_purge;
+extern const statement finished_executions;
+
+/// The statement of a compensation rule: rows of `query` (key, execute_at,
+/// payload) without a live task of type $1 are submitted, at most $2 of them;
+/// answers how many were created or re-armed.
+std::string compensation_sql(const std::string& query);
 
 /// All of the above, to prepare on connect.
 const std::vector<const statement*>& all();

@@ -76,6 +76,9 @@ struct storage_state {
   std::chrono::milliseconds reconnect_delay{0};
   pb::StorageStatus status;
   std::unique_ptr<db::notification_listener> listener;
+  // Compensation rules as prepared statements; the strings back the views.
+  std::vector<std::pair<std::string, std::string>> rule_text;
+  std::vector<db::statement> rule_statements;
 };
 
 namespace {
@@ -110,7 +113,9 @@ bool connect(self_ptr self) {
   if (!conn) return fail(conn.error());
   auto version = db::apply_migrations(*conn, db::all_migrations());
   if (!version) return fail(version.error());
-  if (auto err = conn->prepare_and_enter_pipeline(db::sql::all())) return fail(err);
+  auto statements = db::sql::all();
+  for (const auto& rule : st.rule_statements) statements.push_back(&rule);
+  if (auto err = conn->prepare_and_enter_pipeline(statements)) return fail(err);
   st.conn = std::move(*conn);
   st.status.set_connected(true);
   st.status.set_schema_version(*version);
@@ -457,6 +462,12 @@ std::string text_array(const google::protobuf::RepeatedPtrField<std::string>& va
 storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
   auto behavior = [](self_ptr self, storage_options opts) -> storage_actor::behavior_type {
     self->state.options = std::move(opts);
+    auto& st = self->state;
+    for (size_t i = 0; i < st.options.rules.size(); ++i)
+      st.rule_text.emplace_back("compensate_" + std::to_string(i),
+                                db::sql::compensation_sql(st.options.rules[i].query));
+    for (const auto& [name, sql] : st.rule_text)
+      st.rule_statements.push_back({name.c_str(), sql.c_str()});
     if (!connect(self)) schedule_reconnect(self);
     return {
         [self](submit_atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
@@ -608,6 +619,96 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
           return promise;
         },
         [self](status_atom) -> pb::StorageStatus { return self->state.status; },
+        [self](register_atom, const pb::NodeRegistration& node) -> caf::result<int32_t> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<int32_t>();
+          db::call c{
+              &db::sql::register_node,
+              {node.name(), node.incarnation(), node.address(), std::to_string(node.lease_ms())}};
+          enqueue<int32_t>(
+              self, {std::move(c)}, promise,
+              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
+          return promise;
+        },
+        [self](heartbeat_atom, const pb::Heartbeat& beat) -> caf::result<pb::HeartbeatAck> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::HeartbeatAck>();
+          db::call c{&db::sql::heartbeat,
+                     {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}};
+          enqueue<pb::HeartbeatAck>(self, {std::move(c)}, promise,
+                                    [](results& rs) -> caf::expected<pb::HeartbeatAck> {
+                                      pb::HeartbeatAck ack;
+                                      ack.set_leader(rs[0]->boolean(0, 0));
+                                      ack.set_alive(rs[0]->boolean(0, 1));
+                                      return ack;
+                                    });
+          return promise;
+        },
+        [self](leave_atom, const pb::Heartbeat& node) -> caf::result<int32_t> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<int32_t>();
+          db::call c{&db::sql::leave, {node.name(), node.incarnation()}};
+          enqueue<int32_t>(
+              self, {std::move(c)}, promise,
+              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
+          return promise;
+        },
+        [self](sweep_atom, const pb::SweepRequest& req) -> caf::result<pb::SweepResult> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::SweepResult>();
+          auto batch = std::to_string(req.batch_size());
+          std::vector<db::call> calls{
+              {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch}},
+              {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch}},
+              {&db::sql::sweep_deadlines, {batch}},
+              {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
+              {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
+          };
+          enqueue<pb::SweepResult>(self, std::move(calls), promise,
+                                   [](results& rs) -> caf::expected<pb::SweepResult> {
+                                     pb::SweepResult out;
+                                     out.set_lost(rs[0]->int32(0, 0));
+                                     out.set_timed_out(rs[1]->int32(0, 0));
+                                     out.set_expired(rs[2]->int32(0, 0));
+                                     out.set_stopped(rs[3]->int32(0, 0));
+                                     out.set_purged(rs[4]->int32(0, 0));
+                                     return out;
+                                   });
+          return promise;
+        },
+        [self](check_atom, const pb::Executions& executions) -> caf::result<pb::Executions> {
+          if (!self->state.conn) return unavailable(self);
+          auto promise = self->make_response_promise<pb::Executions>();
+          db::call c{
+              &db::sql::finished_executions,
+              {db::array_literal_of(executions.task_ids(),
+                                    [](int64_t id) { return db::param{std::to_string(id)}; }),
+               int_array(executions.attempts())}};
+          enqueue<pb::Executions>(self, {std::move(c)}, promise,
+                                  [](results& rs) -> caf::expected<pb::Executions> {
+                                    pb::Executions out;
+                                    for (int row = 0; row < rs[0]->rows(); ++row) {
+                                      out.add_task_ids(rs[0]->int64(row, 0));
+                                      out.add_attempts(rs[0]->int32(row, 1));
+                                    }
+                                    return out;
+                                  });
+          return promise;
+        },
+        [self](compensate_atom, int32_t rule) -> caf::result<int32_t> {
+          auto& st = self->state;
+          if (rule < 0 || rule >= static_cast<int32_t>(st.rule_statements.size()))
+            return make_error(errc::invalid_argument,
+                              "no compensation rule " + std::to_string(rule));
+          if (!st.conn) return unavailable(self);
+          auto promise = self->make_response_promise<int32_t>();
+          db::call c{&st.rule_statements[rule],
+                     {st.options.rules[rule].type, std::to_string(st.options.compensation_batch)}};
+          enqueue<int32_t>(
+              self, {std::move(c)}, promise,
+              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
+          return promise;
+        },
         [self](configure_atom, const pb::TypeSettingsList& settings) -> caf::result<int32_t> {
           if (!self->state.conn) return unavailable(self);
           auto promise = self->make_response_promise<int32_t>();

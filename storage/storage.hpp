@@ -1,11 +1,13 @@
 #pragma once
 
+#include "config/config.hpp"
 #include "messages/actors.hpp"
 
 #include <caf/fwd.hpp>
 
 #include <chrono>
 #include <string>
+#include <vector>
 
 namespace taskmill {
 
@@ -19,6 +21,10 @@ struct storage_options {
   std::chrono::milliseconds reconnect_max{5000};
   /// LISTEN for wake-ups; off for connection poolers that break LISTEN.
   bool listen = true;
+  /// The reconciler's compensation rules, prepared on every connection.
+  std::vector<compensation_rule> rules;
+  /// Most rows one compensation pass submits.
+  int32_t compensation_batch = 1000;
 };
 
 /// Spawns the storage actor on its own thread (libpq blocks). It connects,

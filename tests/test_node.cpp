@@ -5,7 +5,7 @@
 
 #include "actors/node.hpp"
 #include "messages/errors.hpp"
-#include "tests/support/task_sql.hpp"
+#include "tests/support/nodes.hpp"
 
 #include <caf/send.hpp>
 
@@ -18,42 +18,10 @@ using namespace std::chrono_literals;
 
 namespace {
 
-config node_config(const std::string& name) {
-  config cfg;
-  cfg.node.name = name;
-  cfg.api.listen = "127.0.0.1:0";
-  cfg.scheduling.poll_interval = 500ms;
-  auto add = [&](const std::string& type, const std::string& executor) {
-    task_type_config t;
-    t.name = type;
-    t.executor = executor;
-    t.backoff.exponential = false;
-    t.backoff.base = 10ms;
-    t.backoff.jitter = 0;
-    cfg.types[type] = t;
-  };
-  add("NOOP", "noop");
-  add("SLEEP", "sleep");
-  add("FAIL", "fail");
-  return cfg;
-}
+using test::test_node_config;
 
-struct node_fixture : test::actor_system_fixture {
-  test::task_database db{"node"};
-  std::deque<node_actors> nodes;
-
-  node_actors& start(const config& cfg) {
-    auto deadline = std::chrono::steady_clock::now() + 30s;
-    auto node = start_node(*sys, std::make_shared<const config>(cfg), db.conninfo(),
-                           [&] { return std::chrono::steady_clock::now() < deadline; });
-    BOOST_REQUIRE_MESSAGE(node, test::describe(node));
-    nodes.push_back(std::move(*node));
-    return nodes.back();
-  }
-
-  ~node_fixture() {
-    for (auto& n : nodes) stop_node(*sys, n);
-  }
+struct node_fixture : test::nodes_fixture {
+  node_fixture() : nodes_fixture("node") {}
 
   int64_t count(const std::string& where) const {
     return std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE " + where));
@@ -76,7 +44,7 @@ pb::SubmitTasks tasks_of(const std::string& type, int from, int n, int prioritie
 BOOST_FIXTURE_TEST_SUITE(single_node, node_fixture)
 
 BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
-  auto& node = start(node_config("n1"));
+  auto& node = start(test_node_config("n1"));
   for (int batch = 0; batch < 4; ++batch) {
     auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v,
                                             tasks_of("NOOP", batch * 500, 500, 5));
@@ -96,7 +64,7 @@ BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
 }
 
 BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
-  auto& node = start(node_config("n1"));
+  auto& node = start(test_node_config("n1"));
   pb::SubmitTasks req;
   auto quick = req.add_tasks();
   quick->set_type("SLEEP");
@@ -121,7 +89,7 @@ BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
 }
 
 BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
-  auto cfg = node_config("n1");
+  auto cfg = test_node_config("n1");
   cfg.scheduling.node_limit = 3;
   auto& node = start(cfg);
   pb::SubmitTasks req = tasks_of("SLEEP", 0, 12);
@@ -139,7 +107,7 @@ BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
 }
 
 BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
-  auto cfg = node_config("n1");
+  auto cfg = test_node_config("n1");
   cfg.scheduling.poll_interval = 10s;  // the next-due timer, not polling, must wake it
   start(cfg);
   db.exec("SELECT taskmill.submit('NOOP', 'later', execute_at => now() + interval '1500 ms')");
@@ -152,7 +120,7 @@ BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
 }
 
 BOOST_AUTO_TEST_CASE(types_without_an_executor_are_left_to_other_nodes) {
-  auto& node = start(node_config("n1"));
+  auto& node = start(test_node_config("n1"));
   db.exec("SELECT taskmill.submit('ELSEWHERE', 'x')");
   BOOST_REQUIRE(
       test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, tasks_of("NOOP", 0, 10)));
@@ -162,7 +130,7 @@ BOOST_AUTO_TEST_CASE(types_without_an_executor_are_left_to_other_nodes) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_submissions_are_refused_whole_naming_the_field) {
-  auto& node = start(node_config("n1"));
+  auto& node = start(test_node_config("n1"));
   auto req = tasks_of("NOOP", 0, 3);
   req.mutable_tasks(1)->set_priority(7);
   auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req);
@@ -194,7 +162,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_FIXTURE_TEST_SUITE(cluster, node_fixture)
 
 BOOST_AUTO_TEST_CASE(several_nodes_share_the_work_and_run_each_task_once) {
-  for (int i = 1; i <= 3; ++i) start(node_config("n" + std::to_string(i)));
+  for (int i = 1; i <= 3; ++i) start(test_node_config("n" + std::to_string(i)));
   constexpr int n = 6000;
   db.exec(
       "SELECT count(taskmill.submit('NOOP', k::text, priority => 1 + k % 5)) FROM "
@@ -209,7 +177,7 @@ BOOST_AUTO_TEST_CASE(several_nodes_share_the_work_and_run_each_task_once) {
 }
 
 BOOST_AUTO_TEST_CASE(retries_move_between_nodes_without_double_runs) {
-  for (int i = 1; i <= 3; ++i) start(node_config("n" + std::to_string(i)));
+  for (int i = 1; i <= 3; ++i) start(test_node_config("n" + std::to_string(i)));
   constexpr int n = 600;
   // Every attempt times out: each task runs max_retries + 1 times, then is dead.
   db.exec(
@@ -224,7 +192,7 @@ BOOST_AUTO_TEST_CASE(retries_move_between_nodes_without_double_runs) {
 }
 
 BOOST_AUTO_TEST_CASE(poll_only_nodes_find_work_without_notifications) {
-  auto cfg = node_config("poller");
+  auto cfg = test_node_config("poller");
   cfg.database.listen = false;
   cfg.scheduling.poll_interval = 300ms;
   start(cfg);

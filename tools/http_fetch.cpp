@@ -41,11 +41,16 @@ caf::expected<fetched> http_fetch(const std::string& method, const std::string& 
     for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = body;
     req.prepare_payload();
-    http::write(stream, req);
+    // A server may answer (413, say) and stop reading before the body is
+    // sent: its answer counts more than our failed write.
+    beast::error_code write_error;
+    http::write(stream, req, write_error);
     beast::flat_buffer buffer;
     http::response_parser<http::string_body> parser;
     parser.body_limit(256 << 20);
-    http::read(stream, buffer, parser);
+    beast::error_code read_error;
+    http::read(stream, buffer, parser, read_error);
+    if (read_error) throw beast::system_error{write_error ? write_error : read_error};
     auto& res = parser.get();
     fetched out;
     out.status = static_cast<int>(res.result_int());

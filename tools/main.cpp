@@ -1,5 +1,7 @@
 #include "messages/errors.hpp"
+#include "tools/client_commands.hpp"
 #include "tools/commands.hpp"
+#include "tools/example_executor.hpp"
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -7,10 +9,22 @@
 #include <csignal>
 #include <iostream>
 
+namespace {
+
+/// Prints CLI11's message; a bad command line exits 2 (CLI11's own codes are
+/// 100 and up), help exits 0.
+int exit_code_for(const CLI::App& app, const CLI::ParseError& e) {
+  return app.exit(e) == 0 ? 0 : 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   CLI::App app{"taskmill: a PostgreSQL-backed distributed task scheduler"};
-  app.require_subcommand(1);
+  // At most one here; "none" is checked after parsing, so that a misspelt
+  // command is reported as not expected rather than as a missing one.
+  app.require_subcommand(0, 1);
 
   std::string config_file;
   std::vector<std::string> overrides;
@@ -23,8 +37,32 @@ int main(int argc, char** argv) {
   node->add_option("--database", database_url, "PostgreSQL connection string (database.url)");
   node->add_option("--data-dir", data_dir, "Data directory (node.data_dir)");
 
-  CLI11_PARSE(app, argc, argv);
+  std::string executor_listen = "127.0.0.1:8490";
+  std::string executor_callback = "http://127.0.0.1:8480";
+  auto example = app.add_subcommand(
+      "example-executor", "Run an HTTP executor to try taskmill with (see config/demo.toml)");
+  example->add_option("--listen", executor_listen, "host:port to listen on")->capture_default_str();
+  example->add_option("--callback", executor_callback, "The node API that 202 results go to")
+      ->capture_default_str();
 
+  taskmill::client_command client;
+  taskmill::add_client_commands(app, client);
+
+  try {
+    app.parse(argc, argv);
+    if (app.get_subcommands().empty()) throw CLI::RequiredError::Subcommand(1);
+  } catch (const CLI::ParseError& e) {
+    return exit_code_for(app, e);
+  }
+
+  if (example->parsed()) {
+    auto listen = taskmill::parse_listen_address(executor_listen, "--listen");
+    if (!listen) {
+      std::cerr << taskmill::error_message(listen.error()) << "\n";
+      return 2;
+    }
+    return taskmill::run_example_executor(listen->first, listen->second, executor_callback);
+  }
   if (node->parsed()) {
     // A value that is not TOML is taken as a bare string.
     if (!database_url.empty()) overrides.push_back("database.url=" + database_url);
@@ -37,5 +75,5 @@ int main(int argc, char** argv) {
     taskmill::setup_logging(cfg->node.log_level);
     return taskmill::run_node(*cfg);
   }
-  return 0;
+  return client ? client() : 0;
 }

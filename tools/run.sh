@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing, builds, and runs a node on the embedded PostgreSQL.
+# Installs what is missing, builds, and runs a node on the embedded PostgreSQL
+# with a demo of tasks flowing through it (tools/demo.sh). Ctrl-C stops it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -7,4 +8,4 @@ tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j "$(nproc)" --target taskmill
 
-exec build/taskmill node "$@"
+exec tools/demo.sh "$@"

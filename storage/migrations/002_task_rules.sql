@@ -411,14 +411,15 @@ BEGIN
 END
 $$;
 
--- SPEC §4, claim. p_level_quotas[l] tasks of level l come first (the pusher's
+-- SPEC §4, claim (taskmill.claim checks the node first). p_level_quotas[l]
+-- tasks of level l come first (the pusher's
 -- weighted shares), the rest of p_limit is filled in claim order. Types with
 -- a running limit go first within a level, as far as their room allows.
 -- Running limits are counted here, in the database, so they hold for the
 -- whole cluster; claims that check them take turns. p_types lists the types
 -- this node can run (NULL: any); p_local_types the types it runs on executors
 -- of limited capacity, with the room p_local_room they have left.
-CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
+CREATE FUNCTION taskmill.claim_levels(p_node text, p_limit integer, p_level_quotas integer[],
                                p_capped_types text[], p_type_limits integer[],
                                p_global_limit integer, p_types text[],
                                p_local_types text[], p_local_room integer[])

@@ -86,6 +86,14 @@ std::string error_message_of(const caf::error& err) {
   return error_message(err);
 }
 
+std::function<bool()> patience(std::chrono::milliseconds limit) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  return [deadline] {
+    std::this_thread::sleep_for(std::chrono::milliseconds{100});
+    return std::chrono::steady_clock::now() < deadline;
+  };
+}
+
 bool eventually(const std::function<bool()>& condition, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {

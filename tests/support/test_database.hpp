@@ -72,6 +72,10 @@ caf::expected<Result> ask(caf::actor_system& sys, const Handle& handle, Ts&&... 
   return out;
 }
 
+/// For start_node's keep_waiting: waits 100 ms, then says whether `limit`
+/// (from now) has not passed yet.
+std::function<bool()> patience(std::chrono::milliseconds limit);
+
 /// Polls `condition` every 10 ms until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds{10});

@@ -1,0 +1,143 @@
+#include "actors/cluster.hpp"
+
+#include "messages/errors.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <spdlog/spdlog.h>
+
+#include <random>
+
+namespace taskmill {
+
+struct cluster_state {
+  static inline const char* name = "cluster";
+
+  cluster_options options;
+  pb::HeartbeatAck last;
+  // When a heartbeat was last stored, by the local monotonic clock: the
+  // lease this node may count on runs from there.
+  std::chrono::steady_clock::time_point last_renewed = std::chrono::steady_clock::now();
+  bool paused = false;
+  bool beating = false;
+};
+
+namespace {
+
+using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
+using clock = std::chrono::steady_clock;
+
+void set_paused(self_ptr self, bool paused) {
+  auto& st = self->state;
+  if (st.paused == paused) return;
+  st.paused = paused;
+  self->send(st.options.pusher, pause_atom_v, paused);
+}
+
+void set_leader(self_ptr self, bool leader) {
+  auto& st = self->state;
+  if (st.last.leader() == leader) return;
+  st.last.set_leader(leader);
+  spdlog::info("cluster: node {} {} the leader", st.options.node,
+               leader ? "is now" : "is no longer");
+  for (const auto& duty : st.options.leader_duties) self->send(duty, lead_atom_v, leader);
+}
+
+/// Declared dead (or the name was taken over): claim nothing until this node
+/// is registered again, under a new incarnation.
+void register_again(self_ptr self) {
+  auto& st = self->state;
+  set_paused(self, true);
+  set_leader(self, false);
+  pb::NodeRegistration reg;
+  st.options.incarnation = new_incarnation();
+  reg.set_name(st.options.node);
+  reg.set_incarnation(st.options.incarnation);
+  reg.set_address(st.options.address);
+  reg.set_lease_ms(st.options.lease.count());
+  self->request(st.options.storage, st.options.lease, register_atom_v, reg)
+      .then(
+          [self](int32_t lost) {
+            spdlog::warn(
+                "cluster: node {} was declared dead and registered again ({} tasks it held are "
+                "retried)",
+                self->state.options.node, lost);
+            self->state.last.set_alive(true);
+            self->state.last_renewed = clock::now();
+            set_paused(self, false);
+          },
+          [self](const caf::error& err) {
+            spdlog::warn("cluster: cannot register node {} again: {}", self->state.options.node,
+                         error_message(err));
+          });
+}
+
+void beat(self_ptr self) {
+  auto& st = self->state;
+  if (st.beating) return;
+  st.beating = true;
+  pb::Heartbeat hb;
+  hb.set_name(st.options.node);
+  hb.set_incarnation(st.options.incarnation);
+  hb.set_want_lead(true);
+  auto sent = clock::now();
+  self->request(st.options.storage, st.options.lease, heartbeat_atom_v, hb)
+      .then(
+          [self, sent](const pb::HeartbeatAck& ack) {
+            auto& st = self->state;
+            st.beating = false;
+            if (!ack.alive()) {
+              register_again(self);
+              return;
+            }
+            st.last.set_alive(true);
+            st.last_renewed = sent;
+            set_paused(self, false);
+            set_leader(self, ack.leader());
+          },
+          [self](const caf::error& err) {
+            auto& st = self->state;
+            st.beating = false;
+            // Stop claiming while the leader could still see this node alive:
+            // one interval before the lease runs out.
+            auto doubtful =
+                clock::now() - st.last_renewed >= st.options.lease - st.options.heartbeat_interval;
+            if (doubtful && !st.paused)
+              spdlog::warn("cluster: cannot renew the heartbeat of node {}: {}", st.options.node,
+                           error_message(err));
+            if (doubtful) {
+              set_paused(self, true);
+              set_leader(self, false);
+            }
+          });
+}
+
+cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
+  self->state.options = std::move(options);
+  self->state.last.set_alive(true);
+  self->send(self, caf::tick_atom_v);
+  return {
+      [self](status_atom) { return self->state.last; },
+      [self](caf::tick_atom) {
+        beat(self);
+        self->delayed_send(self, self->state.options.heartbeat_interval, caf::tick_atom_v);
+      },
+  };
+}
+
+}  // namespace
+
+std::string new_incarnation() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  auto value = rng();
+  std::string out(16, '0');
+  for (int i = 15; i >= 0; --i, value >>= 4) out[i] = "0123456789abcdef"[value & 15];
+  return out;
+}
+
+cluster_actor spawn_cluster(caf::actor_system& sys, cluster_options options) {
+  return sys.spawn(cluster, std::move(options));
+}
+
+}  // namespace taskmill

@@ -1,0 +1,31 @@
+#pragma once
+
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace taskmill {
+
+struct cluster_options {
+  std::string node;
+  std::string incarnation;
+  std::string address;
+  std::chrono::milliseconds heartbeat_interval{1000};
+  /// A node silent this long is dead (heartbeat interval x missed beats).
+  std::chrono::milliseconds lease{5000};
+  storage_actor storage;
+  pusher_actor pusher;
+  /// Told when this node starts or stops leading.
+  std::vector<leader_duty_actor> leader_duties;
+};
+
+cluster_actor spawn_cluster(caf::actor_system& sys, cluster_options options);
+
+/// A fresh incarnation id: 16 hex digits.
+std::string new_incarnation();
+
+}  // namespace taskmill

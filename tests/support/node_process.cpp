@@ -1,0 +1,78 @@
+#include "tests/support/node_process.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <stdexcept>
+
+namespace taskmill::test {
+
+node_process::node_process(const std::string& name, const std::string& conninfo,
+                           const std::vector<std::string>& options)
+    : name_(name),
+      log_file_((std::filesystem::temp_directory_path() /
+                 ("taskmill-" + name + "-" + std::to_string(getpid()) + ".log"))
+                    .string()) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  if (!binary) throw std::runtime_error("TASKMILL_BINARY is not set: run the tests through ctest");
+  std::vector<std::string> args{binary,       "node",
+                                "--database", conninfo,
+                                "--set",      "node.name=" + name,
+                                "--set",      "api.listen=127.0.0.1:0"};
+  for (const auto& o : options) {
+    args.push_back("--set");
+    args.push_back(o);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_ = fork();
+  if (pid_ < 0) throw std::runtime_error("fork failed");
+  if (pid_ == 0) {
+    int out = open(log_file_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (out >= 0) {
+      dup2(out, 1);
+      dup2(out, 2);
+    }
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+}
+
+node_process::~node_process() {
+  if (pid_ > 0) stop();
+  std::filesystem::remove(log_file_);
+}
+
+void node_process::kill_hard() {
+  if (pid_ <= 0) return;
+  ::kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+int node_process::stop() {
+  if (pid_ <= 0) return -1;
+  ::kill(pid_, SIGTERM);
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  pid_ = -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::string node_process::log_tail() const {
+  std::ifstream in{log_file_};
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  std::string out;
+  for (size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i)
+    out += lines[i] + "\n";
+  return out;
+}
+
+}  // namespace taskmill::test

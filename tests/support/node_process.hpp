@@ -1,0 +1,41 @@
+#pragma once
+
+// A `taskmill node` in a process of its own, for tests that kill nodes.
+
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+namespace taskmill::test {
+
+class node_process {
+ public:
+  /// Starts TASKMILL_BINARY `node --database conninfo --set name=... <options>`;
+  /// its output goes to `log_file`.
+  node_process(const std::string& name, const std::string& conninfo,
+               const std::vector<std::string>& options);
+  /// Stops it with SIGTERM if it still runs.
+  ~node_process();
+
+  node_process(const node_process&) = delete;
+  node_process& operator=(const node_process&) = delete;
+
+  const std::string& name() const { return name_; }
+  const std::string& log_file() const { return log_file_; }
+
+  /// SIGKILL: the node dies at once, as in a crash.
+  void kill_hard();
+  /// SIGTERM and wait; answers the exit code.
+  int stop();
+  bool running() const { return pid_ > 0; }
+  /// The last lines of its log, for failure messages.
+  std::string log_tail() const;
+
+ private:
+  std::string name_;
+  std::string log_file_;
+  pid_t pid_ = -1;
+};
+
+}  // namespace taskmill::test

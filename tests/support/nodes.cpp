@@ -1,0 +1,53 @@
+#include "tests/support/nodes.hpp"
+
+#include <boost/test/unit_test.hpp>
+
+namespace taskmill::test {
+
+using namespace std::chrono_literals;
+
+config test_node_config(const std::string& name) {
+  config cfg;
+  cfg.node.name = name;
+  cfg.api.listen = "127.0.0.1:0";
+  cfg.scheduling.poll_interval = 500ms;
+  for (auto [type, executor] : {std::pair{"NOOP", "noop"}, {"SLEEP", "sleep"}, {"FAIL", "fail"}}) {
+    task_type_config t;
+    t.name = type;
+    t.executor = executor;
+    t.backoff.exponential = false;
+    t.backoff.base = 10ms;
+    t.backoff.jitter = 0;
+    cfg.types[type] = t;
+  }
+  return cfg;
+}
+
+nodes_fixture::nodes_fixture(const std::string& label) : db(label) {}
+
+nodes_fixture::~nodes_fixture() {
+  stop_nodes();
+}
+
+caf::expected<node_actors> nodes_fixture::try_start(const config& cfg,
+                                                    std::chrono::milliseconds limit) {
+  return start_node(*sys, std::make_shared<const config>(cfg), db.conninfo(), patience(limit));
+}
+
+node_actors& nodes_fixture::start(const config& cfg) {
+  auto node = try_start(cfg);
+  BOOST_REQUIRE_MESSAGE(node, describe(node));
+  nodes.push_back(std::move(*node));
+  return nodes.back();
+}
+
+void nodes_fixture::stop_nodes() {
+  for (auto& n : nodes) stop_node(*sys, n);
+  nodes.clear();
+}
+
+std::string nodes_fixture::api_url(const node_actors& node) {
+  return "http://127.0.0.1:" + std::to_string(node.api_port());
+}
+
+}  // namespace taskmill::test

@@ -1,0 +1,48 @@
+#pragma once
+
+// An HTTP executor for tests, in this process: every answer is chosen by the
+// task's payload: {"status": 503, "body": "...", "delay_ms": 300,
+// "fail_first": 1, "async": {<result for POST .../result>}}. It records every
+// request it gets.
+
+#include "actors/http_server.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace taskmill::test {
+
+class scripted_executor {
+ public:
+  struct seen {
+    nlohmann::json body;
+    std::string idempotency_key;
+    std::string traceparent;
+    std::string content_type;
+  };
+
+  scripted_executor();
+  ~scripted_executor();
+
+  std::string url() const;
+  /// Where 202 results are posted (the node's API), set once the node runs.
+  void set_node_api(const std::string& base);
+  std::vector<seen> requests_for(const std::string& key);
+  std::vector<seen> all_requests();
+
+ private:
+  void handle(http_request req, http_reply reply);
+
+  std::mutex mtx_;
+  std::vector<seen> requests_;
+  std::vector<std::thread> workers_;
+  std::string node_api_;
+  std::unique_ptr<http_server> server_;
+};
+
+}  // namespace taskmill::test

@@ -1,0 +1,360 @@
+// SPEC §8 HTTP API end to end through a real node, and SPEC §9 bad input for
+// every endpoint: a 4xx naming the field, and nothing stored changes.
+#define BOOST_TEST_MODULE api
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/nodes.hpp"
+#include "tools/http_fetch.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <deque>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct reply {
+  int status = 0;
+  json body;
+  std::string raw;
+  std::string content_type;
+};
+
+struct api_fixture : test::nodes_fixture {
+  std::string base;
+  std::vector<std::pair<std::string, std::string>> headers;
+
+  explicit api_fixture(const std::string& token = "") : nodes_fixture("api") {
+    auto cfg = test::test_node_config("api-node");
+    cfg.api.token = token;
+    cfg.api.max_body_bytes = 4 << 20;
+    base = api_url(start(cfg));
+  }
+
+  reply call(const std::string& method, const std::string& path, const std::string& body = {},
+             std::vector<std::pair<std::string, std::string>> extra = {}) {
+    auto all = headers;
+    all.insert(all.end(), extra.begin(), extra.end());
+    auto res = http_fetch(method, base + path, body, all);
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    reply out{res->status, {}, res->body, res->content_type};
+    if (res->content_type.rfind("application/json", 0) == 0)
+      out.body = json::parse(res->body, nullptr, false);
+    return out;
+  }
+
+  /// Expects an error answer with `status` whose message contains `part`.
+  void expect_error(const reply& r, int status, const std::string& part) {
+    BOOST_CHECK_EQUAL(r.status, status);
+    BOOST_REQUIRE_MESSAGE(r.body.contains("error"), "no error object in " << r.raw);
+    auto message = r.body["error"]["message"].get<std::string>();
+    BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos,
+                        "message '" << message << "' does not mention '" << part << "'");
+    BOOST_CHECK(r.body["error"]["code"].is_string());
+  }
+
+  int64_t count_tasks() { return std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks")); }
+
+  json wait_for_status(int64_t id, const std::string& status) {
+    json task;
+    BOOST_REQUIRE(test::eventually([&] {
+      task = call("GET", "/v1/tasks/" + std::to_string(id)).body;
+      return task["status"] == status;
+    }));
+    return task;
+  }
+};
+
+struct token_fixture : api_fixture {
+  token_fixture() : api_fixture("s3cret") {}
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(tasks, api_fixture)
+
+BOOST_AUTO_TEST_CASE(submit_run_and_read_back) {
+  auto created =
+      call("POST", "/v1/tasks",
+           R"({"type": "NOOP", "key": "42", "version": "3", "payload": {"a": [1, 2]}, "priority": 2,
+                          "batch": "b1", "trace_id": "0af7651916cd43dd8448eb211c80319c",
+                          "backoff": {"kind": "fixed", "base_ms": 100}})");
+  BOOST_REQUIRE_EQUAL(created.status, 200);
+  BOOST_CHECK_EQUAL(created.body["outcome"], "created");
+  const auto& task = created.body["task"];
+  for (const char* field :
+       {"id",          "type",       "key",       "version", "status",      "priority",
+        "execute_at",  "payload",    "result",    "error",   "attempt",     "retry_count",
+        "max_retries", "timeout_ms", "picked_by", "batch",   "shard_index", "shard_total",
+        "trace_id",    "created_at", "updated_at"})
+    BOOST_CHECK_MESSAGE(task.contains(field), "task lacks " << field);
+  BOOST_CHECK_EQUAL(task["version"], 3);
+  BOOST_CHECK_EQUAL(task["payload"], json::parse(R"({"a": [1, 2]})"));
+  BOOST_CHECK_EQUAL(task["trace_id"], "0af7651916cd43dd8448eb211c80319c");
+  auto id = task["id"].get<int64_t>();
+  auto done = wait_for_status(id, "succeeded");
+  BOOST_CHECK_EQUAL(done["attempt"], 1);
+  BOOST_CHECK_EQUAL(done["picked_by"], "api-node");
+  auto again = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "42", "version": 3})");
+  BOOST_CHECK_EQUAL(again.body["outcome"], "duplicate");
+  auto older = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "42", "version": 2})");
+  BOOST_CHECK_EQUAL(older.body["outcome"], "stale");
+  auto attempts = call("GET", "/v1/tasks/" + std::to_string(id) + "/attempts");
+  BOOST_REQUIRE_EQUAL(attempts.body["attempts"].size(), 1u);
+  BOOST_CHECK_EQUAL(attempts.body["attempts"][0]["outcome"], "succeeded");
+  BOOST_CHECK_EQUAL(attempts.body["attempts"][0]["node"], "api-node");
+  auto batch = call("GET", "/v1/batches/b1");
+  BOOST_CHECK_EQUAL(batch.body["counts"]["succeeded"], 1);
+}
+
+BOOST_AUTO_TEST_CASE(batch_submits_answer_in_order) {
+  auto res =
+      call("POST", "/v1/tasks",
+           R"({"tasks": [{"type": "NOOP", "key": "a"}, {"type": "NOOP", "key": "b", "version": 1},
+                                {"type": "NOOP", "key": "a"}]})");
+  BOOST_REQUIRE_EQUAL(res.status, 200);
+  const auto& results = res.body["results"];
+  BOOST_REQUIRE_EQUAL(results.size(), 3u);
+  BOOST_CHECK_EQUAL(results[0]["task"]["key"], "a");
+  BOOST_CHECK_EQUAL(results[1]["task"]["key"], "b");
+  BOOST_CHECK_EQUAL(results[0]["outcome"], "created");
+  BOOST_CHECK(results[2]["outcome"] == "replaced" || results[2]["outcome"] == "duplicate");
+}
+
+BOOST_AUTO_TEST_CASE(reschedule_cancel_and_retry) {
+  auto later =
+      call("POST", "/v1/tasks",
+           R"({"type": "SLEEP", "key": "k", "payload": 50, "execute_at": "2099-01-01T00:00:00Z"})");
+  auto id = later.body["task"]["id"].get<int64_t>();
+  auto moved = call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "key": "k", "execute_at": "2098-06-01T12:00:00+02:00"})");
+  BOOST_CHECK_EQUAL(moved.status, 200);
+  BOOST_CHECK_EQUAL(moved.body["outcome"], "updated");
+  BOOST_CHECK_EQUAL(moved.body["task"]["execute_at"], "2098-06-01T10:00:00Z");
+  auto cancelled = call("POST", "/v1/tasks/cancel", "{\"id\": \"" + std::to_string(id) + "\"}");
+  BOOST_CHECK_EQUAL(cancelled.body["outcome"], "cancelled");
+  auto unchanged = call("POST", "/v1/tasks/cancel", R"({"type": "SLEEP", "key": "k"})");
+  BOOST_CHECK_EQUAL(unchanged.body["outcome"], "unchanged");
+  auto rerun = call("POST", "/v1/tasks/" + std::to_string(id) + "/retry");
+  BOOST_CHECK_EQUAL(rerun.status, 200);
+  wait_for_status(id, "succeeded");
+
+  auto fails = call("POST", "/v1/tasks", R"({"type": "FAIL", "key": "f", "batch": "bf"})");
+  auto fid = fails.body["task"]["id"].get<int64_t>();
+  wait_for_status(fid, "dead");
+  auto retried = call("POST", "/v1/batches/bf/retry-failed");
+  BOOST_CHECK_EQUAL(retried.status, 200);
+  BOOST_CHECK_EQUAL(retried.body["retried"], 1);
+  BOOST_CHECK(test::eventually(
+      [&] { return call("GET", "/v1/tasks/" + std::to_string(fid)).body["attempt"] == 2; }));
+}
+
+BOOST_AUTO_TEST_CASE(listing_pages_through_filters) {
+  for (int i = 0; i < 5; ++i)
+    call("POST", "/v1/tasks",
+         "{\"type\": \"NOOP\", \"key\": \"p" + std::to_string(i) + "\", \"batch\": \"pb\"}");
+  call("POST", "/v1/tasks",
+       R"({"type": "SLEEP", "key": "other", "execute_at": "2099-01-01T00:00:00Z"})");
+  std::vector<std::string> keys;
+  std::string path = "/v1/tasks?batch=pb&limit=2";
+  for (int page = 0; page < 5; ++page) {
+    auto res = call("GET", path);
+    BOOST_REQUIRE_EQUAL(res.status, 200);
+    for (const auto& t : res.body["tasks"]) keys.push_back(t["key"]);
+    if (res.body["next_page_token"].is_null()) break;
+    path =
+        "/v1/tasks?batch=pb&limit=2&page_token=" + res.body["next_page_token"].get<std::string>();
+  }
+  BOOST_CHECK_EQUAL(keys.size(), 5u);
+  auto pending = call("GET", "/v1/tasks?type=SLEEP&status=pending");
+  BOOST_REQUIRE_EQUAL(pending.body["tasks"].size(), 1u);
+  BOOST_CHECK_EQUAL(pending.body["tasks"][0]["key"], "other");
+  auto by_key = call("GET", "/v1/tasks?type=SLEEP&key=other");
+  BOOST_CHECK_EQUAL(by_key.body["tasks"].size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(stats_nodes_health_and_metrics) {
+  call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "s"})");
+  BOOST_REQUIRE(test::eventually([&] {
+    auto stats = call("GET", "/v1/stats");
+    return stats.body["counts"]["NOOP"]["succeeded"] == 1;
+  }));
+  auto stats = call("GET", "/v1/stats");
+  BOOST_CHECK(stats.body["limiter"].is_array());
+  BOOST_CHECK_EQUAL(stats.body["limiter"][0]["scope"], "node:api-node");
+  BOOST_CHECK_EQUAL(call("GET", "/healthz").status, 200);
+  auto ready = call("GET", "/readyz");
+  BOOST_CHECK_EQUAL(ready.status, 200);
+  BOOST_CHECK_EQUAL(ready.body["ready"], true);
+  auto metrics = call("GET", "/metrics");
+  BOOST_CHECK_EQUAL(metrics.status, 200);
+  BOOST_CHECK(metrics.raw.find("taskmill_claimed_total 1") != std::string::npos);
+  BOOST_CHECK(metrics.raw.find("taskmill_outcomes_total{outcome=\"succeeded\"} 1") !=
+              std::string::npos);
+  BOOST_CHECK_EQUAL(call("GET", "/v1/nodes").status, 200);
+}
+
+BOOST_AUTO_TEST_CASE(protobuf_bodies_work_like_json) {
+  pb::SubmitTasks req;
+  auto t = req.add_tasks();
+  t->set_type("NOOP");
+  t->set_key("pb-1");
+  t->set_payload(R"({"via": "protobuf"})");
+  auto res = call("POST", "/v1/tasks", req.SerializeAsString(),
+                  {{"Content-Type", "application/x-protobuf"}});
+  BOOST_REQUIRE_EQUAL(res.status, 200);
+  BOOST_CHECK_EQUAL(res.content_type, "application/x-protobuf");
+  pb::SubmitResults results;
+  BOOST_REQUIRE(results.ParseFromString(res.raw));
+  BOOST_REQUIRE_EQUAL(results.results_size(), 1);
+  BOOST_CHECK_EQUAL(results.results(0).outcome(), pb::CREATED);
+  auto id = results.results(0).task().id();
+  auto got =
+      call("GET", "/v1/tasks/" + std::to_string(id), {}, {{"Accept", "application/x-protobuf"}});
+  pb::Task task;
+  BOOST_REQUIRE(task.ParseFromString(got.raw));
+  BOOST_CHECK_EQUAL(task.key(), "pb-1");
+  auto bad =
+      call("POST", "/v1/tasks", "\xff\xff\xff", {{"Content-Type", "application/x-protobuf"}});
+  BOOST_CHECK_EQUAL(bad.status, 400);
+  pb::Error err;
+  BOOST_REQUIRE(err.ParseFromString(bad.raw));
+  BOOST_CHECK_EQUAL(err.code(), "invalid_argument");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(bad_input, api_fixture)
+
+BOOST_AUTO_TEST_CASE(bad_submissions_name_the_field_and_store_nothing) {
+  call(
+      "POST", "/v1/tasks",
+      R"({"type": "SLEEP", "key": "keep", "payload": {"v": 1}, "execute_at": "2099-01-01T00:00:00Z"})");
+  auto before = count_tasks();
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": )"), 400, "not valid JSON");
+  expect_error(call("POST", "/v1/tasks", R"(["not", "an", "object"])"), 400, "object");
+  expect_error(call("POST", "/v1/tasks", R"({"type": 5, "key": "k"})"), 400,
+               "type must be a string");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP"})"), 400, "key is required");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "prio": 1})"), 400,
+               "unknown field prio");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "priority": 9})"), 400,
+               "priority");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "priority": "high"})"),
+               400, "priority must be an integer");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "version": -1})"), 400,
+               "version");
+  expect_error(
+      call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "execute_at": "tomorrow"})"), 400,
+      "execute_at must be an RFC 3339 time");
+  expect_error(call("POST", "/v1/tasks",
+                    R"({"type": "NOOP", "key": "k", "execute_at": "2026-02-30T00:00:00Z"})"),
+               400, "execute_at");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "timeout_ms": 0})"), 400,
+               "timeout_ms");
+  expect_error(
+      call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "backoff": {"kind": "linear"}})"),
+      400, "backoff.kind");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "trace_id": "xyz"})"), 400,
+               "trace_id");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "shard_index": 1})"), 400,
+               "shard");
+  expect_error(call("POST", "/v1/tasks", R"({"tasks": "all of them"})"), 400,
+               "tasks must be an array");
+  expect_error(call("POST", "/v1/tasks", R"({"tasks": []})"), 400, "tasks must not be empty");
+  expect_error(
+      call(
+          "POST", "/v1/tasks",
+          R"({"tasks": [{"type": "NOOP", "key": "ok"}, {"type": "NOOP", "key": "x", "priority": 0}]})"),
+      400, "tasks[1].priority");
+  std::string huge =
+      R"({"type": "NOOP", "key": "big", "payload": ")" + std::string(1100000, 'x') + "\"}";
+  expect_error(call("POST", "/v1/tasks", huge), 413, "payload");
+  std::string too_big_body =
+      R"({"type": "NOOP", "key": "bigger", "payload": ")" + std::string(5 << 20, 'x') + "\"}";
+  BOOST_CHECK_EQUAL(call("POST", "/v1/tasks", too_big_body).status, 413);
+  BOOST_CHECK_EQUAL(count_tasks(), before);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT payload::text FROM taskmill.tasks WHERE key = 'keep'"),
+                    R"({"v": 1})");
+}
+
+BOOST_AUTO_TEST_CASE(bad_reschedules_and_cancels) {
+  call("POST", "/v1/tasks",
+       R"({"type": "SLEEP", "key": "keep", "execute_at": "2099-01-01T00:00:00Z"})");
+  auto before = db.scalar("SELECT execute_at::text || status FROM taskmill.tasks");
+  expect_error(call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": "keep"})"), 400,
+               "execute_at is required");
+  expect_error(
+      call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": "keep", "execute_at": 17})"),
+      400, "execute_at must be a string");
+  expect_error(call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "execute_at": "2099-01-01T00:00:00Z"})"),
+               400, "key is required");
+  expect_error(
+      call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": "keep", "when": "now"})"),
+      400, "unknown field when");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({})"), 400, "id or type and key");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": "abc"})"), 400, "id must be an integer");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 1, "type": "SLEEP", "key": "keep"})"),
+               400, "not both");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 999999})"), 404,
+               "no task with id 999999");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"type": "SLEEP", "key": "nope"})"), 404,
+               "no task");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT execute_at::text || status FROM taskmill.tasks"), before);
+}
+
+BOOST_AUTO_TEST_CASE(bad_ids_queries_and_results) {
+  auto t = call("POST", "/v1/tasks", R"({"type": "SLEEP", "key": "long", "payload": 5000})");
+  auto id = std::to_string(t.body["task"]["id"].get<int64_t>());
+  BOOST_REQUIRE(
+      test::eventually([&] { return call("GET", "/v1/tasks/" + id).body["status"] == "running"; }));
+  expect_error(call("GET", "/v1/tasks/abc"), 400, "positive integer");
+  expect_error(call("GET", "/v1/tasks/0"), 400, "positive integer");
+  expect_error(call("GET", "/v1/tasks/424242"), 404, "no task with id 424242");
+  expect_error(call("GET", "/v1/tasks/424242/attempts"), 404, "no task");
+  expect_error(call("GET", "/v1/tasks?status=sleeping"), 400, "status must be one of");
+  expect_error(call("GET", "/v1/tasks?limit=0"), 400, "limit");
+  expect_error(call("GET", "/v1/tasks?limit=5000"), 400, "limit");
+  expect_error(call("GET", "/v1/tasks?colour=red"), 400, "unknown query parameter 'colour'");
+  expect_error(call("GET", "/v1/tasks?page_token=zz"), 400, "page_token");
+  expect_error(call("POST", "/v1/tasks/" + id + "/result", R"({"outcome": "succeeded"})"), 400,
+               "attempt is required");
+  expect_error(call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": 1, "outcome": "great"})"),
+               400, "outcome");
+  expect_error(call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": 1})"), 400,
+               "outcome is required");
+  auto stale =
+      call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": 7, "outcome": "succeeded"})");
+  BOOST_CHECK_EQUAL(stale.status, 200);
+  BOOST_CHECK_EQUAL(stale.body["accepted"], false);
+  expect_error(call("POST", "/v1/tasks/" + id + "/retry"), 409, "running");
+  expect_error(call("POST", "/v1/tasks/424242/retry"), 404, "no task");
+  expect_error(call("GET", "/v1/batches/none"), 404, "no batch none");
+  expect_error(call("GET", "/v1/nothing-here"), 404, "no such endpoint");
+  expect_error(call("DELETE", "/v1/tasks/" + id), 400, "not allowed");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id), "running");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(auth, token_fixture)
+
+BOOST_AUTO_TEST_CASE(a_configured_token_is_required_except_for_probes) {
+  expect_error(call("GET", "/v1/stats"), 401, "Bearer");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "x"})",
+                    {{"Authorization", "Bearer wrong"}}),
+               401, "Bearer");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  BOOST_CHECK_EQUAL(call("GET", "/healthz").status, 200);
+  BOOST_CHECK_EQUAL(call("GET", "/readyz").status, 200);
+  BOOST_CHECK_EQUAL(call("GET", "/metrics").status, 200);
+  headers = {{"Authorization", "Bearer s3cret"}};
+  BOOST_CHECK_EQUAL(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "x"})").status, 200);
+  BOOST_CHECK_EQUAL(call("GET", "/v1/stats").status, 200);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,477 @@
+// The taskmill command line against a real node: the built binary (from
+// TASKMILL_BINARY) runs as a child process and talks to a node started in this
+// process on a real PostgreSQL.
+#define BOOST_TEST_MODULE cli
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/nodes.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+extern char** environ;
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+/// What one run of the binary left behind.
+struct run_result {
+  std::vector<std::string> args;
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::ostream& operator<<(std::ostream& os, const run_result& r) {
+  os << "taskmill";
+  for (const auto& a : r.args) os << " '" << a << "'";
+  return os << "\nexit code " << r.exit_code << "\nstdout:\n" << r.out << "stderr:\n" << r.err;
+}
+
+std::string read_all(FILE* file) {
+  std::rewind(file);
+  std::string text;
+  char buffer[4096];
+  while (auto n = std::fread(buffer, 1, sizeof buffer, file)) text.append(buffer, n);
+  return text;
+}
+
+/// This process's environment without TASKMILL_API_TOKEN, plus `extra`.
+std::vector<std::string> child_environment(const std::vector<std::string>& extra) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e; ++e)
+    if (std::string_view{*e}.rfind("TASKMILL_API_TOKEN=", 0) != 0) env.emplace_back(*e);
+  env.insert(env.end(), extra.begin(), extra.end());
+  return env;
+}
+
+std::vector<char*> c_strings(std::vector<std::string>& texts) {
+  std::vector<char*> out;
+  for (auto& t : texts) out.push_back(t.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+/// The exit code, or a failed test if the child runs longer than `timeout`.
+int wait_for_exit(pid_t pid, std::chrono::seconds timeout) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      BOOST_FAIL("taskmill ran longer than " << timeout.count() << " s");
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+/// Runs the taskmill binary with `args` and the environment plus `env`.
+run_result run_binary(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
+  std::unique_ptr<FILE, int (*)(FILE*)> out{std::tmpfile(), &std::fclose};
+  std::unique_ptr<FILE, int (*)(FILE*)> err{std::tmpfile(), &std::fclose};
+  BOOST_REQUIRE(out && err);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, fileno(out.get()), 1);
+  posix_spawn_file_actions_adddup2(&actions, fileno(err.get()), 2);
+  std::vector<std::string> argv_texts{binary};
+  argv_texts.insert(argv_texts.end(), args.begin(), args.end());
+  auto env_texts = child_environment(env);
+  auto argv = c_strings(argv_texts);
+  auto envp = c_strings(env_texts);
+  pid_t pid = 0;
+  int rc = posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  BOOST_REQUIRE_MESSAGE(rc == 0, "cannot start " << binary << ": " << std::strerror(rc));
+  run_result r;
+  r.exit_code = wait_for_exit(pid, 60s);
+  r.args = std::move(args);
+  r.out = read_all(out.get());
+  r.err = read_all(err.get());
+  return r;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in{text};
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+/// A "name:   value" listing as a map.
+std::map<std::string, std::string> listing(const std::string& text) {
+  std::map<std::string, std::string> fields;
+  for (const auto& line : lines_of(text)) {
+    auto colon = line.find(": ");
+    if (colon == std::string::npos) continue;
+    auto value = line.find_first_not_of(' ', colon + 1);
+    fields[line.substr(0, colon)] = value == std::string::npos ? "" : line.substr(value);
+  }
+  return fields;
+}
+
+/// A loopback port nothing listens on.
+uint16_t closed_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  BOOST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  BOOST_REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+config node_config() {
+  return test::test_node_config("cli-node");
+}
+
+struct cli_fixture : test::nodes_fixture {
+  cli_fixture() : nodes_fixture("cli") {}
+
+  std::string server;
+
+  void start(const config& cfg = node_config()) { server = api_url(nodes_fixture::start(cfg)); }
+
+  /// Runs taskmill against this node (unless `args` name a server).
+  run_result run(std::vector<std::string> args, const std::vector<std::string>& env = {}) {
+    if (std::find(args.begin(), args.end(), "--server") == args.end()) {
+      args.push_back("--server");
+      args.push_back(server);
+    }
+    return run_binary(std::move(args), env);
+  }
+
+  /// Runs with --json and requires exit code `expected_exit` and one JSON document.
+  json run_json(std::vector<std::string> args, int expected_exit = 0) {
+    args.push_back("--json");
+    auto r = run(std::move(args));
+    BOOST_REQUIRE_MESSAGE(r.exit_code == expected_exit, r);
+    auto doc = json::parse(r.out, nullptr, false);
+    BOOST_REQUIRE_MESSAGE(!doc.is_discarded(), "not JSON: " << r);
+    return doc;
+  }
+
+  int64_t submit(std::vector<std::string> args) {
+    args.insert(args.begin(), "submit");
+    return run_json(std::move(args))["task"]["id"].get<int64_t>();
+  }
+};
+
+}  // namespace
+
+// Evaluates `result` once, and shows it whole when its exit code is not `code`.
+#define CHECK_RUN(result, code)                                \
+  do {                                                         \
+    const run_result& checked = (result);                      \
+    BOOST_CHECK_MESSAGE(checked.exit_code == (code), checked); \
+  } while (false)
+
+BOOST_FIXTURE_TEST_SUITE(against_a_node, cli_fixture)
+
+BOOST_AUTO_TEST_CASE(submit_show_and_list) {
+  start();
+  auto created = run(
+      {"submit", "NOOP", "a b&c/d", "--payload", R"({"n": 1})", "--priority", "2", "--in", "1h"});
+  CHECK_RUN(created, 0);
+  auto fields = listing(created.out);
+  BOOST_CHECK_EQUAL(fields["outcome"], "created");
+  BOOST_CHECK_EQUAL(fields["key"], "a b&c/d");
+  BOOST_CHECK_EQUAL(fields["status"], "pending");
+  BOOST_CHECK_EQUAL(fields["priority"], "2");
+  BOOST_CHECK_EQUAL(fields["payload"], R"({"n":1})");
+
+  auto other = run_json({"submit", "NOOP", "other", "--in", "1h", "--version", "3"});
+  BOOST_CHECK_EQUAL(other["outcome"], "created");
+  BOOST_CHECK_EQUAL(other["task"]["version"], 3);
+  auto id = other["task"]["id"].get<int64_t>();
+  auto again = run_json({"submit", "NOOP", "other", "--in", "2h", "--version", "3"});
+  BOOST_CHECK_EQUAL(again["outcome"], "replaced");
+  BOOST_CHECK_EQUAL(again["task"]["id"], id);
+  auto older = run({"submit", "NOOP", "other", "--version", "2"});
+  CHECK_RUN(older, 0);
+  BOOST_CHECK_EQUAL(listing(older.out)["outcome"], "stale");
+
+  auto shown = run({"show", std::to_string(id)});
+  CHECK_RUN(shown, 0);
+  BOOST_CHECK_EQUAL(listing(shown.out)["id"], std::to_string(id));
+  BOOST_CHECK_EQUAL(listing(shown.out)["key"], "other");
+  BOOST_CHECK_EQUAL(listing(shown.out)["batch"], "-");
+
+  auto table = run({"list", "--type", "NOOP"});
+  CHECK_RUN(table, 0);
+  auto rows = lines_of(table.out);
+  BOOST_REQUIRE_EQUAL(rows.size(), 3u);
+  BOOST_CHECK_EQUAL(rows[0].rfind("ID", 0), 0u);
+  BOOST_CHECK(contains(table.out, "a b&c/d"));
+  // Columns line up: every row has its status where the header has STATUS.
+  auto status_column = rows[0].find("STATUS");
+  for (size_t i = 1; i < rows.size(); ++i)
+    BOOST_CHECK_EQUAL(rows[i].substr(status_column, 7), "pending");
+
+  auto by_key = run_json({"list", "--key", "a b&c/d"});
+  BOOST_REQUIRE_EQUAL(by_key["tasks"].size(), 1u);
+  BOOST_CHECK_EQUAL(by_key["tasks"][0]["key"], "a b&c/d");
+
+  auto first_page = run({"list", "--limit", "1"});
+  CHECK_RUN(first_page, 0);
+  BOOST_CHECK_EQUAL(lines_of(first_page.out).size(), 2u);
+  BOOST_CHECK(contains(first_page.err, "--all"));
+  auto every_page = run_json({"list", "--limit", "1", "--all"});
+  BOOST_CHECK_EQUAL(every_page["tasks"].size(), 2u);
+  BOOST_CHECK(every_page["next_page_token"].is_null());
+
+  auto bad_status = run({"list", "--status", "asleep"});
+  CHECK_RUN(bad_status, 1);
+  BOOST_CHECK(contains(bad_status.err, "error: status must be one of pending"));
+}
+
+BOOST_AUTO_TEST_CASE(submit_wait_follows_the_task_to_its_end) {
+  start();
+  auto ok = run({"submit", "NOOP", "w", "--wait"});
+  CHECK_RUN(ok, 0);
+  BOOST_CHECK(contains(ok.err, "(NOOP w): created"));
+  BOOST_CHECK(contains(ok.err, ": succeeded, attempt 1"));
+  BOOST_CHECK_EQUAL(listing(ok.out)["status"], "succeeded");
+
+  auto failing = run({"submit", "FAIL", "f", "--wait"});
+  CHECK_RUN(failing, 1);
+  BOOST_CHECK(contains(failing.err, ": dead, attempt 1: the fail executor fails every task"));
+  BOOST_CHECK_EQUAL(listing(failing.out)["status"], "dead");
+
+  // Each attempt sleeps past its timeout: the first is retried, the second is the last.
+  auto timing_out = run({"submit", "SLEEP", "t", "--payload", "5000", "--timeout-ms", "1000",
+                         "--max-retries", "1", "--wait"});
+  CHECK_RUN(timing_out, 1);
+  BOOST_CHECK(contains(timing_out.err, ": running, attempt 1"));
+  BOOST_CHECK(contains(timing_out.err, ": dead, attempt 2: timed out"));
+
+  auto as_json = run_json({"submit", "NOOP", "j", "--wait"});
+  BOOST_CHECK_EQUAL(as_json["status"], "succeeded");
+  BOOST_CHECK_EQUAL(as_json["key"], "j");
+}
+
+BOOST_AUTO_TEST_CASE(reschedule_moves_a_task) {
+  start();
+  submit({"NOOP", "later", "--in", "1h"});
+  auto moved = run({"reschedule", "NOOP", "later", "--execute-at", "2030-01-01T00:00:00Z"});
+  CHECK_RUN(moved, 0);
+  BOOST_CHECK_EQUAL(listing(moved.out)["outcome"], "updated");
+  BOOST_CHECK_EQUAL(listing(moved.out)["execute_at"], "2030-01-01T00:00:00Z");
+
+  auto with_payload =
+      run_json({"reschedule", "NOOP", "later", "--in", "2h", "--payload", R"({"x": 2})"});
+  BOOST_CHECK_EQUAL(with_payload["outcome"], "updated");
+  BOOST_CHECK_EQUAL(with_payload["task"]["payload"]["x"], 2);
+
+  auto no_time = run({"reschedule", "NOOP", "later"});
+  CHECK_RUN(no_time, 2);
+  BOOST_CHECK(contains(no_time.err, "--execute-at"));
+  auto bad_time = run({"reschedule", "NOOP", "later", "--execute-at", "tomorrow"});
+  CHECK_RUN(bad_time, 1);
+  BOOST_CHECK_EQUAL(bad_time.err,
+                    "error: execute_at must be an RFC 3339 time such as 2026-11-21T22:52:00Z\n");
+}
+
+BOOST_AUTO_TEST_CASE(cancel_by_id_and_by_type_and_key) {
+  start();
+  auto id = submit({"NOOP", "c1", "--in", "1h"});
+  submit({"NOOP", "c2", "--in", "1h"});
+  auto by_id = run({"cancel", std::to_string(id)});
+  CHECK_RUN(by_id, 0);
+  BOOST_CHECK_EQUAL(listing(by_id.out)["outcome"], "cancelled");
+  BOOST_CHECK_EQUAL(listing(by_id.out)["status"], "cancelled");
+  BOOST_CHECK_EQUAL(listing(by_id.out)["key"], "c1");
+
+  auto by_key = run_json({"cancel", "NOOP", "c2"});
+  BOOST_CHECK_EQUAL(by_key["outcome"], "cancelled");
+  BOOST_CHECK_EQUAL(by_key["task"]["key"], "c2");
+  BOOST_CHECK_EQUAL(run_json({"cancel", "NOOP", "c2"})["outcome"], "unchanged");
+
+  auto not_an_id = run({"cancel", "c1"});
+  CHECK_RUN(not_an_id, 2);
+  BOOST_CHECK(contains(not_an_id.err, "'c1' is not a task id"));
+  CHECK_RUN(run({"cancel", "NOOP", "c1", "extra"}), 2);
+  auto unknown = run({"cancel", "NOOP", "nobody"});
+  CHECK_RUN(unknown, 1);
+  BOOST_CHECK_EQUAL(unknown.err, "error: no task with type NOOP and key nobody\n");
+}
+
+BOOST_AUTO_TEST_CASE(attempts_and_retry) {
+  start();
+  auto dead = run_json({"submit", "FAIL", "r", "--max-retries", "0", "--wait"}, 1);
+  BOOST_REQUIRE_EQUAL(dead["status"], "dead");
+  auto id = std::to_string(dead["id"].get<int64_t>());
+
+  auto attempts = run({"attempts", id});
+  CHECK_RUN(attempts, 0);
+  auto rows = lines_of(attempts.out);
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_CHECK_EQUAL(rows[0].rfind("ATTEMPT", 0), 0u);
+  BOOST_CHECK_EQUAL(rows[1].rfind("1 ", 0), 0u);
+  BOOST_CHECK(contains(rows[1], "cli-node"));
+  BOOST_CHECK(contains(rows[1], "the fail executor fails every task"));
+
+  auto retried = run({"retry", id});
+  CHECK_RUN(retried, 0);
+  BOOST_CHECK_EQUAL(listing(retried.out)["id"], id);
+  BOOST_CHECK_EQUAL(listing(retried.out)["retry_count"], "0");
+  BOOST_CHECK(test::eventually([&] {
+    return run_json({"attempts", id})["attempts"].size() == 2 &&
+           run_json({"show", id})["status"] == "dead";
+  }));
+  CHECK_RUN(run({"retry", "999999"}), 1);
+}
+
+BOOST_AUTO_TEST_CASE(batch_counts_and_retry_failed) {
+  start();
+  const std::string batch = "nightly/1 a";
+  CHECK_RUN(run({"submit", "NOOP", "b1", "--batch", batch, "--wait"}), 0);
+  CHECK_RUN(run({"submit", "NOOP", "b2", "--batch", batch, "--wait"}), 0);
+  CHECK_RUN(run({"submit", "FAIL", "b3", "--batch", batch, "--max-retries", "0", "--wait"}), 1);
+
+  auto counts = run({"batch", batch});
+  CHECK_RUN(counts, 0);
+  auto fields = listing(counts.out);
+  BOOST_CHECK_EQUAL(fields["batch"], batch);
+  BOOST_CHECK_EQUAL(fields["succeeded"], "2");
+  BOOST_CHECK_EQUAL(fields["dead"], "1");
+  BOOST_CHECK_EQUAL(fields["total"], "3");
+  auto doc = run_json({"batch", batch});
+  BOOST_CHECK_EQUAL(doc["counts"]["succeeded"], 2);
+  BOOST_CHECK_EQUAL(doc["total"], 3);
+
+  auto retried = run({"batch", batch, "--retry-failed"});
+  CHECK_RUN(retried, 0);
+  BOOST_CHECK_EQUAL(retried.out, "retried: 1\n");
+  json rerun;
+  bool ran_again = test::eventually([&] {
+    rerun = run_json({"list", "--batch", batch, "--type", "FAIL"});
+    return rerun["tasks"][0]["attempt"] == 2 && rerun["tasks"][0]["status"] == "dead";
+  });
+  BOOST_CHECK_MESSAGE(ran_again, "the failed task did not run again: " << rerun.dump());
+
+  auto missing = run({"batch", "nosuch"});
+  CHECK_RUN(missing, 1);
+  BOOST_CHECK_EQUAL(missing.err, "error: no batch nosuch\n");
+}
+
+BOOST_AUTO_TEST_CASE(stats_and_nodes) {
+  start();
+  CHECK_RUN(run({"submit", "NOOP", "s", "--wait"}), 0);
+  auto stats = run({"stats"});
+  CHECK_RUN(stats, 0);
+  auto rows = lines_of(stats.out);
+  BOOST_REQUIRE_GE(rows.size(), 2u);
+  BOOST_CHECK_EQUAL(rows[0].rfind("TYPE", 0), 0u);
+  BOOST_CHECK(contains(rows[0], "SUCCEEDED"));
+  BOOST_CHECK_EQUAL(rows[1].rfind("NOOP ", 0), 0u);
+  BOOST_CHECK(contains(stats.out, "node:cli-node"));
+  auto doc = run_json({"stats"});
+  BOOST_CHECK_EQUAL(doc["counts"]["NOOP"]["succeeded"], 1);
+  BOOST_CHECK(doc["limiter"].is_array());
+
+  // A second node as the cluster would have registered it.
+  db.exec(
+      "INSERT INTO taskmill.nodes (name, incarnation, address) "
+      "VALUES ('peer-node', 'test', '10.0.0.7:8481')");
+  auto nodes = run({"nodes"});
+  CHECK_RUN(nodes, 0);
+  auto node_rows = lines_of(nodes.out);
+  BOOST_REQUIRE_GE(node_rows.size(), 2u);
+  BOOST_CHECK_EQUAL(node_rows[0].rfind("NAME", 0), 0u);
+  auto peer = std::find_if(node_rows.begin(), node_rows.end(),
+                           [](const std::string& row) { return row.rfind("peer-node ", 0) == 0; });
+  BOOST_REQUIRE(peer != node_rows.end());
+  BOOST_CHECK(contains(*peer, " 10.0.0.7:8481 "));
+  BOOST_CHECK(contains(*peer, " follower "));
+  auto listed = run_json({"nodes"});
+  BOOST_CHECK(std::any_of(listed["nodes"].begin(), listed["nodes"].end(), [](const json& n) {
+    return n["name"] == "peer-node" && n["address"] == "10.0.0.7:8481";
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(errors_show_the_servers_message) {
+  start();
+  auto unknown = run({"show", "999999"});
+  CHECK_RUN(unknown, 1);
+  BOOST_CHECK_EQUAL(unknown.out, "");
+  BOOST_CHECK_EQUAL(unknown.err, "error: no task with id 999999\n");
+  auto bad_priority = run({"submit", "NOOP", "p", "--priority", "9"});
+  CHECK_RUN(bad_priority, 1);
+  BOOST_CHECK_EQUAL(bad_priority.err.rfind("error: priority must be", 0), 0u);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), "0");
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_naming_the_argument) {
+  start();
+  auto expect_2 = [&](std::vector<std::string> args, const std::string& named) {
+    auto r = run(std::move(args));
+    CHECK_RUN(r, 2);
+    BOOST_CHECK_MESSAGE(contains(r.err, named), "stderr does not name " << named << ": " << r);
+  };
+  expect_2({"show", "abc"}, "ID");
+  expect_2({"show"}, "ID");
+  expect_2({"submit", "NOOP"}, "KEY");
+  expect_2({"submit", "NOOP", "k", "--in", "soon"}, "--in");
+  expect_2({"submit", "NOOP", "k", "--payload", "{bad"}, "--payload");
+  expect_2({"submit", "NOOP", "k", "--in", "5s", "--execute-at", "2030-01-01T00:00:00Z"}, "--in");
+  expect_2({"submit", "NOOP", "k", "--priority", "high"}, "--priority");
+  expect_2({"list", "--limit", "ten"}, "--limit");
+  expect_2({"stats", "--server", "127.0.0.1:8480"}, "--server");
+  expect_2({"frobnicate"}, "frobnicate");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), "0");
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_server_is_named) {
+  auto port = std::to_string(closed_port());
+  auto r = run_binary({"stats", "--server", "http://127.0.0.1:" + port});
+  CHECK_RUN(r, 1);
+  BOOST_CHECK(contains(r.err, "error: cannot reach 127.0.0.1:" + port));
+  BOOST_CHECK(contains(r.err, "http://127.0.0.1:" + port + "?"));
+  BOOST_CHECK_EQUAL(r.out, "");
+}
+
+BOOST_AUTO_TEST_CASE(a_configured_token_is_required_and_sent) {
+  auto cfg = node_config();
+  cfg.api.token = "s3cret";
+  start(cfg);
+  auto without = run({"stats"});
+  CHECK_RUN(without, 1);
+  BOOST_CHECK_EQUAL(without.err, "error: a valid Authorization: Bearer token is required\n");
+  CHECK_RUN(run({"stats"}, {"TASKMILL_API_TOKEN=wrong"}), 1);
+  CHECK_RUN(run({"stats"}, {"TASKMILL_API_TOKEN=s3cret"}), 0);
+  auto submitted = run({"submit", "NOOP", "t", "--wait"}, {"TASKMILL_API_TOKEN=s3cret"});
+  CHECK_RUN(submitted, 0);
+  BOOST_CHECK_EQUAL(listing(submitted.out)["status"], "succeeded");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

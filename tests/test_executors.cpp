@@ -1,0 +1,324 @@
+// SPEC §4 executors, end to end: a real node calls a real HTTP server in this
+// process, and CAF executors register with it.
+#define BOOST_TEST_MODULE executors
+#include <boost/test/unit_test.hpp>
+
+#include "actors/http_server.hpp"
+#include "actors/node.hpp"
+#include "messages/errors.hpp"
+#include "tests/support/nodes.hpp"
+#include "tests/support/scripted_executor.hpp"
+#include "tools/http_fetch.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct executor_fixture : test::nodes_fixture {
+  executor_fixture() : nodes_fixture("exec") {}
+  // The nodes go before the executor they call.
+  ~executor_fixture() { stop_nodes(); }
+
+  test::scripted_executor executor;
+
+  node_actors& start(const config& cfg) {
+    auto& node = nodes_fixture::start(cfg);
+    executor.set_node_api(api_url(node));
+    return node;
+  }
+
+  config http_config(const std::string& url) {
+    config cfg;
+    cfg.node.name = "exec-node";
+    cfg.api.listen = "127.0.0.1:0";
+    task_type_config t;
+    t.executor = "http";
+    t.url = url;
+    t.timeout = 2s;
+    t.max_retries = 1;
+    t.backoff.exponential = false;
+    t.backoff.base = 10ms;
+    t.backoff.jitter = 0;
+    cfg.types["WEB"] = t;
+    return cfg;
+  }
+
+  /// Submits WEB task `key` with the script as payload and waits until it is
+  /// finished; answers its row.
+  test::task_row run(const std::string& key, const json& script, const std::string& options = "") {
+    db.exec("SELECT taskmill.submit('WEB', $1, payload => $2::jsonb" + options + ")",
+            {key, script.dump()});
+    BOOST_REQUIRE_MESSAGE(
+        test::eventually(
+            [&] {
+              return db.scalar(
+                         "SELECT status IN ('succeeded', 'dead') FROM taskmill.tasks "
+                         "WHERE key = $1",
+                         {key}) == "t";
+            },
+            20s),
+        "task " << key << " did not finish");
+    return db.unit("WEB", key).back();
+  }
+
+  std::vector<std::string> outcomes(int64_t id) {
+    auto res = db.exec("SELECT outcome FROM taskmill.attempts WHERE task_id = $1 ORDER BY attempt",
+                       {std::to_string(id)});
+    std::vector<std::string> out;
+    for (int i = 0; i < res.rows(); ++i) out.push_back(res.string(i, 0));
+    return out;
+  }
+};
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(http_executor, executor_fixture)
+
+BOOST_AUTO_TEST_CASE(a_2xx_answer_succeeds_with_its_json_body_as_result) {
+  start(http_config(executor.url()));
+  auto t = run("ok", {{"status", 200}, {"body", R"({"answer": 42})"}});
+  BOOST_CHECK_EQUAL(t.status, "succeeded");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT result::text FROM taskmill.tasks WHERE key = 'ok'"),
+                    R"({"answer": 42})");
+  auto seen = executor.requests_for("ok");
+  BOOST_REQUIRE_EQUAL(seen.size(), 1u);
+  const auto& body = seen[0].body;
+  BOOST_CHECK_EQUAL(body["id"].get<int64_t>(), t.id);
+  BOOST_CHECK_EQUAL(body["type"], "WEB");
+  BOOST_CHECK_EQUAL(body["version"], 0);
+  BOOST_CHECK_EQUAL(body["attempt"], 1);
+  BOOST_CHECK_EQUAL(body["payload"]["status"], 200);
+  BOOST_CHECK(body.contains("batch") && body.contains("shard_index") &&
+              body.contains("shard_total"));
+  BOOST_CHECK_EQUAL(body["trace_id"], t.trace_id);
+  BOOST_CHECK_EQUAL(seen[0].idempotency_key, std::to_string(t.id) + "-1");
+  BOOST_CHECK_EQUAL(seen[0].traceparent.substr(0, 36), "00-" + t.trace_id + "-");
+  BOOST_CHECK_EQUAL(seen[0].traceparent.size(), 55u);
+  BOOST_CHECK_EQUAL(seen[0].content_type, "application/json");
+}
+
+BOOST_AUTO_TEST_CASE(retryable_answers_are_retried) {
+  start(http_config(executor.url()));
+  for (int status : {408, 425, 429, 500, 503}) {
+    auto key = "s" + std::to_string(status);
+    auto t = run(key, {{"status", status}, {"body", "busy"}});
+    BOOST_CHECK_EQUAL(t.status, "dead");
+    BOOST_CHECK((outcomes(t.id) == std::vector<std::string>{"retry", "retry"}));
+    BOOST_CHECK(contains(t.error, "HTTP " + std::to_string(status)));
+    BOOST_CHECK_EQUAL(executor.requests_for(key).size(), 2u);
+  }
+  auto flaky = run("flaky", {{"fail_first", 1}});
+  BOOST_CHECK_EQUAL(flaky.status, "succeeded");
+  BOOST_CHECK_EQUAL(flaky.attempt, 2);
+  BOOST_CHECK_EQUAL(executor.requests_for("flaky")[1].idempotency_key,
+                    std::to_string(flaky.id) + "-2");
+}
+
+BOOST_AUTO_TEST_CASE(other_4xx_answers_fail_at_once) {
+  start(http_config(executor.url()));
+  for (int status : {400, 404, 422}) {
+    auto key = "c" + std::to_string(status);
+    auto t = run(key, {{"status", status}, {"body", "no such thing"}});
+    BOOST_CHECK_EQUAL(t.status, "dead");
+    BOOST_CHECK((outcomes(t.id) == std::vector<std::string>{"fail"}));
+    BOOST_CHECK(contains(t.error, "no such thing"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_json_outcome_overrides_the_status_code) {
+  start(http_config(executor.url()));
+  auto failed = run("override-fail",
+                    {{"status", 200}, {"body", R"({"outcome": "fail", "error": "bad input"})"}});
+  BOOST_CHECK_EQUAL(failed.status, "dead");
+  BOOST_CHECK_EQUAL(failed.error, "bad input");
+  BOOST_CHECK((outcomes(failed.id) == std::vector<std::string>{"fail"}));
+  auto ok = run("override-ok",
+                {{"status", 500}, {"body", R"({"outcome": "succeeded", "result": [1, 2]})"}});
+  BOOST_CHECK_EQUAL(ok.status, "succeeded");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT result::text FROM taskmill.tasks WHERE key = 'override-ok'"),
+                    "[1, 2]");
+}
+
+BOOST_AUTO_TEST_CASE(malformed_answers_are_retried) {
+  start(http_config(executor.url()));
+  auto garbage = run("garbage", {{"status", 200}, {"body", "<html>oops"}});
+  BOOST_CHECK_EQUAL(garbage.status, "dead");
+  BOOST_CHECK((outcomes(garbage.id) == std::vector<std::string>{"retry", "retry"}));
+  BOOST_CHECK(contains(garbage.error, "malformed"));
+  auto unknown = run("unknown-outcome", {{"status", 200}, {"body", R"({"outcome": "maybe"})"}});
+  BOOST_CHECK_EQUAL(unknown.status, "dead");
+  BOOST_CHECK(contains(unknown.error, "malformed"));
+}
+
+BOOST_AUTO_TEST_CASE(a_slow_executor_costs_one_timeout) {
+  start(http_config(executor.url()));
+  auto t = run("slow", {{"delay_ms", 1500}}, ", timeout_ms => 200, max_retries => 0");
+  BOOST_CHECK_EQUAL(t.status, "dead");
+  BOOST_CHECK_MESSAGE(contains(t.error, "timed out"), t.error);
+  // Meanwhile other tasks are not held up.
+  auto quick = run("quick", {{"status", 200}});
+  BOOST_CHECK_EQUAL(quick.status, "succeeded");
+}
+
+BOOST_AUTO_TEST_CASE(an_unreachable_executor_is_retried) {
+  // A port nothing listens on: bind one, learn its number, close it.
+  uint16_t port = 0;
+  {
+    auto probe = http_server::start("127.0.0.1", 0, 1024, [](http_request, http_reply) {});
+    BOOST_REQUIRE(probe);
+    port = (*probe)->port();
+  }
+  start(http_config("http://127.0.0.1:" + std::to_string(port) + "/work"));
+  auto t = run("refused", json::object());
+  BOOST_CHECK_EQUAL(t.status, "dead");
+  BOOST_CHECK((outcomes(t.id) == std::vector<std::string>{"retry", "retry"}));
+  BOOST_CHECK_MESSAGE(contains(t.error, "refused"), t.error);
+}
+
+BOOST_AUTO_TEST_CASE(a_202_waits_for_the_result_callback_fenced_by_attempt) {
+  auto& node = start(http_config(executor.url()));
+  auto t = run("async", {{"delay_ms", 300},
+                         {"async", {{"outcome", "succeeded"}, {"result", {{"late", true}}}}}});
+  BOOST_CHECK_EQUAL(t.status, "succeeded");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT result::text FROM taskmill.tasks WHERE key = 'async'"),
+                    R"({"late": true})");
+  // A second, stale result is refused and changes nothing.
+  auto api = "http://127.0.0.1:" + std::to_string(node.api_port());
+  auto stale = http_fetch("POST", api + "/v1/tasks/" + std::to_string(t.id) + "/result",
+                          R"({"attempt": 1, "outcome": "fail", "error": "late"})");
+  BOOST_REQUIRE(stale);
+  BOOST_CHECK_EQUAL(stale->status, 200);
+  auto ack = json::parse(stale->body);
+  BOOST_CHECK_EQUAL(ack["accepted"], false);
+  BOOST_CHECK(contains(ack["reason"].get<std::string>(), "attempt 1"));
+  BOOST_CHECK_EQUAL(db.by_id(t.id).status, "succeeded");
+}
+
+BOOST_AUTO_TEST_CASE(a_202_without_a_result_times_out) {
+  start(http_config(executor.url()));
+  auto t = run("never", {{"delay_ms", 5000}, {"async", {{"outcome", "succeeded"}}}},
+               ", timeout_ms => 300, max_retries => 0");
+  BOOST_CHECK_EQUAL(t.status, "dead");
+  BOOST_CHECK_EQUAL(t.error, "timed out waiting for the result");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(caf_executor, executor_fixture)
+
+namespace {
+
+struct counting_executor_state {
+  std::map<int, caf::typed_response_promise<pb::TaskOutcome>> waiting;
+  int next = 0;
+};
+
+/// Runs each task for 50 ms; fails tasks whose key starts with "bad".
+caf::behavior counting_executor(caf::stateful_actor<counting_executor_state>* self,
+                                std::atomic<int>* running, std::atomic<int>* most) {
+  return {
+      [=](execute_atom, const pb::Task& task) -> caf::result<pb::TaskOutcome> {
+        auto now = ++*running;
+        int seen = most->load();
+        while (now > seen && !most->compare_exchange_weak(seen, now)) {
+        }
+        auto promise = self->make_response_promise<pb::TaskOutcome>();
+        auto id = self->state.next++;
+        self->state.waiting.emplace(id, promise);
+        self->delayed_send(self, 50ms, caf::ok_atom_v, id, task.key().rfind("bad", 0) == 0);
+        return promise;
+      },
+      [=](caf::ok_atom, int id, bool fail) {
+        pb::TaskOutcome outcome;
+        outcome.set_outcome(fail ? pb::OUTCOME_FAIL : pb::OUTCOME_SUCCEEDED);
+        outcome.set_result(R"({"by": "caf"})");
+        --*running;
+        self->state.waiting.at(id).deliver(std::move(outcome));
+        self->state.waiting.erase(id);
+      },
+  };
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(registered_executors_run_their_types_within_their_capacity) {
+  config cfg;
+  cfg.node.name = "caf-node";
+  cfg.api.listen = "127.0.0.1:0";
+  auto& node = start(cfg);
+  std::atomic<int> running{0};
+  std::atomic<int> most{0};
+  auto executor = sys->spawn(counting_executor, &running, &most);
+  pb::ExecutorRegistration registration;
+  registration.add_types("CAF_JOB");
+  registration.set_capacity(3);
+  auto registered = test::ask<int32_t>(*sys, node.dispatcher, register_atom_v,
+                                       caf::actor_cast<executor_actor>(executor), registration);
+  BOOST_REQUIRE_MESSAGE(registered, test::describe(registered));
+  db.exec("SELECT count(taskmill.submit('CAF_JOB', k::text)) FROM generate_series(1, 30) k");
+  db.exec("SELECT taskmill.submit('CAF_JOB', 'bad-1')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE status IN ('succeeded', 'dead')") ==
+               "31";
+      },
+      20s));
+  BOOST_CHECK_LE(most.load(), 3);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded' AND "
+                              "result->>'by' = 'caf'"),
+                    "30");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'bad-1'"), "dead");
+  caf::anon_send_exit(executor, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(tasks_of_an_executor_that_goes_away_are_retried) {
+  config cfg;
+  cfg.node.name = "caf-node";
+  cfg.api.listen = "127.0.0.1:0";
+  auto& node = start(cfg);
+  // An executor that never answers, then dies.
+  auto silent = sys->spawn([](caf::event_based_actor*) -> caf::behavior {
+    return {[](execute_atom, const pb::Task&) -> caf::result<pb::TaskOutcome> {
+      return caf::delegated<pb::TaskOutcome>{};
+    }};
+  });
+  pb::ExecutorRegistration registration;
+  registration.add_types("GONE");
+  registration.set_capacity(2);
+  BOOST_REQUIRE(test::ask<int32_t>(*sys, node.dispatcher, register_atom_v,
+                                   caf::actor_cast<executor_actor>(silent), registration));
+  db.exec("SELECT taskmill.submit('GONE', 'x', max_retries => 5)");
+  BOOST_REQUIRE(test::eventually(
+      [&] { return db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'x'") == "running"; }));
+  caf::anon_send_exit(silent, caf::exit_reason::kill);
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar(
+               "SELECT status || ':' || coalesce(error, '') FROM taskmill.tasks WHERE key = 'x'") ==
+           "failed:the executor went away";
+  }));
+  // With no executor left the type is no longer claimed.
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() WHERE key = 'x'");
+  std::this_thread::sleep_for(500ms);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'x'"), "failed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

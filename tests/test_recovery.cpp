@@ -1,0 +1,371 @@
+// SPEC §4 heartbeats and leases, §5 watcher and reconciler: nodes killed for
+// real, leaders replaced, compensation, retention and purge.
+#define BOOST_TEST_MODULE recovery
+#include <boost/test/unit_test.hpp>
+
+#include "actors/node.hpp"
+#include "messages/errors.hpp"
+#include "tests/support/node_process.hpp"
+#include "tests/support/nodes.hpp"
+#include "tests/support/scripted_executor.hpp"
+
+#include <deque>
+#include <map>
+#include <set>
+#include <thread>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::vector<std::string> fast_lease_options() {
+  return {"heartbeat.interval=200ms", "heartbeat.missed=5", "watcher.interval=200ms",
+          "scheduling.poll_interval=200ms", "node.log_level=warn"};
+}
+
+int64_t count(const test::task_database& db, const std::string& sql,
+              const std::vector<db::param>& params = {}) {
+  return std::stoll(db.scalar(sql, params));
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(processes)
+
+BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_attempt) {
+  test::task_database db{"kill"};
+  test::scripted_executor executor;
+  auto options = fast_lease_options();
+  for (const auto& o : {"types.SLOW.executor=http", "types.SLOW.timeout=20s",
+                        "types.SLOW.max_retries=5", "scheduling.node_limit=40"})
+    options.push_back(o);
+  options.push_back("types.SLOW.url=" + executor.url());
+  test::node_process n1{"n1", db.conninfo(), options};
+  test::node_process n2{"n2", db.conninfo(), options};
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually(
+          [&] {
+            return count(db, "SELECT count(*) FROM taskmill.nodes WHERE stopped_at IS NULL") == 2;
+          },
+          30s),
+      n1.log_tail() << n2.log_tail());
+  constexpr int n = 300;
+  db.exec(
+      "SELECT count(taskmill.submit('SLOW', k::text, payload => '{\"delay_ms\": 300}', "
+      "backoff_kind => 'fixed', "
+      "backoff_base_ms => 10)) FROM generate_series(1, " +
+      std::to_string(n) + ") k");
+  BOOST_REQUIRE(test::eventually([&] {
+    return count(db,
+                 "SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND picked_by = "
+                 "'n1'") >= 20;
+  }));
+  auto held = count(
+      db, "SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND picked_by = 'n1'");
+  n1.kill_hard();
+  auto killed_at = db.scalar("SELECT now()::text");
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually(
+          [&] {
+            return count(db, "SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == n;
+          },
+          90s),
+      n2.log_tail());
+  BOOST_TEST_MESSAGE("n1 held " << held << " running tasks when it was killed");
+
+  // Every task succeeded exactly once; no (task, attempt) ran twice.
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'succeeded'"),
+                    n);
+  std::set<std::pair<int64_t, int>> runs;
+  int twice = 0;
+  for (const auto& r : executor.all_requests())
+    if (!runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second) ++twice;
+  BOOST_CHECK_EQUAL(twice, 0);
+  // What n1 held was recovered as lost attempts, within the lease and a sweep.
+  auto lost =
+      count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'lost' AND node = 'n1'");
+  BOOST_CHECK_GE(lost, 1);
+  auto recovery_s =
+      std::stod(db.scalar("SELECT coalesce(extract(epoch from max(finished_at) - $1::timestamptz), "
+                          "0) FROM taskmill.attempts WHERE outcome = 'lost'",
+                          {killed_at}));
+  BOOST_TEST_MESSAGE(lost << " lost attempts recovered within " << recovery_s << " s (lease 1 s)");
+  BOOST_CHECK_LE(recovery_s, 3.0);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT stopped_at IS NOT NULL FROM taskmill.nodes WHERE name = 'n1'"), "t");
+}
+
+BOOST_AUTO_TEST_CASE(a_new_leader_takes_over_when_the_leader_dies) {
+  test::task_database db{"leader"};
+  auto options = fast_lease_options();
+  std::deque<test::node_process> nodes;
+  for (const auto& name : {"l1", "l2", "l3"}) nodes.emplace_back(name, db.conninfo(), options);
+  std::string leader;
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        auto res = db.exec("SELECT name FROM taskmill.nodes WHERE leader AND stopped_at IS NULL");
+        if (res.rows() != 1) return false;
+        leader = res.string(0, 0);
+        return true;
+      },
+      30s));
+  for (auto& node : nodes)
+    if (node.name() == leader) node.kill_hard();
+  std::string next;
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                            [&] {
+                              auto res = db.exec(
+                                  "SELECT name FROM taskmill.nodes WHERE leader AND stopped_at IS "
+                                  "NULL AND name <> $1",
+                                  {leader});
+                              if (res.rows() != 1) return false;
+                              next = res.string(0, 0);
+                              return true;
+                            },
+                            15s),
+                        "no new leader after " << leader << " died");
+  BOOST_TEST_MESSAGE(leader << " died, " << next << " leads");
+  // The new leader's watcher declared the old one dead.
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return db.scalar("SELECT stopped_at IS NOT NULL FROM taskmill.nodes WHERE name = $1",
+                         {leader}) == "t";
+      },
+      10s));
+  BOOST_CHECK_EQUAL(
+      count(db, "SELECT count(*) FROM taskmill.nodes WHERE leader AND stopped_at IS NULL"), 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+struct node_fixture : test::nodes_fixture {
+  node_fixture() : nodes_fixture("recover") {}
+};
+
+config quick_config(const std::string& name) {
+  auto cfg = test::test_node_config(name);
+  cfg.heartbeat.interval = 100ms;
+  cfg.heartbeat.missed = 5;
+  cfg.watcher.interval = 100ms;
+  cfg.reconciler.interval = 200ms;
+  cfg.scheduling.poll_interval = 200ms;
+  return cfg;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(nodes, node_fixture)
+
+BOOST_AUTO_TEST_CASE(a_live_name_cannot_be_taken_twice) {
+  start(quick_config("same"));
+  auto second = try_start(quick_config("same"), 2s);
+  BOOST_REQUIRE(!second);
+  BOOST_CHECK_MESSAGE(
+      error_message(second.error()).find("node name same is in use") != std::string::npos,
+      error_message(second.error()));
+}
+
+BOOST_AUTO_TEST_CASE(a_node_declared_dead_registers_again_before_it_claims) {
+  start(quick_config("zombie"));
+  auto first = db.scalar("SELECT incarnation FROM taskmill.nodes WHERE name = 'zombie'");
+  db.exec("UPDATE taskmill.nodes SET stopped_at = now() WHERE name = 'zombie'");
+  // A node declared dead may not claim.
+  BOOST_CHECK_EQUAL(count(db,
+                          "SELECT count(*) FROM taskmill.claim('zombie', 10, '{}', '{}', '{}', 0, "
+                          "NULL, NULL, NULL)"),
+                    0);
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar(
+               "SELECT (stopped_at IS NULL)::text || (incarnation <> $1)::text FROM taskmill.nodes "
+               "WHERE name = "
+               "'zombie'",
+               {first}) == "truetrue";
+  }));
+  db.exec("SELECT taskmill.submit('SLEEP', 'after', payload => '10')");
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'after'") == "succeeded";
+  }));
+}
+
+BOOST_AUTO_TEST_CASE(a_restarted_node_retries_what_its_earlier_run_held) {
+  db.exec("SELECT taskmill.register_node('r1', 'old', '', 1000)");
+  db.exec("SELECT count(taskmill.submit('SLEEP', k::text)) FROM generate_series(1, 4) k");
+  BOOST_REQUIRE_EQUAL(db.claim(4, "r1").size(), 4u);
+  // The old run crashed: its heartbeat stopped more than a lease ago.
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '2 s' WHERE name = 'r1'");
+  auto retried = count(db, "SELECT taskmill.register_node('r1', 'new', '', 1000)");
+  BOOST_CHECK_EQUAL(retried, 4);
+  BOOST_CHECK_EQUAL(count(db,
+                          "SELECT count(*) FROM taskmill.tasks WHERE status = 'failed' AND "
+                          "error = 'node r1 restarted'"),
+                    4);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'lost'"), 4);
+}
+
+BOOST_AUTO_TEST_CASE(a_stopping_node_lets_short_work_finish_and_hands_back_the_rest) {
+  auto cfg = quick_config("stopper");
+  cfg.node.shutdown_grace = 1s;
+  auto& node = start(cfg);
+  db.exec(
+      "SELECT count(taskmill.submit('SLEEP', 'short' || k, payload => '100')) FROM "
+      "generate_series(1, 3) k");
+  db.exec(
+      "SELECT count(taskmill.submit('SLEEP', 'long' || k, payload => '30000')) FROM "
+      "generate_series(1, 2) k");
+  // In flight: the dispatcher has them (the pusher counts them just before).
+  BOOST_REQUIRE(test::eventually([&] {
+    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    return in_flight && *in_flight == 5;
+  }));
+  stop_node(*sys, node);
+  BOOST_CHECK_EQUAL(
+      count(db,
+            "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'short%' AND status = 'succeeded'"),
+      3);
+  BOOST_CHECK_EQUAL(
+      count(db,
+            "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'long%' AND status = 'pending' "
+            "AND retry_count = 0 AND attempt = 1"),
+      2);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'released'"),
+                    2);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT stopped_at IS NOT NULL FROM taskmill.nodes WHERE name = 'stopper'"), "t");
+}
+
+BOOST_AUTO_TEST_CASE(the_watcher_kills_tasks_past_their_pending_deadline) {
+  auto cfg = quick_config("watch");
+  task_type_config waiting;  // no executor here: its tasks only wait
+  waiting.pending_deadline = 300ms;
+  cfg.types["WAITING"] = waiting;
+  start(cfg);
+  db.exec("SELECT taskmill.submit('WAITING', 'w')");
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT status || ':' || coalesce(error, '') FROM taskmill.tasks WHERE key = "
+                   "'w'") == "dead:pending deadline passed";
+      },
+      5s));
+}
+
+BOOST_AUTO_TEST_CASE(compensation_rules_create_exactly_the_missing_tasks) {
+  db.exec(
+      "CREATE TABLE articles (id int PRIMARY KEY, state text NOT NULL, created_at timestamptz "
+      "DEFAULT now())");
+  db.exec(
+      "INSERT INTO articles (id, state) SELECT g, CASE WHEN g = 6 THEN 'published' ELSE "
+      "'pending_review' END "
+      "FROM generate_series(1, 6) g");
+  auto pending = db.call("submit('AUDIT', '1')");
+  auto dead =
+      db.call("submit('AUDIT', '2', max_retries => 0, execute_at => now() - interval '1 s')");
+  BOOST_REQUIRE_EQUAL(db.claim(1, "someone").size(), 1u);
+  BOOST_REQUIRE(db.complete(dead.id, 1, "fail", "gave up"));
+  auto cancelled = db.call("submit('AUDIT', '3')");
+  db.call("cancel(" + std::to_string(cancelled.id) + "::bigint)");
+
+  auto cfg = quick_config("reconcile");
+  cfg.reconciler.rules.push_back({"article-audit", "AUDIT",
+                                  "SELECT id::text AS key, created_at AS execute_at, "
+                                  "jsonb_build_object('article', id) AS payload "
+                                  "FROM articles WHERE state = 'pending_review'"});
+  start(cfg);
+  auto live = [&] {
+    return count(db,
+                 "SELECT count(*) FROM taskmill.tasks WHERE type = 'AUDIT' AND status = 'pending'");
+  };
+  BOOST_REQUIRE(test::eventually([&] { return live() == 5; }, 10s));
+  // Let several more passes run: nothing is submitted twice.
+  auto rows = count(db, "SELECT count(*) FROM taskmill.tasks");
+  std::this_thread::sleep_for(1s);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.tasks"), rows);
+  BOOST_CHECK_EQUAL(live(), 5);
+  BOOST_CHECK_EQUAL(db.unit("AUDIT", "1").back().id, pending.id);  // left alone
+  BOOST_CHECK_EQUAL(db.by_id(dead.id).status, "pending");          // re-armed in place
+  BOOST_CHECK_EQUAL(db.unit("AUDIT", "3").size(), 2u);             // cancelled + new
+  BOOST_CHECK_EQUAL(db.unit("AUDIT", "6").size(), 0u);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT payload::text FROM taskmill.tasks WHERE type = 'AUDIT' AND key = '4'"),
+      R"({"article": 4})");
+}
+
+BOOST_AUTO_TEST_CASE(a_broken_compensation_query_stops_the_node_from_starting) {
+  auto cfg = quick_config("badrule");
+  cfg.reconciler.rules.push_back({"broken", "AUDIT", "SELEKT 1"});
+  auto node = try_start(cfg, 3s);
+  BOOST_REQUIRE(!node);
+  BOOST_CHECK_MESSAGE(error_message(node.error()).find("compensate_0") != std::string::npos,
+                      error_message(node.error()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(sweeps)
+
+BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
+  test::task_database db{"sweeps"};
+  db.exec("SELECT taskmill.register_node('alive', 'a', '', 1000)");
+  db.exec("SELECT taskmill.register_node('gone', 'g', '', 1000)");
+  db.exec(
+      "SELECT count(taskmill.submit('T', k::text, max_retries => 1)) FROM generate_series(1, 6) k");
+  db.claim(3, "alive");
+  db.claim(3, "gone");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '10 s' WHERE name = 'gone'");
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_lost(1000, 1000)"), 3);
+  BOOST_CHECK_EQUAL(count(db,
+                          "SELECT count(*) FROM taskmill.tasks WHERE status = 'failed' AND "
+                          "error = 'the node running it lost its lease'"),
+                    3);
+  // Timeouts: one running past its timeout (and the grace), bounded batches.
+  db.exec(
+      "UPDATE taskmill.tasks SET started_at = now() - interval '1 hour' WHERE status = 'running'");
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 2);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 0);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'timeout'"),
+                    3);
+  // A late outcome of a lost attempt is stale.
+  auto id =
+      std::stoll(db.scalar("SELECT min(task_id) FROM taskmill.attempts WHERE outcome = 'lost'"));
+  BOOST_CHECK(!db.complete(id, 1, "succeeded"));
+}
+
+BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
+  test::task_database db{"purge"};
+  auto make = [&](const std::string& key, const std::string& status, const std::string& age) {
+    auto t = db.call("submit('P', '" + key + "')");
+    db.exec("UPDATE taskmill.tasks SET status = '" + status + "', updated_at = now() - interval '" +
+                age + "', attempt = 1 WHERE id = $1",
+            {std::to_string(t.id)});
+    db.exec("INSERT INTO taskmill.attempts (task_id, attempt, outcome) VALUES ($1, 1, 'x')",
+            {std::to_string(t.id)});
+    return t.id;
+  };
+  auto old_success = make("a", "succeeded", "2 days");
+  auto new_success = make("b", "succeeded", "1 hour");
+  auto old_stopped = make("c", "stopped", "8 days");
+  auto old_dead = make("d", "dead", "8 days");
+  auto new_cancelled = make("e", "cancelled", "1 day");
+  auto old_pending = make("f", "pending", "30 days");
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_succeeded(86400000, 1000)"), 1);
+  BOOST_CHECK_EQUAL(db.by_id(old_success).status, "stopped");
+  BOOST_CHECK_EQUAL(db.by_id(new_success).status, "succeeded");
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1)"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000)"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000)"), 0);
+  auto exists = [&](int64_t id) {
+    return count(db, "SELECT count(*) FROM taskmill.tasks WHERE id = $1", {std::to_string(id)});
+  };
+  BOOST_CHECK_EQUAL(exists(old_stopped), 0);
+  BOOST_CHECK_EQUAL(exists(old_dead), 0);
+  BOOST_CHECK_EQUAL(exists(old_success), 1);  // stopped just now: its purge clock starts now
+  BOOST_CHECK_EQUAL(exists(new_cancelled), 1);
+  BOOST_CHECK_EQUAL(exists(old_pending), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts"), 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

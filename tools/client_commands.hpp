@@ -1,0 +1,20 @@
+#pragma once
+
+// The client subcommands of `taskmill` (submit, reschedule, cancel, show, list,
+// attempts, retry, batch, stats, nodes): each makes calls to a node's HTTP API.
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+
+namespace taskmill {
+
+/// The client command chosen on the command line; returns the exit code.
+using client_command = std::function<int()>;
+
+/// Adds the client subcommands to `app`. Parsing one of them sets `chosen`,
+/// which then runs it; commands run after parsing so that argument errors
+/// never leave a call half made.
+void add_client_commands(CLI::App& app, client_command& chosen);
+
+}  // namespace taskmill
