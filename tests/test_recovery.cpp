@@ -5,9 +5,9 @@
 
 #include "actors/node.hpp"
 #include "messages/errors.hpp"
-#include "tests/support/node_process.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
+#include "tools/node_process.hpp"
 
 #include <deque>
 #include <map>
@@ -22,6 +22,12 @@ namespace {
 std::vector<std::string> fast_lease_options() {
   return {"heartbeat.interval=200ms", "heartbeat.missed=5", "watcher.interval=200ms",
           "scheduling.poll_interval=200ms", "node.log_level=warn"};
+}
+
+std::string binary() {
+  const char* path = std::getenv("TASKMILL_BINARY");
+  if (!path) throw std::runtime_error("TASKMILL_BINARY is not set: run the tests through ctest");
+  return path;
 }
 
 int64_t count(const test::task_database& db, const std::string& sql,
@@ -41,8 +47,8 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
                         "types.SLOW.max_retries=5", "scheduling.node_limit=40"})
     options.push_back(o);
   options.push_back("types.SLOW.url=" + executor.url());
-  test::node_process n1{"n1", db.conninfo(), options};
-  test::node_process n2{"n2", db.conninfo(), options};
+  node_process n1{binary(), "n1", db.conninfo(), options};
+  node_process n2{binary(), "n2", db.conninfo(), options};
   BOOST_REQUIRE_MESSAGE(
       test::eventually(
           [&] {
@@ -99,8 +105,9 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
 BOOST_AUTO_TEST_CASE(a_new_leader_takes_over_when_the_leader_dies) {
   test::task_database db{"leader"};
   auto options = fast_lease_options();
-  std::deque<test::node_process> nodes;
-  for (const auto& name : {"l1", "l2", "l3"}) nodes.emplace_back(name, db.conninfo(), options);
+  std::deque<node_process> nodes;
+  for (const auto& name : {"l1", "l2", "l3"})
+    nodes.emplace_back(binary(), name, db.conninfo(), options);
   std::string leader;
   BOOST_REQUIRE(test::eventually(
       [&] {

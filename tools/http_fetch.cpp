@@ -7,6 +7,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
+#include <optional>
+
 namespace taskmill {
 
 namespace net = boost::asio;
@@ -63,6 +65,67 @@ caf::expected<fetched> http_fetch(const std::string& method, const std::string& 
   } catch (const beast::system_error& e) {
     return make_error(errc::unavailable, "cannot reach " + authority + ": " + e.code().message());
   }
+}
+
+struct http_session::impl {
+  std::string host;
+  std::string port;
+  net::io_context ioc;
+  std::optional<beast::tcp_stream> stream;
+  beast::flat_buffer buffer;
+
+  void connect() {
+    tcp::resolver resolver{ioc};
+    stream.emplace(ioc);
+    stream->connect(resolver.resolve(host, port));
+    stream->socket().set_option(tcp::no_delay{true});
+    buffer.clear();
+  }
+
+  fetched exchange(const std::string& method, const std::string& target, const std::string& body) {
+    http::request<http::string_body> req{http::string_to_verb(method), target, 11};
+    req.set(http::field::host, host + ":" + port);
+    req.keep_alive(true);
+    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    req.body() = body;
+    req.prepare_payload();
+    http::write(*stream, req);
+    http::response_parser<http::string_body> parser;
+    parser.body_limit(256 << 20);
+    http::read(*stream, buffer, parser);
+    auto& res = parser.get();
+    fetched out;
+    out.status = static_cast<int>(res.result_int());
+    out.body = std::move(res.body());
+    if (!res.keep_alive()) stream.reset();
+    return out;
+  }
+};
+
+http_session::http_session(const std::string& base) : impl_(std::make_unique<impl>()) {
+  auto authority = base.substr(base.find("//") + 2);
+  auto colon = authority.rfind(':');
+  impl_->host = authority.substr(0, colon);
+  impl_->port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+}
+
+http_session::~http_session() = default;
+
+caf::expected<fetched> http_session::call(const std::string& method, const std::string& target,
+                                          const std::string& body) {
+  // A kept connection the server has closed fails once; then reconnect.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    try {
+      if (!impl_->stream) impl_->connect();
+      return impl_->exchange(method, target, body);
+    } catch (const beast::system_error& e) {
+      impl_->stream.reset();
+      if (attempt == 1)
+        return make_error(errc::unavailable, "cannot reach " + impl_->host + ":" + impl_->port +
+                                                 ": " + e.code().message());
+    }
+  }
+  return make_error(errc::unavailable, "unreachable");
 }
 
 }  // namespace taskmill

@@ -1,19 +1,21 @@
 #pragma once
 
-// A `taskmill node` in a process of its own, for tests that kill nodes.
+// A `taskmill node` in a process of its own: for the benchmark (which reads
+// its memory) and for tests that kill nodes.
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
-namespace taskmill::test {
+namespace taskmill {
 
 class node_process {
  public:
-  /// Starts TASKMILL_BINARY `node --database conninfo --set name=... <options>`;
-  /// its output goes to `log_file`.
-  node_process(const std::string& name, const std::string& conninfo,
+  /// Starts `binary node --database conninfo --set node.name=name` with each
+  /// of `options` as a further `--set`; its output goes to `log_file`.
+  node_process(const std::string& binary, const std::string& name, const std::string& conninfo,
                const std::vector<std::string>& options);
   /// Stops it with SIGTERM if it still runs.
   ~node_process();
@@ -29,6 +31,9 @@ class node_process {
   /// SIGTERM and wait; answers the exit code.
   int stop();
   bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  /// Its peak resident memory so far (VmHWM), in bytes; 0 if unknown.
+  int64_t peak_rss() const;
   /// The last lines of its log, for failure messages.
   std::string log_tail() const;
 
@@ -38,4 +43,4 @@ class node_process {
   pid_t pid_ = -1;
 };
 
-}  // namespace taskmill::test
+}  // namespace taskmill

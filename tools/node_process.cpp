@@ -1,4 +1,4 @@
-#include "tests/support/node_process.hpp"
+#include "tools/node_process.hpp"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,16 +10,14 @@
 #include <fstream>
 #include <stdexcept>
 
-namespace taskmill::test {
+namespace taskmill {
 
-node_process::node_process(const std::string& name, const std::string& conninfo,
-                           const std::vector<std::string>& options)
+node_process::node_process(const std::string& binary, const std::string& name,
+                           const std::string& conninfo, const std::vector<std::string>& options)
     : name_(name),
       log_file_((std::filesystem::temp_directory_path() /
                  ("taskmill-" + name + "-" + std::to_string(getpid()) + ".log"))
                     .string()) {
-  const char* binary = std::getenv("TASKMILL_BINARY");
-  if (!binary) throw std::runtime_error("TASKMILL_BINARY is not set: run the tests through ctest");
   std::vector<std::string> args{binary,       "node",
                                 "--database", conninfo,
                                 "--set",      "node.name=" + name,
@@ -65,6 +63,14 @@ int node_process::stop() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
+int64_t node_process::peak_rss() const {
+  if (pid_ <= 0) return 0;
+  std::ifstream in{"/proc/" + std::to_string(pid_) + "/status"};
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+  return 0;
+}
+
 std::string node_process::log_tail() const {
   std::ifstream in{log_file_};
   std::vector<std::string> lines;
@@ -75,4 +81,4 @@ std::string node_process::log_tail() const {
   return out;
 }
 
-}  // namespace taskmill::test
+}  // namespace taskmill
