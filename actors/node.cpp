@@ -132,6 +132,15 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     }
   }
 
+  auto submit_opts = storage_opts;
+  submit_opts.listen = false;
+  submit_opts.rules.clear();
+  node.submit_storage = spawn_storage(sys, submit_opts);
+  if (auto err = wait_until_ready(sys, node.submit_storage, keep_waiting)) {
+    stop_storage();
+    return err;
+  }
+
   limiter_options limiter_opts;
   limiter_opts.node_limit = cfg->scheduling.node_limit;
   limiter_opts.global_limit = cfg->scheduling.global_limit;
@@ -168,7 +177,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                  caf::actor_cast<wake_listener_actor>(node.pusher));
 
   node.inserter =
-      spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.storage,
+      spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.submit_storage,
                            caf::actor_cast<wake_listener_actor>(node.pusher), node.metrics});
 
   auto lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
@@ -282,6 +291,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   }
   stop(node.cluster);
   stop(node.inserter);
+  stop(node.submit_storage);
   stop(node.dispatcher);
   stop(node.limiter);
   stop(node.storage);

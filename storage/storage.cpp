@@ -28,8 +28,9 @@ using results = std::vector<caf::expected<db::result>>;
 // Deadlocks and serialization failures are tried again this often.
 constexpr int max_tries = 3;
 
-// Rows per submit statement; a larger batch is split.
-constexpr size_t max_submit_rows = 5000;
+// Rows per submit statement; a larger batch is split. Each row holds an
+// advisory lock until commit, and the lock table is shared and bounded.
+constexpr size_t max_submit_rows = 1000;
 
 struct submit_request {
   pb::SubmitTasks tasks;

@@ -5,14 +5,13 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/nodes.hpp"
+#include "tools/node_process.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -135,19 +134,6 @@ std::map<std::string, std::string> listing(const std::string& text) {
     fields[line.substr(0, colon)] = value == std::string::npos ? "" : line.substr(value);
   }
   return fields;
-}
-
-/// A loopback port nothing listens on.
-uint16_t closed_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  BOOST_REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  BOOST_REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  close(fd);
-  return ntohs(addr.sin_port);
 }
 
 config node_config() {
@@ -452,7 +438,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_naming_the_argument) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unreachable_server_is_named) {
-  auto port = std::to_string(closed_port());
+  auto port = std::to_string(free_loopback_port());
   auto r = run_binary({"stats", "--server", "http://127.0.0.1:" + port});
   CHECK_RUN(r, 1);
   BOOST_CHECK(contains(r.err, "error: cannot reach 127.0.0.1:" + port));

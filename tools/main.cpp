@@ -1,4 +1,5 @@
 #include "messages/errors.hpp"
+#include "tools/bench.hpp"
 #include "tools/client_commands.hpp"
 #include "tools/commands.hpp"
 #include "tools/example_executor.hpp"
@@ -7,6 +8,7 @@
 #include <CLI/CLI.hpp>
 
 #include <csignal>
+#include <filesystem>
 #include <iostream>
 
 namespace {
@@ -45,6 +47,16 @@ int main(int argc, char** argv) {
   example->add_option("--callback", executor_callback, "The node API that 202 results go to")
       ->capture_default_str();
 
+  taskmill::bench_options bench_opts;
+  auto bench = app.add_subcommand(
+      "bench", "Measure a node against the raw-SQL ceiling on the same PostgreSQL");
+  bench->add_flag("--quick", bench_opts.quick, "Smoke run: small sizes, one run each (< 1 min)");
+  bench->add_option("--database", bench_opts.database,
+                    "A PostgreSQL server to create a throwaway database on (default: start a "
+                    "private server)");
+  bench->add_option("--output", bench_opts.output, "Where the JSON report goes (empty: nowhere)")
+      ->capture_default_str();
+
   taskmill::client_command client;
   taskmill::add_client_commands(app, client);
 
@@ -62,6 +74,11 @@ int main(int argc, char** argv) {
       return 2;
     }
     return taskmill::run_example_executor(listen->first, listen->second, executor_callback);
+  }
+  if (bench->parsed()) {
+    taskmill::setup_logging("warn");
+    bench_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
+    return taskmill::run_bench(bench_opts);
   }
   if (node->parsed()) {
     // A value that is not TOML is taken as a bare string.

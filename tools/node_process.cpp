@@ -1,7 +1,10 @@
 #include "tools/node_process.hpp"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -79,6 +82,19 @@ std::string node_process::log_tail() const {
   for (size_t i = lines.size() > 20 ? lines.size() - 20 : 0; i < lines.size(); ++i)
     out += lines[i] + "\n";
   return out;
+}
+
+uint16_t free_loopback_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+               getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (fd >= 0) close(fd);
+  if (!bound) throw std::runtime_error("cannot find a free loopback port");
+  return ntohs(addr.sin_port);
 }
 
 }  // namespace taskmill

@@ -43,4 +43,7 @@ class node_process {
   pid_t pid_ = -1;
 };
 
+/// A loopback port that nothing listened on a moment ago.
+uint16_t free_loopback_port();
+
 }  // namespace taskmill

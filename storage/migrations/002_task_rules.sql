@@ -182,9 +182,13 @@ BEGIN
 END
 $$;
 
--- Many submits in one statement, for the nodes. Units are locked in hash
--- order so that concurrent batches cannot deadlock; submits of the same unit
--- keep their order. Rows come back with their position in the input.
+-- Submitting a batch costs a handful of set-based statements instead of one
+-- function call (and several queries) per task. New units, the common case,
+-- are inserted together; a unit that already has a live task, appears twice in the
+-- batch or is invalid goes through taskmill.submit one by one, so the rules of
+-- SPEC §3 and their error messages stay in one place. Every unit of the batch
+-- is locked first, in hash order, so the check for existing tasks holds until
+-- commit and concurrent batches cannot deadlock.
 CREATE FUNCTION taskmill.submit_many(
   p_types text[], p_keys text[], p_versions bigint[], p_payloads jsonb[],
   p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
@@ -192,19 +196,101 @@ CREATE FUNCTION taskmill.submit_many(
   p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
   p_shard_indexes integer[], p_shard_totals integer[])
 RETURNS TABLE (ordinal bigint, outcome text, task taskmill.tasks)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+-- A plan cached while the table was empty scans it in full for every row
+-- once it is not; planned for each call, it uses the index.
+SET plan_cache_mode = force_custom_plan AS $$
 DECLARE
   r record;
   res record;
+  v_ords bigint[];
+  v_tasks taskmill.tasks[];
 BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended(coalesce(k.type, '') || E'\x1f' || coalesce(k.key, ''),
+                                            7345) AS h
+             FROM unnest(p_types, p_keys) AS k(type, key)
+            ORDER BY 1) l;
+
+  WITH input AS (
+    SELECT u.*, count(*) OVER (PARTITION BY u.type, u.key) AS copies
+      FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
+                  p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
+                  p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
+                  p_shard_indexes, p_shard_totals)
+        WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
+                             timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                             backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+  ),
+  settings AS MATERIALIZED (
+    SELECT ty.type AS for_type, s.max_retries, s.timeout_ms, s.backoff_kind, s.backoff_base_ms,
+           s.backoff_cap_ms, s.backoff_jitter, s.pending_deadline_ms
+      FROM (SELECT DISTINCT i.type FROM input i) ty,
+           LATERAL taskmill.type_settings(ty.type) s
+  ),
+  prepared AS (
+    SELECT i.ord, i.type, i.key, coalesce(i.version, 0) AS version,
+           coalesce(i.payload, '{}'::jsonb) AS payload,
+           coalesce(i.execute_at, now()) AS execute_at, coalesce(i.priority, 3) AS priority,
+           coalesce(i.max_retries, s.max_retries) AS max_retries,
+           coalesce(i.timeout_ms, s.timeout_ms) AS timeout_ms,
+           coalesce(i.backoff_kind, s.backoff_kind) AS backoff_kind,
+           coalesce(i.backoff_base_ms, s.backoff_base_ms) AS backoff_base_ms,
+           coalesce(i.backoff_cap_ms, s.backoff_cap_ms) AS backoff_cap_ms,
+           coalesce(i.backoff_jitter, s.backoff_jitter) AS backoff_jitter,
+           s.pending_deadline_ms, i.batch,
+           coalesce(nullif(i.trace_id, ''), replace(gen_random_uuid()::text, '-', '')) AS trace_id,
+           i.shard_index, i.shard_total
+      FROM input i JOIN settings s ON s.for_type = i.type
+     WHERE i.copies = 1
+       AND i.type <> '' AND length(i.type) <= 200 AND i.key <> '' AND length(i.key) <= 500
+       -- Cancelled tasks do not count for submit (see taskmill.current_task).
+       AND NOT EXISTS (SELECT 1 FROM taskmill.tasks t
+                        WHERE t.type = i.type AND t.key = i.key AND t.status <> 'cancelled')
+  ),
+  fresh AS (
+    SELECT p.* FROM prepared p
+     WHERE p.version >= 0 AND p.priority BETWEEN 1 AND 5 AND p.max_retries BETWEEN 0 AND 1000
+       AND p.timeout_ms > 0 AND p.backoff_kind IN ('fixed', 'exponential')
+       AND p.backoff_base_ms > 0 AND p.backoff_cap_ms > 0 AND p.backoff_jitter BETWEEN 0 AND 1
+       AND (p.shard_index IS NULL) = (p.shard_total IS NULL)
+       AND (p.shard_total IS NULL
+            OR (p.shard_total >= 1 AND p.shard_index >= 0 AND p.shard_index < p.shard_total))
+  ),
+  inserted AS (
+    INSERT INTO taskmill.tasks AS t (type, key, version, payload, execute_at, priority,
+                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                     trace_id, shard_index, shard_total)
+    SELECT f.type, f.key, f.version, f.payload, f.execute_at, f.priority, f.max_retries,
+           f.timeout_ms, f.backoff_kind, f.backoff_base_ms, f.backoff_cap_ms, f.backoff_jitter,
+           f.execute_at + f.pending_deadline_ms * interval '1 millisecond', f.batch,
+           f.trace_id, f.shard_index, f.shard_total
+      FROM fresh f ORDER BY f.ord
+    RETURNING t.type, t.key, t AS whole
+  )
+  -- Units are unique among fresh rows and each one was inserted, so both
+  -- sides in unit order line up without a join.
+  SELECT (SELECT array_agg(f.ord ORDER BY f.type, f.key) FROM fresh f),
+         (SELECT array_agg(ins.whole ORDER BY ins.type, ins.key) FROM inserted ins)
+    INTO v_ords, v_tasks;
+
+  IF v_ords IS NOT NULL THEN
+    PERFORM taskmill.wake_nodes();
+    RETURN QUERY SELECT v_ords[g.i], 'created'::text, v_tasks[g.i]
+                   FROM generate_subscripts(v_ords, 1) AS g(i);
+  END IF;
+
   FOR r IN
-    SELECT * FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
-                         p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
-                         p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
-                         p_shard_indexes, p_shard_totals)
-      WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
-                           timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
-                           backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+    SELECT u.* FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
+                           p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
+                           p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
+                           p_shard_indexes, p_shard_totals)
+        WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
+                             timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                             backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+      LEFT JOIN unnest(v_ords) AS done(ord) ON done.ord = u.ord
+     WHERE done.ord IS NULL
      ORDER BY hashtextextended(coalesce(u.type, '') || E'\x1f' || coalesce(u.key, ''), 7345), u.ord
   LOOP
     SELECT * INTO res FROM taskmill.submit(r.type, r.key, r.version, r.payload, r.execute_at,
@@ -411,18 +497,33 @@ BEGIN
 END
 $$;
 
--- SPEC §4, claim (taskmill.claim checks the node first). p_level_quotas[l]
--- tasks of level l come first (the pusher's
--- weighted shares), the rest of p_limit is filled in claim order. Types with
+-- The priority levels that have due work a node of p_types may run; one
+-- cheap probe per level instead of a claim statement per level. Planned for
+-- each call, like the claim itself.
+CREATE FUNCTION taskmill.due_levels(p_types text[]) RETURNS integer[]
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
+    FROM generate_series(1, 5) AS l(p)
+   WHERE EXISTS (SELECT 1 FROM taskmill.tasks t
+                  WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+                    AND t.execute_at <= now()
+                    AND (p_types IS NULL OR t.type = ANY (p_types)))
+$$;
+
+-- SPEC §4, claim (taskmill.claim checks the node first), skipping levels
+-- without due work: an idle claim costs one probe. p_level_quotas[l]
+-- tasks of level l come first (the pusher's weighted shares), the rest of
+-- p_limit is filled in claim order. Types with
 -- a running limit go first within a level, as far as their room allows.
 -- Running limits are counted here, in the database, so they hold for the
 -- whole cluster; claims that check them take turns. p_types lists the types
 -- this node can run (NULL: any); p_local_types the types it runs on executors
 -- of limited capacity, with the room p_local_room they have left.
-CREATE FUNCTION taskmill.claim_levels(p_node text, p_limit integer, p_level_quotas integer[],
-                               p_capped_types text[], p_type_limits integer[],
-                               p_global_limit integer, p_types text[],
-                               p_local_types text[], p_local_room integer[])
+CREATE FUNCTION taskmill.claim_levels(p_node text, p_limit integer,
+                                                 p_level_quotas integer[],
+                                                 p_capped_types text[], p_type_limits integer[],
+                                                 p_global_limit integer, p_types text[],
+                                                 p_local_types text[], p_local_room integer[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -433,7 +534,12 @@ DECLARE
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
   v_step integer;
+  v_due integer[] := taskmill.due_levels(p_types);
+  v_more boolean := false;
 BEGIN
+  IF cardinality(v_due) = 0 THEN
+    RETURN;
+  END IF;
   IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
     PERFORM pg_advisory_xact_lock(7345, 3);
   END IF;
@@ -444,7 +550,7 @@ BEGIN
   FOR i IN 1..cardinality(v_capped) LOOP
     SELECT count(*) INTO v_running FROM taskmill.tasks t
      WHERE t.status = 'running' AND t.type = v_capped[i];
-        v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
+    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
                       THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
   END LOOP;
   FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
@@ -458,25 +564,39 @@ BEGIN
   END LOOP;
 
   -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
+  -- Levels without due work are skipped, and so is the last pass when every
+  -- level with work ran dry within its quota.
   FOR lvl IN 1..6 LOOP
     EXIT WHEN v_left <= 0;
+    EXIT WHEN lvl = 6 AND NOT v_more;
+    IF lvl <= 5 AND NOT lvl = ANY (v_due) THEN
+      CONTINUE;
+    END IF;
     v_quota := CASE WHEN lvl <= 5 THEN least(coalesce(p_level_quotas[lvl], 0), v_left) ELSE v_left END;
-    CONTINUE WHEN v_quota <= 0;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
     FOR i IN 1..cardinality(v_capped) LOOP
       v_step := least(v_quota, v_room[i]);
       CONTINUE WHEN v_step <= 0;
       RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_step, nullif(lvl, 6), v_capped[i],
                                                      p_types, v_capped);
       GET DIAGNOSTICS v_count = ROW_COUNT;
+      v_more := v_more OR v_count >= v_step;
       v_room[i] := v_room[i] - v_count;
       v_quota := v_quota - v_count;
       v_left := v_left - v_count;
     END LOOP;
-    CONTINUE WHEN v_quota <= 0;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
     RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
                                                    p_types, v_capped);
     GET DIAGNOSTICS v_count = ROW_COUNT;
     v_left := v_left - v_count;
+    v_more := v_more OR v_count >= v_quota;
   END LOOP;
 END
 $$;
@@ -499,16 +619,21 @@ $$;
 
 -- SPEC §4, outcomes. Each applies only while the task is running under the
 -- attempt that produced it; anything else is stale and changes nothing but
--- the attempt history. Outcome: succeeded | retry | fail.
-CREATE FUNCTION taskmill.complete_many(p_ids bigint[], p_attempts integer[], p_outcomes text[],
-                                       p_results jsonb[], p_errors text[], p_node text)
+-- the attempt history. Outcome: succeeded | retry | fail. Three statements,
+-- planned for each call: a plan made once for any array assumes ten rows, and
+-- a join with the rows an UPDATE returns is estimated at one row; both end in
+-- nested loops, quadratic in the batch.
+CREATE FUNCTION taskmill.complete_many(p_ids bigint[], p_attempts integer[],
+                                                  p_outcomes text[], p_results jsonb[],
+                                                  p_errors text[], p_node text)
 RETURNS TABLE (task_id bigint, attempt integer, applied boolean, status taskmill.task_status)
-LANGUAGE sql AS $$
-  WITH input AS (
-    SELECT * FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
-      WITH ORDINALITY AS u(id, attempt, outcome, result, error, ord)
-  ),
-  updated AS (
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+  v_ids bigint[];
+  v_statuses taskmill.task_status[];
+BEGIN
+  WITH updated AS (
     UPDATE taskmill.tasks t
        SET status = CASE
              WHEN i.outcome = 'succeeded' THEN 'succeeded'::taskmill.task_status
@@ -525,23 +650,29 @@ LANGUAGE sql AS $$
              ELSE t.execute_at END,
            heartbeat_at = NULL,
            updated_at = now()
-      FROM input i
+      FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
+             AS i(id, attempt, outcome, result, error)
      WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
     RETURNING t.id, t.status
-  ),
-  history AS (
-    INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
-    SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
-           CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
-      FROM input i JOIN taskmill.tasks t ON t.id = i.id
-     WHERE i.attempt BETWEEN 1 AND t.attempt
-    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
   )
+  SELECT array_agg(u.id), array_agg(u.status) INTO v_ids, v_statuses FROM updated u;
+
+  INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at, outcome,
+                                      error)
+  SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
+         CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
+    FROM unnest(p_ids, p_attempts, p_outcomes, p_errors) AS i(id, attempt, outcome, error)
+    JOIN taskmill.tasks t ON t.id = i.id
+   WHERE i.attempt BETWEEN 1 AND t.attempt
+  ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING;
+
+  RETURN QUERY
   SELECT i.id, i.attempt, u.id IS NOT NULL, coalesce(u.status, t.status)
-    FROM input i
-    LEFT JOIN updated u ON u.id = i.id
+    FROM unnest(p_ids, p_attempts) WITH ORDINALITY AS i(id, attempt, ord)
+    LEFT JOIN unnest(v_ids, v_statuses) AS u(id, status) ON u.id = i.id
     LEFT JOIN taskmill.tasks t ON t.id = i.id
-   ORDER BY i.ord
+   ORDER BY i.ord;
+END
 $$;
 
 -- Per-type settings from a node's configuration (the empty type: defaults).

@@ -1,0 +1,79 @@
+#include "storage/bench_sql.hpp"
+
+namespace taskmill::db::bench_sql {
+
+const char* const create_raw_table = R"sql(
+CREATE SCHEMA IF NOT EXISTS bench_raw;
+CREATE TABLE IF NOT EXISTS bench_raw.jobs (
+  id         bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  payload    jsonb NOT NULL DEFAULT '{}',
+  status     text NOT NULL DEFAULT 'pending',
+  run_at     timestamptz NOT NULL DEFAULT now(),
+  attempt    integer NOT NULL DEFAULT 0,
+  picked_by  text,
+  updated_at timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX IF NOT EXISTS jobs_due ON bench_raw.jobs (run_at, id) WHERE status = 'pending';
+)sql";
+
+const char* const raw_insert = R"sql(
+INSERT INTO bench_raw.jobs (payload) SELECT '{}' FROM generate_series(1, $1::integer)
+)sql";
+
+const char* const raw_claim = R"sql(
+WITH picked AS (
+  SELECT id FROM bench_raw.jobs
+   WHERE status = 'pending' AND run_at <= now()
+   ORDER BY run_at, id LIMIT $2::integer
+   FOR UPDATE SKIP LOCKED)
+UPDATE bench_raw.jobs j
+   SET status = 'running', attempt = j.attempt + 1, picked_by = $1, updated_at = now()
+  FROM picked WHERE j.id = picked.id
+RETURNING j.id
+)sql";
+
+const char* const raw_complete = R"sql(
+WITH done AS (
+  UPDATE bench_raw.jobs SET status = 'succeeded', updated_at = now()
+   WHERE id = ANY ($1::bigint[]) AND status = 'running'
+  RETURNING 1)
+SELECT count(*) FROM done
+)sql";
+
+const char* const raw_unfinished =
+    "SELECT count(*) FROM bench_raw.jobs WHERE status <> 'succeeded'";
+
+const char* const raw_reset = "TRUNCATE bench_raw.jobs";
+
+const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.attempts";
+
+const char* const vacuum_tasks = "VACUUM ANALYZE taskmill.tasks, taskmill.attempts";
+
+const char* const load_backlog = R"sql(
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id)
+SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text)
+  FROM generate_series(1, $2::integer) g
+)sql";
+
+const char* const now = "SELECT clock_timestamp()";
+
+const char* const succeeded_count = R"sql(
+SELECT count(*) FILTER (WHERE status IN ('succeeded', 'stopped')),
+       count(*) FILTER (WHERE attempt > 1),
+       count(*)
+  FROM taskmill.tasks WHERE type = $1
+)sql";
+
+const char* const seconds_to_last_completion = R"sql(
+SELECT extract(epoch FROM max(updated_at) - $2::timestamptz)::float8
+  FROM taskmill.tasks WHERE type = $1 AND status IN ('succeeded', 'stopped')
+)sql";
+
+const char* const claim_window = R"sql(
+SELECT extract(epoch FROM max(updated_at) - min(started_at))::float8, count(*)
+  FROM taskmill.tasks WHERE type = $1 AND status IN ('succeeded', 'stopped')
+)sql";
+
+const char* const submit_one = "SELECT (taskmill.submit($1, $2)).outcome";
+
+}  // namespace taskmill::db::bench_sql

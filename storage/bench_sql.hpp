@@ -1,0 +1,41 @@
+#pragma once
+
+// The statements `taskmill bench` runs itself: the raw-SQL ceiling (the same
+// insert -> claim -> complete work as the node's, as plain batched SQL on a
+// table of its own), the backlog it loads, and what it reads to check and
+// time the node's work. Times come from the database clock, as the node's do.
+
+namespace taskmill::db::bench_sql {
+
+/// A minimal job table with the claim index a queue needs.
+extern const char* const create_raw_table;
+/// $1: how many jobs to insert.
+extern const char* const raw_insert;
+/// $1: worker name, $2: batch size. Answers the claimed ids.
+extern const char* const raw_claim;
+/// $1: ids as an array literal. Answers how many were completed.
+extern const char* const raw_complete;
+/// Answers the number of jobs not succeeded.
+extern const char* const raw_unfinished;
+extern const char* const raw_reset;
+
+/// Removes every task and attempt: the bench database is its own.
+extern const char* const reset_tasks;
+extern const char* const vacuum_tasks;
+/// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.
+extern const char* const load_backlog;
+
+/// The database's clock now.
+extern const char* const now;
+/// $1: type. Answers succeeded count, count of tasks claimed more than once,
+/// and the count of all tasks of the type.
+extern const char* const succeeded_count;
+/// $1: type, $2: a start time. Seconds from it to the last completion.
+extern const char* const seconds_to_last_completion;
+/// $1: type. Seconds from the first claim to the last completion, and the
+/// number of succeeded tasks in between.
+extern const char* const claim_window;
+/// $1: type, $2: key. A task submitted by the rules, as a business service would.
+extern const char* const submit_one;
+
+}  // namespace taskmill::db::bench_sql

@@ -1,0 +1,724 @@
+#include "tools/bench.hpp"
+
+#include "actors/http_server.hpp"
+#include "messages/errors.hpp"
+#include "storage/bench_sql.hpp"
+#include "storage/embedded_postgres.hpp"
+#include "storage/pg.hpp"
+#include "tools/http_fetch.hpp"
+#include "tools/node_process.hpp"
+
+#include <libpq-fe.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+
+namespace taskmill {
+
+namespace {
+
+namespace fs = std::filesystem;
+namespace sql = db::bench_sql;
+using nlohmann::json;
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr const char* submit_type = "BENCH_SUBMIT";
+constexpr const char* noop_type = "BENCH_NOOP";
+constexpr const char* latency_type = "BENCH_LATENCY";
+constexpr const char* backlog_type = "BENCH_BACKLOG";
+/// Tasks of the submit measurement never become due, so no node runs them.
+constexpr const char* never_due = "2100-01-01T00:00:00Z";
+constexpr int submit_batch = 1000;
+constexpr int raw_batch = 100;
+
+std::atomic<bool> interrupted{false};
+
+extern "C" void on_interrupt(int) {
+  interrupted = true;
+}
+
+struct bench_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check_interrupted() {
+  if (interrupted) throw bench_failure{"interrupted"};
+}
+
+void progress(const std::string& line) {
+  std::cerr << "bench: " << line << std::endl;
+}
+
+/// What one kind of bench run does; the full run measures what the issue
+/// asks for, the quick one the same things smaller.
+struct plan {
+  int runs;
+  double submit_seconds;
+  int e2e_tasks;
+  double latency_seconds;
+  int latency_rate;
+  int backlog_large;
+  int backlog_small;
+  /// Tasks the backlog measurement times, out of either backlog.
+  int backlog_window;
+};
+
+plan plan_for(bool quick) {
+  if (quick) return {1, 1.0, 10'000, 3.0, 200, 100'000, 10'000, 10'000};
+  return {3, 5.0, 100'000, 15.0, 200, 1'000'000, 10'000, 10'000};
+}
+
+/// Several runs of one measurement.
+struct series {
+  explicit series(std::string u) : unit(std::move(u)) {}
+
+  std::string unit;
+  std::vector<double> runs;
+
+  double median() const {
+    if (runs.empty()) return 0;
+    auto sorted = runs;
+    std::sort(sorted.begin(), sorted.end());
+    auto n = sorted.size();
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+  double min() const { return runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end()); }
+  double max() const { return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end()); }
+};
+
+double seconds_since(steady::time_point start) {
+  return std::chrono::duration<double>(steady::now() - start).count();
+}
+
+void sleep_checked(milliseconds d) {
+  check_interrupted();
+  std::this_thread::sleep_for(d);
+}
+
+// -- the database --------------------------------------------------------------
+
+/// A key=value connection string for the same server and another database.
+std::string with_dbname(const std::string& conninfo, const std::string& dbname) {
+  char* err = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
+  if (!options) {
+    std::string message = err ? err : "cannot parse the connection string";
+    PQfreemem(err);
+    throw bench_failure{"--database: " + message};
+  }
+  auto quote = [](const std::string& v) {
+    std::string out = "'";
+    for (char c : v) {
+      if (c == '\'' || c == '\\') out += '\\';
+      out += c;
+    }
+    return out + "'";
+  };
+  std::string out;
+  for (auto* o = options; o->keyword; ++o) {
+    std::string keyword = o->keyword;
+    if (keyword == "dbname" || !o->val) continue;
+    out += keyword + "=" + quote(o->val) + " ";
+  }
+  PQconninfoFree(options);
+  return out + "dbname=" + quote(dbname);
+}
+
+db::connection connect(const std::string& conninfo) {
+  auto conn = db::connection::open(conninfo, std::chrono::minutes{10}, std::chrono::minutes{1});
+  if (!conn) throw bench_failure{"cannot connect: " + error_message(conn.error())};
+  return std::move(*conn);
+}
+
+db::result run(db::connection& conn, const char* statement, const std::vector<db::param>& params) {
+  auto res = conn.exec(statement, params);
+  if (!res) throw bench_failure{error_message(res.error())};
+  return std::move(*res);
+}
+
+db::result run(db::connection& conn, const char* statement) {
+  auto res = conn.exec(statement);
+  if (!res) throw bench_failure{error_message(res.error())};
+  return std::move(*res);
+}
+
+/// The bench's own database: on a private server in a temporary directory, or
+/// created on the given server and dropped afterwards.
+class bench_database {
+ public:
+  explicit bench_database(const std::string& server) {
+    if (server.empty()) {
+      start_private_server();
+    } else {
+      admin_conninfo_ = server;
+      name_ = "taskmill_bench_" + std::to_string(getpid());
+      auto admin = connect(admin_conninfo_);
+      run(admin, ("CREATE DATABASE " + name_).c_str());
+      conninfo_ = with_dbname(server, name_);
+    }
+  }
+
+  ~bench_database() {
+    if (!name_.empty()) {
+      auto admin =
+          db::connection::open(admin_conninfo_, std::chrono::minutes{1}, std::chrono::seconds{10});
+      if (admin) admin->exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    }
+    if (server_) {
+      auto dir = server_->dir();
+      server_->stop();
+      server_.reset();
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+      fs::remove_all(temp_dir_, ignored);
+    }
+  }
+
+  bench_database(const bench_database&) = delete;
+  bench_database& operator=(const bench_database&) = delete;
+
+  const std::string& conninfo() const { return conninfo_; }
+  std::string description() const {
+    return server_
+               ? "private PostgreSQL (durable settings) on port " + std::to_string(server_->port())
+               : "database " + name_ + " on the given server";
+  }
+
+ private:
+  void start_private_server() {
+    temp_dir_ = (fs::temp_directory_path() / "taskmill-bench-XXXXXX").string();
+    if (!mkdtemp(temp_dir_.data())) throw bench_failure{"cannot create a temporary directory"};
+    db::embedded_postgres_options options;
+    options.dir = temp_dir_;
+    progress("starting a private PostgreSQL in " + temp_dir_);
+    auto started = db::embedded_postgres::start(options);
+    if (!started) {
+      fs::remove_all(temp_dir_);
+      throw bench_failure{error_message(started.error())};
+    }
+    server_.emplace(std::move(*started));
+    conninfo_ = server_->conninfo();
+  }
+
+  std::optional<db::embedded_postgres> server_;
+  std::string temp_dir_;
+  std::string admin_conninfo_;
+  std::string name_;
+  std::string conninfo_;
+};
+
+// -- the node --------------------------------------------------------------------
+
+/// The node under test, a process of its own; restarted for the backlog
+/// measurement, under a new name each time.
+class bench_node {
+ public:
+  bench_node(std::string binary, std::string conninfo, std::string executor_url)
+      : binary_(std::move(binary)),
+        conninfo_(std::move(conninfo)),
+        executor_url_(std::move(executor_url)) {}
+
+  void start() {
+    port_ = free_loopback_port();
+    std::vector<std::string> options{
+        "api.listen=127.0.0.1:" + std::to_string(port_),
+        "node.log_level=warn",
+        std::string{"types."} + noop_type + ".executor=noop",
+        std::string{"types."} + backlog_type + ".executor=noop",
+        std::string{"types."} + latency_type + ".executor=http",
+        std::string{"types."} + latency_type + ".url=" + executor_url_,
+    };
+    auto name = "bench-" + std::to_string(getpid()) + "-" + std::to_string(++incarnation_);
+    process_ = std::make_unique<node_process>(binary_, name, conninfo_, options);
+    auto deadline = steady::now() + std::chrono::seconds{60};
+    while (steady::now() < deadline) {
+      auto ready = http_fetch("GET", api() + "/readyz", {}, {}, std::chrono::seconds{2});
+      if (ready && ready->status == 200) return;
+      sleep_checked(milliseconds{50});
+    }
+    throw bench_failure{"the node did not become ready within 60 s:\n" + process_->log_tail()};
+  }
+
+  /// SIGTERM: the node drains what it runs and stops.
+  void stop() {
+    if (!process_) return;
+    peak_rss_ = std::max(peak_rss_, process_->peak_rss());
+    auto tail = process_->log_tail();
+    int code = process_->stop();
+    process_.reset();
+    if (code != 0)
+      throw bench_failure{"the node exited with " + std::to_string(code) + ":\n" + tail};
+  }
+
+  std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The largest resident set of any incarnation so far.
+  int64_t peak_rss() const {
+    return std::max(peak_rss_, process_ ? process_->peak_rss() : int64_t{0});
+  }
+
+ private:
+  std::string binary_;
+  std::string conninfo_;
+  std::string executor_url_;
+  std::unique_ptr<node_process> process_;
+  uint16_t port_ = 0;
+  int incarnation_ = 0;
+  int64_t peak_rss_ = 0;
+};
+
+// -- the measurements --------------------------------------------------------------
+
+/// Runs `work(i)` on `n` threads and rethrows the first failure.
+void in_parallel(int n, const std::function<void(int)>& work) {
+  std::mutex guard;
+  std::string failure;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      try {
+        work(i);
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lock{guard};
+        if (failure.empty()) failure = e.what();
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (!failure.empty()) throw bench_failure{failure};
+}
+
+std::string task_json(const char* type, const std::string& key, const char* execute_at) {
+  std::string out = std::string{R"({"type":")"} + type + R"(","key":")" + key + '"';
+  if (execute_at) out += std::string{R"(,"execute_at":")"} + execute_at + '"';
+  return out + "}";
+}
+
+void post_tasks(http_session& session, const std::string& body) {
+  auto res = session.call("POST", "/v1/tasks", body);
+  if (!res) throw bench_failure{"submit: " + error_message(res.error())};
+  if (res->status < 200 || res->status > 299)
+    throw bench_failure{"submit answered " + std::to_string(res->status) + ": " +
+                        res->body.substr(0, 300)};
+}
+
+struct task_counts {
+  int64_t succeeded = 0;
+  int64_t claimed_again = 0;
+  int64_t all = 0;
+};
+
+task_counts count_tasks(db::connection& conn, const char* type) {
+  auto res = run(conn, sql::succeeded_count, {std::string{type}});
+  return {res.int64(0, 0), res.int64(0, 1), res.int64(0, 2)};
+}
+
+/// Waits until `expected` tasks of `type` have succeeded; fails when none
+/// finished for a long while.
+void await_succeeded(db::connection& conn, const char* type, int64_t expected) {
+  int64_t last = -1;
+  auto last_change = steady::now();
+  while (true) {
+    auto counts = count_tasks(conn, type);
+    if (counts.succeeded >= expected) return;
+    if (counts.succeeded != last) {
+      last = counts.succeeded;
+      last_change = steady::now();
+    } else if (seconds_since(last_change) > 30) {
+      throw bench_failure{std::string{"no "} + type + " task finished for 30 s; " +
+                          std::to_string(counts.succeeded) + " of " + std::to_string(expected) +
+                          " succeeded"};
+    }
+    sleep_checked(milliseconds{50});
+  }
+}
+
+/// Tasks per second accepted by POST /v1/tasks from `clients` kept-alive
+/// connections, `per_request` tasks in each request.
+double submit_rate(const bench_node& node, db::connection& conn, int clients, int per_request,
+                   double seconds, const std::string& label) {
+  run(conn, sql::reset_tasks);
+  std::atomic<int64_t> accepted{0};
+  auto start = steady::now();
+  auto deadline =
+      start + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>{seconds});
+  in_parallel(clients, [&](int client) {
+    http_session session{node.api()};
+    auto prefix = label + "-" + std::to_string(client) + "-";
+    for (int64_t request = 0; steady::now() < deadline && !interrupted; ++request) {
+      std::string body;
+      if (per_request == 1) {
+        body = task_json(submit_type, prefix + std::to_string(request), never_due);
+      } else {
+        body = R"({"tasks":[)";
+        for (int i = 0; i < per_request; ++i) {
+          if (i > 0) body += ',';
+          body +=
+              task_json(submit_type, prefix + std::to_string(request * per_request + i), never_due);
+        }
+        body += "]}";
+      }
+      post_tasks(session, body);
+      accepted += per_request;
+    }
+  });
+  auto elapsed = seconds_since(start);
+  check_interrupted();
+  auto stored = count_tasks(conn, submit_type).all;
+  if (stored != accepted)
+    throw bench_failure{"submit: " + std::to_string(accepted.load()) + " tasks accepted but " +
+                        std::to_string(stored) + " stored"};
+  return static_cast<double>(accepted) / elapsed;
+}
+
+/// Tasks per second from the first submit (in batches, over the API) to the
+/// last success, by the database clock; every task must succeed at attempt 1.
+double end_to_end_rate(const bench_node& node, db::connection& conn, int tasks, int run_index) {
+  run(conn, sql::reset_tasks);
+  run(conn, sql::vacuum_tasks);
+  std::vector<std::string> bodies;
+  for (int first = 0; first < tasks; first += submit_batch) {
+    std::string body = R"({"tasks":[)";
+    for (int i = first; i < std::min(tasks, first + submit_batch); ++i) {
+      if (i > first) body += ',';
+      body +=
+          task_json(noop_type, "e" + std::to_string(run_index) + "-" + std::to_string(i), nullptr);
+    }
+    bodies.push_back(body + "]}");
+  }
+  auto start = run(conn, sql::now).string(0, 0);
+  std::atomic<size_t> next{0};
+  in_parallel(2, [&](int) {
+    http_session session{node.api()};
+    for (size_t i = next++; i < bodies.size() && !interrupted; i = next++)
+      post_tasks(session, bodies[i]);
+  });
+  check_interrupted();
+  await_succeeded(conn, noop_type, tasks);
+  auto counts = count_tasks(conn, noop_type);
+  if (counts.all != tasks || counts.claimed_again != 0)
+    throw bench_failure{"end to end: " + std::to_string(counts.all) + " tasks stored of " +
+                        std::to_string(tasks) + ", " + std::to_string(counts.claimed_again) +
+                        " claimed more than once"};
+  auto seconds =
+      run(conn, sql::seconds_to_last_completion, {std::string{noop_type}, start}).float64(0, 0);
+  return tasks / seconds;
+}
+
+/// Tasks per second of the same work as plain SQL: `workers` connections,
+/// each inserting, claiming (SKIP LOCKED) and completing batches of 100.
+double raw_sql_rate(const std::string& conninfo, int tasks, int workers) {
+  {
+    auto conn = connect(conninfo);
+    run(conn, sql::raw_reset);
+  }
+  std::vector<db::connection> conns;
+  for (int i = 0; i < workers; ++i) conns.push_back(connect(conninfo));
+  auto start = steady::now();
+  in_parallel(workers, [&](int w) {
+    auto& conn = conns[w];
+    auto name = "raw-" + std::to_string(w);
+    auto batch = std::to_string(raw_batch);
+    auto claim_and_complete = [&] {
+      auto claimed = run(conn, sql::raw_claim, {name, batch});
+      std::vector<db::param> ids;
+      for (int r = 0; r < claimed.rows(); ++r) ids.push_back(claimed.string(r, 0));
+      if (!ids.empty()) run(conn, sql::raw_complete, {db::array_literal(ids)});
+      return !ids.empty();
+    };
+    for (int done = 0; done < tasks / workers && !interrupted; done += raw_batch) {
+      run(conn, sql::raw_insert, {batch});
+      claim_and_complete();
+    }
+    // Claims that skipped the other worker's locked rows leave some behind.
+    while (!interrupted && claim_and_complete()) {
+    }
+  });
+  auto elapsed = seconds_since(start);
+  check_interrupted();
+  auto unfinished = run(conns[0], sql::raw_unfinished).int64(0, 0);
+  if (unfinished != 0)
+    throw bench_failure{"raw SQL: " + std::to_string(unfinished) + " jobs left unfinished"};
+  return (tasks / workers) * workers / elapsed;
+}
+
+/// Records when the HTTP executor receives each task, by key.
+class arrivals {
+ public:
+  void record(const std::string& key) {
+    auto now = steady::now();
+    std::lock_guard<std::mutex> lock{guard_};
+    at_.emplace(key, now);
+  }
+  std::optional<steady::time_point> find(const std::string& key) {
+    std::lock_guard<std::mutex> lock{guard_};
+    auto it = at_.find(key);
+    if (it == at_.end()) return std::nullopt;
+    return it->second;
+  }
+  size_t size() {
+    std::lock_guard<std::mutex> lock{guard_};
+    return at_.size();
+  }
+  void clear() {
+    std::lock_guard<std::mutex> lock{guard_};
+    at_.clear();
+  }
+
+ private:
+  std::mutex guard_;
+  std::unordered_map<std::string, steady::time_point> at_;
+};
+
+double percentile(std::vector<double> sorted, double p) {
+  if (sorted.empty()) return 0;
+  auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
+  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
+}
+
+struct latency_run {
+  double p50, p95, p99, max;
+};
+
+/// Submits through taskmill.submit (one autocommit statement each, as a
+/// business service would) at a steady rate and times, for each task, the
+/// return of its commit to its arrival at the HTTP executor.
+latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, int run_index) {
+  run(conn, sql::reset_tasks);
+  seen.clear();
+  int count = static_cast<int>(p.latency_seconds * p.latency_rate);
+  auto interval = std::chrono::duration_cast<steady::duration>(
+      std::chrono::duration<double>{1.0 / p.latency_rate});
+  std::vector<std::pair<std::string, steady::time_point>> committed;
+  committed.reserve(count);
+  auto start = steady::now();
+  for (int i = 0; i < count; ++i) {
+    check_interrupted();
+    std::this_thread::sleep_until(start + i * interval);
+    auto key = "l" + std::to_string(run_index) + "-" + std::to_string(i);
+    run(conn, sql::submit_one, {std::string{latency_type}, key});
+    committed.emplace_back(key, steady::now());
+  }
+  auto deadline = steady::now() + std::chrono::seconds{30};
+  while (seen.size() < committed.size() && steady::now() < deadline)
+    sleep_checked(milliseconds{20});
+  std::vector<double> ms;
+  for (const auto& [key, at] : committed) {
+    auto arrived = seen.find(key);
+    if (!arrived)
+      throw bench_failure{"latency: task " + key + " did not reach the executor within 30 s"};
+    ms.push_back(std::max(0.0, std::chrono::duration<double, std::milli>(*arrived - at).count()));
+  }
+  std::sort(ms.begin(), ms.end());
+  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+}
+
+/// Starts the node afresh over a backlog of `backlog` due tasks and answers
+/// the rate at which it works off the first `window` of them, from its first
+/// claim to its last completion. Leaves the node stopped.
+double backlog_rate(bench_node& node, db::connection& conn, int backlog, int window,
+                    int run_index) {
+  node.stop();
+  run(conn, sql::reset_tasks);
+  auto loaded = steady::now();
+  run(conn, sql::load_backlog,
+      {std::string{backlog_type}, std::to_string(backlog), "b" + std::to_string(run_index) + "-"});
+  run(conn, sql::vacuum_tasks);
+  progress("  loaded " + std::to_string(backlog) + " due tasks in " +
+           std::to_string(seconds_since(loaded)).substr(0, 5) + " s");
+  node.start();
+  await_succeeded(conn, backlog_type, window);
+  node.stop();
+  auto res = run(conn, sql::claim_window, {std::string{backlog_type}});
+  auto counts = count_tasks(conn, backlog_type);
+  if (counts.claimed_again != 0)
+    throw bench_failure{"backlog: " + std::to_string(counts.claimed_again) +
+                        " tasks claimed more than once"};
+  return static_cast<double>(res.int64(0, 1)) / res.float64(0, 0);
+}
+
+// -- the report ----------------------------------------------------------------------
+
+struct target {
+  std::string name;
+  double value;
+  std::string comparison;
+  double bound;
+  bool met() const { return comparison == ">=" ? value >= bound : value <= bound; }
+};
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+void print_table(const std::vector<std::pair<std::string, series>>& rows,
+                 const std::vector<target>& targets) {
+  std::printf("\n%-44s %12s %12s %12s  %s\n", "measurement", "median", "min", "max", "unit");
+  for (const auto& [name, s] : rows) {
+    int decimals = s.unit == "ms" || s.unit == "ratio" ? 2 : 0;
+    std::printf("%-44s %12s %12s %12s  %s\n", name.c_str(), fixed(s.median(), decimals).c_str(),
+                fixed(s.min(), decimals).c_str(), fixed(s.max(), decimals).c_str(), s.unit.c_str());
+  }
+  std::printf("\n%-44s %12s %12s  %s\n", "target", "measured", "bound", "");
+  for (const auto& t : targets)
+    std::printf("%-44s %12s %3s %8s  %s\n", t.name.c_str(), fixed(t.value, 2).c_str(),
+                t.comparison.c_str(), fixed(t.bound, 2).c_str(), t.met() ? "met" : "MISSED");
+  std::fflush(stdout);
+}
+
+json report_json(const bench_options& options, const std::string& where,
+                 const std::vector<std::pair<std::string, series>>& rows,
+                 const std::vector<target>& targets) {
+  json measurements = json::object();
+  for (const auto& [name, s] : rows)
+    measurements[name] = {{"unit", s.unit},
+                          {"runs", s.runs},
+                          {"median", s.median()},
+                          {"min", s.min()},
+                          {"max", s.max()}};
+  json checked = json::array();
+  for (const auto& t : targets)
+    checked.push_back({{"name", t.name},
+                       {"measured", t.value},
+                       {"comparison", t.comparison},
+                       {"bound", t.bound},
+                       {"met", t.met()}});
+  return {{"quick", options.quick},
+          {"database", where},
+          {"cpus", std::thread::hardware_concurrency()},
+          {"measurements", measurements},
+          {"targets", checked}};
+}
+
+int measure(const bench_options& options) {
+  auto p = plan_for(options.quick);
+  bench_database database{options.database};
+  auto conn = connect(database.conninfo());
+
+  arrivals seen;
+  auto executor =
+      http_server::start("127.0.0.1", 0, 1 << 20, [&seen](http_request req, http_reply reply) {
+        auto task = json::parse(req.body, nullptr, false);
+        if (task.is_object()) seen.record(task.value("key", std::string{}));
+        reply(http_response{200, "application/json", "{}"});
+      });
+  if (!executor) throw bench_failure{error_message(executor.error())};
+  bench_node node{options.binary, database.conninfo(),
+                  "http://127.0.0.1:" + std::to_string((*executor)->port()) + "/run"};
+  node.start();
+  run(conn, sql::create_raw_table);
+
+  series submit_single{"tasks/s"}, submit_batched{"tasks/s"}, e2e{"tasks/s"}, raw{"tasks/s"},
+      e2e_ratio{"ratio"}, p50{"ms"}, p95{"ms"}, p99{"ms"}, latency_max{"ms"},
+      backlog_small{"tasks/s"}, backlog_large{"tasks/s"}, backlog_ratio{"ratio"}, rss{"MiB"};
+  auto runs = [&](const std::string& what, int r) {
+    progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) + ")");
+  };
+
+  for (int r = 0; r < p.runs; ++r) {
+    runs("submit, one task per request, 4 clients", r);
+    submit_single.runs.push_back(
+        submit_rate(node, conn, 4, 1, p.submit_seconds, "s" + std::to_string(r)));
+    runs("submit, 1000 tasks per request, 2 clients", r);
+    submit_batched.runs.push_back(
+        submit_rate(node, conn, 2, submit_batch, p.submit_seconds, "b" + std::to_string(r)));
+  }
+  for (int r = 0; r < p.runs; ++r) {
+    runs("raw-SQL ceiling, " + std::to_string(p.e2e_tasks) + " jobs", r);
+    raw.runs.push_back(raw_sql_rate(database.conninfo(), p.e2e_tasks, 2));
+    runs("end to end, " + std::to_string(p.e2e_tasks) + " noop tasks", r);
+    e2e.runs.push_back(end_to_end_rate(node, conn, p.e2e_tasks, r));
+    e2e_ratio.runs.push_back(e2e.runs.back() / raw.runs.back());
+  }
+  for (int r = 0; r < p.runs; ++r) {
+    runs("pickup latency at " + std::to_string(p.latency_rate) + " tasks/s", r);
+    auto l = pickup_latency(conn, seen, p, r);
+    p50.runs.push_back(l.p50);
+    p95.runs.push_back(l.p95);
+    p99.runs.push_back(l.p99);
+    latency_max.runs.push_back(l.max);
+  }
+  for (int r = 0; r < p.runs; ++r) {
+    runs("backlog of " + std::to_string(p.backlog_small), r);
+    backlog_small.runs.push_back(backlog_rate(node, conn, p.backlog_small, p.backlog_window, r));
+    runs("backlog of " + std::to_string(p.backlog_large), r);
+    backlog_large.runs.push_back(backlog_rate(node, conn, p.backlog_large, p.backlog_window, r));
+    backlog_ratio.runs.push_back(backlog_large.runs.back() / backlog_small.runs.back());
+  }
+  rss.runs.push_back(static_cast<double>(node.peak_rss()) / (1 << 20));
+  run(conn, sql::reset_tasks);
+
+  auto k = [](int n) {
+    if (n >= 1'000'000) return std::to_string(n / 1'000'000) + "M";
+    return n >= 1000 ? std::to_string(n / 1000) + "k" : std::to_string(n);
+  };
+  std::vector<std::pair<std::string, series>> rows{
+      {"submit: 1 task/request, 4 clients", submit_single},
+      {"submit: 1000 tasks/request, 2 clients", submit_batched},
+      {"raw-SQL ceiling: " + k(p.e2e_tasks) + " jobs, batches of 100", raw},
+      {"end to end: " + k(p.e2e_tasks) + " noop tasks", e2e},
+      {"end to end / raw-SQL ceiling", e2e_ratio},
+      {"pickup latency p50", p50},
+      {"pickup latency p95", p95},
+      {"pickup latency p99", p99},
+      {"pickup latency max", latency_max},
+      {"backlog " + k(p.backlog_small) + ": first " + k(p.backlog_window) + " tasks",
+       backlog_small},
+      {"backlog " + k(p.backlog_large) + ": first " + k(p.backlog_window) + " tasks",
+       backlog_large},
+      {"backlog " + k(p.backlog_large) + " / backlog " + k(p.backlog_small), backlog_ratio},
+      {"node peak RSS", rss},
+  };
+  std::vector<target> targets{
+      {"end to end >= 50% of the raw-SQL ceiling", e2e_ratio.median(), ">=", 0.5},
+      {"pickup latency p50 (ms)", p50.median(), "<=", 5},
+      {"pickup latency p99 (ms)", p99.median(), "<=", 20},
+      {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
+       ">=", 0.8},
+      {"node peak RSS (MiB)", rss.median(), "<=", 100},
+  };
+  std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",
+              database.description().c_str(), std::thread::hardware_concurrency());
+  print_table(rows, targets);
+  if (!options.output.empty()) {
+    std::ofstream out{options.output};
+    out << report_json(options, database.description(), rows, targets).dump(2) << "\n";
+    if (!out) throw bench_failure{"cannot write " + options.output};
+    progress("wrote " + options.output);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int run_bench(const bench_options& options) {
+  std::signal(SIGINT, on_interrupt);
+  std::signal(SIGTERM, on_interrupt);
+  try {
+    return measure(options);
+  } catch (const std::exception& e) {
+    std::cerr << "bench failed: " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace taskmill

@@ -1,0 +1,25 @@
+#pragma once
+
+#include <string>
+
+namespace taskmill {
+
+struct bench_options {
+  /// The smoke run: small sizes, one run per measurement, under a minute.
+  bool quick = false;
+  /// A server to create a throwaway database on; empty: start a private
+  /// PostgreSQL in a temporary directory.
+  std::string database;
+  /// Where the JSON report goes; empty: nowhere.
+  std::string output = "bench-results.json";
+  /// The taskmill binary that runs the node.
+  std::string binary;
+};
+
+/// `taskmill bench`: measures a node against the raw-SQL ceiling on the same
+/// server, prints a table and writes JSON. Exits nonzero when a measurement
+/// could not be made or a task was lost or run twice; missed performance
+/// targets are reported, not failed.
+int run_bench(const bench_options& options);
+
+}  // namespace taskmill
