@@ -232,19 +232,92 @@ LANGUAGE sql STABLE AS $$
   SELECT NOT EXISTS (SELECT 1 FROM taskmill.nodes n WHERE n.name = p_node AND n.stopped_at IS NOT NULL)
 $$;
 
--- The claim of SPEC §4 (taskmill.claim_levels), refused to nodes declared dead.
+-- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
+-- work: an idle claim costs one probe. p_level_quotas[l]
+-- tasks of level l come first (the pusher's weighted shares), the rest of
+-- p_limit is filled in claim order. Types with
+-- a running limit go first within a level, as far as their room allows.
+-- Running limits are counted here, in the database, so they hold for the
+-- whole cluster; claims that check them take turns. p_types lists the types
+-- this node can run (NULL: any); p_local_types the types it runs on executors
+-- of limited capacity, with the room p_local_room they have left.
 CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
-                                          p_capped_types text[], p_type_limits integer[],
-                                          p_global_limit integer, p_types text[],
-                                          p_local_types text[], p_local_room integer[])
+                               p_capped_types text[], p_type_limits integer[],
+                               p_global_limit integer, p_types text[], p_local_types text[],
+                               p_local_room integer[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql AS $$
+DECLARE
+  v_left integer := p_limit;
+  v_quota integer;
+  v_count integer;
+  v_running integer;
+  v_capped text[] := coalesce(p_capped_types, '{}');
+  v_room integer[] := '{}';
+  v_step integer;
+  v_due integer[] := taskmill.due_levels(p_types);
+  v_more boolean := false;
 BEGIN
-  IF NOT taskmill.may_claim(p_node) THEN
+  IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
-  RETURN QUERY SELECT * FROM taskmill.claim_levels(p_node, p_limit, p_level_quotas, p_capped_types,
-                                                   p_type_limits, p_global_limit, p_types,
-                                                   p_local_types, p_local_room);
+  IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+  END IF;
+  IF p_global_limit > 0 THEN
+    SELECT count(*) INTO v_running FROM taskmill.tasks t WHERE t.status = 'running';
+    v_left := least(v_left, p_global_limit - v_running);
+  END IF;
+  FOR i IN 1..cardinality(v_capped) LOOP
+    SELECT count(*) INTO v_running FROM taskmill.tasks t
+     WHERE t.status = 'running' AND t.type = v_capped[i];
+    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
+                      THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
+    v_step := array_position(v_capped, p_local_types[j]);
+    IF v_step IS NULL THEN
+      v_capped := v_capped || p_local_types[j];
+      v_room := v_room || greatest(0, p_local_room[j]);
+    ELSE
+      v_room[v_step] := least(v_room[v_step], greatest(0, p_local_room[j]));
+    END IF;
+  END LOOP;
+
+  -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
+  -- Levels without due work are skipped, and so is the last pass when every
+  -- level with work ran dry within its quota.
+  FOR lvl IN 1..6 LOOP
+    EXIT WHEN v_left <= 0;
+    EXIT WHEN lvl = 6 AND NOT v_more;
+    IF lvl <= 5 AND NOT lvl = ANY (v_due) THEN
+      CONTINUE;
+    END IF;
+    v_quota := CASE WHEN lvl <= 5 THEN least(coalesce(p_level_quotas[lvl], 0), v_left) ELSE v_left END;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
+    FOR i IN 1..cardinality(v_capped) LOOP
+      v_step := least(v_quota, v_room[i]);
+      CONTINUE WHEN v_step <= 0;
+      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_step, nullif(lvl, 6), v_capped[i],
+                                                     p_types, v_capped);
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      v_more := v_more OR v_count >= v_step;
+      v_room[i] := v_room[i] - v_count;
+      v_quota := v_quota - v_count;
+      v_left := v_left - v_count;
+    END LOOP;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
+    RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
+                                                   p_types, v_capped);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_left := v_left - v_count;
+    v_more := v_more OR v_count >= v_quota;
+  END LOOP;
 END
 $$;
