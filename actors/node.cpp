@@ -132,13 +132,15 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     }
   }
 
-  auto submit_opts = storage_opts;
-  submit_opts.listen = false;
-  submit_opts.rules.clear();
-  node.submit_storage = spawn_storage(sys, submit_opts);
-  if (auto err = wait_until_ready(sys, node.submit_storage, keep_waiting)) {
-    stop_storage();
-    return err;
+  auto helper_opts = storage_opts;
+  helper_opts.listen = false;
+  helper_opts.rules.clear();
+  for (auto* helper : {&node.submit_storage, &node.outcome_storage}) {
+    *helper = spawn_storage(sys, helper_opts);
+    if (auto err = wait_until_ready(sys, *helper, keep_waiting)) {
+      stop_storage();
+      return err;
+    }
   }
 
   limiter_options limiter_opts;
@@ -158,7 +160,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   node.metrics = std::make_shared<node_metrics>();
   node.http = std::make_shared<http_client>();
   node.dispatcher = spawn_dispatcher(
-      sys, {cfg->node.name, cfg, node.storage, node.limiter, node.http, node.metrics});
+      sys, {cfg->node.name, cfg, node.outcome_storage, node.limiter, node.http, node.metrics});
 
   pusher_options pusher_opts;
   pusher_opts.node = cfg->node.name;
@@ -293,6 +295,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.inserter);
   stop(node.submit_storage);
   stop(node.dispatcher);
+  stop(node.outcome_storage);
   stop(node.limiter);
   stop(node.storage);
 }

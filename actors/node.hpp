@@ -27,9 +27,10 @@ struct node_actors {
   std::shared_ptr<node_metrics> metrics;
   std::shared_ptr<http_client> http;
   storage_actor storage;
-  /// A second connection for submissions, so that PostgreSQL inserts new
-  /// tasks on one core while it claims and completes on another.
+  /// Connections of their own for submissions and for outcomes, so that
+  /// PostgreSQL inserts, claims and completes on several cores at once.
   storage_actor submit_storage;
+  storage_actor outcome_storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
   pusher_actor pusher;
