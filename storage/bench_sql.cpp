@@ -49,6 +49,8 @@ const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.attempts";
 
 const char* const vacuum_tasks = "VACUUM ANALYZE taskmill.tasks, taskmill.attempts";
 
+const char* const checkpoint = "CHECKPOINT";
+
 const char* const load_backlog = R"sql(
 INSERT INTO taskmill.tasks (type, key, execute_at, trace_id)
 SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text)

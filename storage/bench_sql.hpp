@@ -22,6 +22,8 @@ extern const char* const raw_reset;
 /// Removes every task and attempt: the bench database is its own.
 extern const char* const reset_tasks;
 extern const char* const vacuum_tasks;
+/// Needs superuser or pg_checkpoint; the bench goes on without it.
+extern const char* const checkpoint;
 /// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.
 extern const char* const load_backlog;
 

@@ -399,19 +399,55 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
   BOOST_CHECK_GT(runs.size(), static_cast<size_t>(tasks));  // retries did happen
 }
 
+namespace {
+
+struct submit_op {
+  int unit;
+  int version;
+  std::string outcome;
+  int64_t returned_version;
+};
+
+/// The submit rules of SPEC §3 after a race: each (unit, version) created
+/// once, stale answers name a higher version, the current task of every unit
+/// is its highest version, nothing below it waits to run, no version is live
+/// twice.
+void check_submit_rules(const task_database& db, const std::string& type,
+                        const std::vector<submit_op>& ops) {
+  std::map<std::pair<int, int>, int> created;
+  std::map<int, int> max_version;
+  for (const auto& o : ops) {
+    if (o.outcome == "created") ++created[{o.unit, o.version}];
+    if (o.outcome == "stale") BOOST_CHECK_GT(o.returned_version, o.version);
+    if (o.outcome != "stale") BOOST_CHECK_EQUAL(o.returned_version, o.version);
+    max_version[o.unit] = std::max(max_version[o.unit], o.version);
+  }
+  for (const auto& [unit_version, n] : created) BOOST_CHECK_EQUAL(n, 1);
+  for (const auto& [unit, version] : max_version) {
+    auto current =
+        db.scalar("SELECT (taskmill.current_task($2, $1)).version", {std::to_string(unit), type});
+    BOOST_CHECK_EQUAL(current, std::to_string(version));
+  }
+  // Nothing below the current version waits to run.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks t WHERE t.status IN ('pending', 'failed') "
+                "AND t.version < (taskmill.current_task(t.type, t.key)).version"),
+      "0");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM (SELECT type, key, version FROM taskmill.tasks WHERE "
+                "status <> 'cancelled' GROUP BY 1, 2, 3 HAVING count(*) > 1) d"),
+      "0");
+}
+
+}  // namespace
+
 BOOST_AUTO_TEST_CASE(concurrent_submits_keep_every_rule) {
   task_database db{"submitrace"};
   constexpr int units = 40;
   constexpr int threads_n = 6;
   constexpr int per_thread = 400;
-  struct op {
-    int unit;
-    int version;
-    std::string outcome;
-    int64_t returned_version;
-  };
   std::mutex mtx;
-  std::vector<op> ops;
+  std::vector<submit_op> ops;
   std::atomic<int> errors{0};
   std::vector<std::thread> threads;
   for (int w = 0; w < threads_n; ++w) {
@@ -435,29 +471,62 @@ BOOST_AUTO_TEST_CASE(concurrent_submits_keep_every_rule) {
   }
   for (auto& t : threads) t.join();
   BOOST_CHECK_EQUAL(errors.load(), 0);
-  std::map<std::pair<int, int>, int> created;
-  std::map<int, int> max_version;
-  for (const auto& o : ops) {
-    if (o.outcome == "created") ++created[{o.unit, o.version}];
-    if (o.outcome == "stale") BOOST_CHECK_GT(o.returned_version, o.version);
-    if (o.outcome != "stale") BOOST_CHECK_EQUAL(o.returned_version, o.version);
-    max_version[o.unit] = std::max(max_version[o.unit], o.version);
+  check_submit_rules(db, "S", ops);
+}
+
+BOOST_AUTO_TEST_CASE(batch_and_single_submits_racing_keep_every_rule) {
+  // Batches take the set-based path for units without a task and the per-row
+  // rules for the rest; single submits race them on the same units.
+  task_database db{"batchrace"};
+  constexpr int units = 300;
+  constexpr int threads_n = 6;
+  constexpr int rounds = 60;
+  constexpr int batch = 12;
+  std::mutex mtx;
+  std::vector<submit_op> ops;
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < threads_n; ++w) {
+    threads.emplace_back([&, w] {
+      auto conn = db.connect();
+      std::mt19937 rng(200 + w);
+      for (int r = 0; r < rounds; ++r) {
+        std::vector<std::pair<int, int>> input;
+        int n = w % 2 == 0 ? batch : 1;
+        for (int i = 0; i < n; ++i) input.emplace_back(rng() % units, rng() % 4);
+        std::vector<taskmill::db::param> types, keys, versions;
+        for (const auto& [unit, version] : input) {
+          types.emplace_back("B");
+          keys.emplace_back(std::to_string(unit));
+          versions.emplace_back(std::to_string(version));
+        }
+        auto res = w % 2 == 0
+                       ? conn.exec(
+                             "SELECT s.ordinal, s.outcome, (s.task).version FROM "
+                             "taskmill.submit_many($1::text[], $2::text[], $3::bigint[], "
+                             "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+                             "NULL, NULL, NULL) s",
+                             {taskmill::db::array_literal(types), taskmill::db::array_literal(keys),
+                              taskmill::db::array_literal(versions)})
+                       : conn.exec(
+                             "SELECT 1::bigint, s.outcome, (s.task).version FROM "
+                             "taskmill.submit('B', $1, $2) s",
+                             {keys[0], versions[0]});
+        if (!res || res->rows() != n) {
+          ++errors;
+          continue;
+        }
+        std::lock_guard<std::mutex> guard{mtx};
+        for (int row = 0; row < res->rows(); ++row) {
+          const auto& [unit, version] = input[static_cast<size_t>(res->int64(row, 0) - 1)];
+          ops.push_back({unit, version, res->string(row, 1), res->int64(row, 2)});
+        }
+      }
+    });
   }
-  for (const auto& [unit_version, n] : created) BOOST_CHECK_EQUAL(n, 1);
-  for (const auto& [unit, version] : max_version) {
-    auto current =
-        db.scalar("SELECT (taskmill.current_task('S', $1)).version", {std::to_string(unit)});
-    BOOST_CHECK_EQUAL(current, std::to_string(version));
-  }
-  // Nothing below the current version waits to run.
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT count(*) FROM taskmill.tasks t WHERE t.status IN ('pending', 'failed') "
-                "AND t.version < (taskmill.current_task(t.type, t.key)).version"),
-      "0");
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT count(*) FROM (SELECT type, key, version FROM taskmill.tasks WHERE "
-                "status <> 'cancelled' GROUP BY 1, 2, 3 HAVING count(*) > 1) d"),
-      "0");
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_EQUAL(errors.load(), 0);
+  check_submit_rules(db, "B", ops);
 }
 
 BOOST_AUTO_TEST_CASE(reschedules_racing_claims_are_never_lost) {
