@@ -104,6 +104,12 @@ struct series {
   double max() const { return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end()); }
 };
 
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
 double seconds_since(steady::time_point start) {
   return std::chrono::duration<double>(steady::now() - start).count();
 }
@@ -546,7 +552,7 @@ double backlog_rate(bench_node& node, db::connection& conn, int backlog, int win
   if (auto done = conn.exec(sql::checkpoint); !done)
     progress("  no CHECKPOINT (" + error_message(done.error()) + ")");
   progress("  loaded " + std::to_string(backlog) + " due tasks in " +
-           std::to_string(seconds_since(loaded)).substr(0, 5) + " s");
+           fixed(seconds_since(loaded), 2) + " s");
   node.start();
   await_succeeded(conn, backlog_type, window);
   node.stop();
@@ -568,11 +574,6 @@ struct target {
   bool met() const { return comparison == ">=" ? value >= bound : value <= bound; }
 };
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
 
 void print_table(const std::vector<std::pair<std::string, series>>& rows,
                  const std::vector<target>& targets) {
