@@ -389,6 +389,67 @@ BOOST_AUTO_TEST_CASE(unknown_tasks_are_not_found) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(retry_by_id)
+
+BOOST_AUTO_TEST_CASE(a_finished_task_runs_again_with_its_retries_counted_afresh) {
+  for (std::string status : {"dead", "failed", "succeeded", "stopped"}) {
+    task_database db{"retry"};
+    auto t = db.call("submit('T', 'k', execute_at => now() + interval '1 hour')");
+    make_status(db, t, status);
+    db.exec("SELECT taskmill.retry($1::bigint)", {std::to_string(t.id)});
+    auto again = db.by_id(t.id);
+    BOOST_CHECK_EQUAL(again.status, "pending");
+    BOOST_CHECK_EQUAL(again.retry_count, 0);
+    BOOST_CHECK_LE(again.execute_in_s, 0.0);
+    BOOST_CHECK_EQUAL(db.claim(1).size(), 1u);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_running_task_is_refused) {
+  task_database db{"retryrun"};
+  auto t = db.call("submit('T', 'k')");
+  make_status(db, t, "running");
+  BOOST_CHECK(
+      contains(db.error_of("SELECT taskmill.retry(" + std::to_string(t.id) + ")"), "is running"));
+  BOOST_CHECK_EQUAL(db.by_id(t.id).attempt, 1);
+}
+
+BOOST_AUTO_TEST_CASE(a_superseded_version_stays_finished) {
+  task_database db{"retrysuper"};
+  auto v1 = db.call("submit('T', 'k', 1, execute_at => now() + interval '1 hour')");
+  auto v2 = db.call("submit('T', 'k', 2, execute_at => now() + interval '1 hour')");
+  BOOST_REQUIRE_EQUAL(db.by_id(v1.id).status, "cancelled");
+  BOOST_CHECK(contains(db.error_of("SELECT taskmill.retry(" + std::to_string(v1.id) + ")"),
+                       "superseded by version 2"));
+  // A lower version that ran on and died is superseded just the same.
+  auto w1 = db.call("submit('U', 'k', 1)");
+  make_status(db, w1, "running");
+  db.call("submit('U', 'k', 2, execute_at => now() + interval '1 hour')");
+  BOOST_REQUIRE(db.complete(w1.id, 1, "fail", "broken"));
+  BOOST_CHECK(contains(db.error_of("SELECT taskmill.retry(" + std::to_string(w1.id) + ")"),
+                       "superseded by version 2"));
+  BOOST_CHECK_EQUAL(db.by_id(v1.id).status, "cancelled");
+  BOOST_CHECK_EQUAL(db.by_id(w1.id).status, "dead");
+  BOOST_CHECK_EQUAL(db.by_id(v2.id).status, "pending");
+}
+
+BOOST_AUTO_TEST_CASE(a_cancelled_task_comes_back_unless_its_version_lives_again) {
+  task_database db{"retrycancel"};
+  auto t = db.call("submit('T', 'k', execute_at => now() + interval '1 hour')");
+  db.call("cancel('T', 'k')");
+  db.exec("SELECT taskmill.retry($1::bigint)", {std::to_string(t.id)});
+  BOOST_CHECK_EQUAL(db.by_id(t.id).status, "pending");
+  db.call("cancel('T', 'k')");
+  auto again = db.call("submit('T', 'k', execute_at => now() + interval '1 hour')");
+  BOOST_REQUIRE_NE(again.id, t.id);
+  BOOST_CHECK(contains(db.error_of("SELECT taskmill.retry(" + std::to_string(t.id) + ")"),
+                       "replaced by a live task"));
+  BOOST_CHECK_EQUAL(db.by_id(t.id).status, "cancelled");
+  BOOST_CHECK(contains(db.error_of("SELECT taskmill.retry(424242)"), "no task with id 424242"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(transactional_enqueue)
 
 BOOST_AUTO_TEST_CASE(a_business_transaction_submits_atomically_and_wakes_on_commit) {

@@ -1,0 +1,39 @@
+-- POST /v1/tasks/{id}/retry brings back only the current version of a unit:
+-- a task that a higher version superseded stays finished, or the old work
+-- would run again beside (or after) the new one.
+CREATE OR REPLACE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+  live taskmill.tasks;
+BEGIN
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
+  END IF;
+  PERFORM taskmill.lock_unit(cur.type, cur.key);
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.status = 'running' THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s is running; cancel it first', id);
+  END IF;
+  live := taskmill.current_task(cur.type, cur.key);
+  IF live.id IS NOT NULL AND live.version > cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was superseded by version %s (task %s)', id, live.version, live.id);
+  END IF;
+  IF cur.status = 'cancelled' AND live.id IS NOT NULL AND live.version = cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was replaced by a live task of the same version (task %s)', id,
+                       live.id);
+  END IF;
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
+         updated_at = now()
+   WHERE t.id = id
+  RETURNING t.* INTO task;
+  PERFORM taskmill.wake_nodes();
+END
+$$;
