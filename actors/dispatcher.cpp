@@ -387,6 +387,12 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
           [self, promise, one, ours,
            attempt = report.attempt()](const pb::OutcomeAcks& acks) mutable {
             if (ours) release(self, one);
+            if (acks.acks_size() == 1 && !acks.acks(0).applied() &&
+                acks.acks(0).status() == pb::TASK_STATUS_UNSPECIFIED) {
+              promise.deliver(make_error(
+                  errc::not_found, "no task with id " + std::to_string(one.outcomes(0).task_id())));
+              return;
+            }
             pb::ResultAck ack;
             ack.set_accepted(acks.acks_size() == 1 && acks.acks(0).applied());
             if (ack.accepted())

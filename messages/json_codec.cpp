@@ -372,7 +372,8 @@ caf::expected<executor_answer> decode_executor_answer(std::string_view body) {
   try {
     doc = json::parse(body);
   } catch (const json::parse_error&) {
-    return bad("the executor's answer is not JSON");
+    // Only a JSON body is a result (SPEC §4); any other body says nothing.
+    return out;
   }
   if (!doc.is_object() || !doc.contains("outcome")) {
     out.result = doc.dump();

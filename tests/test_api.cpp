@@ -291,6 +291,12 @@ BOOST_AUTO_TEST_CASE(bad_reschedules_and_cancels) {
       call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": "keep", "execute_at": 17})"),
       400, "execute_at must be a string");
   expect_error(call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "key": "keep", "execute_at": "next tuesday"})"),
+               400, "execute_at");
+  expect_error(call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "key": "keep", "execute_at": "2099-02-30T00:00:00Z"})"),
+               400, "execute_at");
+  expect_error(call("POST", "/v1/tasks/reschedule",
                     R"({"type": "SLEEP", "execute_at": "2099-01-01T00:00:00Z"})"),
                400, "key is required");
   expect_error(
@@ -331,6 +337,25 @@ BOOST_AUTO_TEST_CASE(bad_ids_queries_and_results) {
       call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": 7, "outcome": "succeeded"})");
   BOOST_CHECK_EQUAL(stale.status, 200);
   BOOST_CHECK_EQUAL(stale.body["accepted"], false);
+  expect_error(call("POST", "/v1/tasks/424242/result", R"({"attempt": 1, "outcome": "succeeded"})"),
+               404, "no task with id 424242");
+  expect_error(call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": 1, "outcome": )"), 400,
+               "JSON");
+  expect_error(
+      call("POST", "/v1/tasks/" + id + "/result", R"({"attempt": "one", "outcome": "fail"})"), 400,
+      "attempt");
+  expect_error(call("POST", "/v1/tasks/" + id + "/result",
+                    R"({"attempt": 1, "outcome": "succeeded", "result": ")" +
+                        std::string(1100000, 'x') + "\"}"),
+               413, "result");
+  for (const auto* path : {"/v1/tasks/reschedule", "/v1/tasks/cancel"})
+    BOOST_CHECK_EQUAL(
+        call("POST", path, "\xff\xff\xff", {{"Content-Type", "application/x-protobuf"}}).status,
+        400);
+  BOOST_CHECK_EQUAL(call("POST", "/v1/tasks/" + id + "/result", "\xff\xff\xff",
+                         {{"Content-Type", "application/x-protobuf"}})
+                        .status,
+                    400);
   expect_error(call("POST", "/v1/tasks/" + id + "/retry"), 409, "running");
   expect_error(call("POST", "/v1/tasks/424242/retry"), 404, "no task");
   expect_error(call("GET", "/v1/batches/none"), 404, "no batch none");

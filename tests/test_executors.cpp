@@ -157,12 +157,17 @@ BOOST_AUTO_TEST_CASE(a_json_outcome_overrides_the_status_code) {
                     "[1, 2]");
 }
 
-BOOST_AUTO_TEST_CASE(malformed_answers_are_retried) {
+BOOST_AUTO_TEST_CASE(a_2xx_without_json_succeeds_and_a_malformed_outcome_is_retried) {
   start(http_config(executor.url()));
-  auto garbage = run("garbage", {{"status", 200}, {"body", "<html>oops"}});
-  BOOST_CHECK_EQUAL(garbage.status, "dead");
-  BOOST_CHECK((outcomes(garbage.id) == std::vector<std::string>{"retry", "retry"}));
-  BOOST_CHECK(contains(garbage.error, "malformed"));
+  auto plain = run("plain", {{"status", 200}, {"body", "<html>ok"}});
+  BOOST_CHECK_EQUAL(plain.status, "succeeded");
+  BOOST_CHECK((outcomes(plain.id) == std::vector<std::string>{"succeeded"}));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT result IS NULL FROM taskmill.tasks WHERE id = $1",
+                              {std::to_string(plain.id)}),
+                    "t");
+  auto refused = run("plain-500", {{"status", 503}, {"body", "<html>busy"}});
+  BOOST_CHECK_EQUAL(refused.status, "dead");
+  BOOST_CHECK(contains(refused.error, "HTTP 503"));
   auto unknown = run("unknown-outcome", {{"status", 200}, {"body", R"({"outcome": "maybe"})"}});
   BOOST_CHECK_EQUAL(unknown.status, "dead");
   BOOST_CHECK(contains(unknown.error, "malformed"));
