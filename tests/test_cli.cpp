@@ -16,8 +16,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -458,6 +461,82 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_and_sent) {
   auto submitted = run({"submit", "NOOP", "t", "--wait"}, {"TASKMILL_API_TOKEN=s3cret"});
   CHECK_RUN(submitted, 0);
   BOOST_CHECK_EQUAL(listing(submitted.out)["status"], "succeeded");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(embedded)
+
+namespace {
+
+/// What a node's log says after `marker`, up to `end`.
+std::string logged(const node_process& node, const std::string& marker, char end) {
+  std::ifstream in{node.log_file()};
+  for (std::string line; std::getline(in, line);) {
+    auto at = line.find(marker);
+    if (at == std::string::npos) continue;
+    auto from = at + marker.size();
+    return line.substr(from, line.find(end, from) - from);
+  }
+  return {};
+}
+
+/// True while `pid` runs (a zombie no longer does).
+bool process_exists(pid_t pid) {
+  if (kill(pid, 0) != 0 && errno == ESRCH) return false;
+  std::ifstream stat{"/proc/" + std::to_string(pid) + "/stat"};
+  std::string pid_text, command, state;
+  return !(stat >> pid_text >> command >> state) || state != "Z";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_node_without_a_database_runs_its_own_postgres_and_stops_it) {
+  namespace fs = std::filesystem;
+  auto dir = fs::temp_directory_path() / ("taskmill-embedded-" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  // The server runs as an unprivileged user when the tests run as root.
+  fs::permissions(dir, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                           fs::perms::others_read | fs::perms::others_exec);
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  auto port = std::to_string(free_loopback_port());
+  auto server = "http://127.0.0.1:" + port;
+  // The first run creates the cluster, the second adopts it; one stops on
+  // SIGTERM, the other on SIGINT.
+  int run = 0;
+  for (int stop_signal : {SIGTERM, SIGINT}) {
+    auto key = "k" + std::to_string(++run);
+    node_process node{binary,
+                      "embedded",
+                      "",
+                      {"node.data_dir=" + dir.string(), "api.listen=127.0.0.1:" + port,
+                       "types.DEMO.executor=noop"}};
+    BOOST_REQUIRE_MESSAGE(test::eventually(
+                              [&] {
+                                return run_binary({"stats", "--server", server}).exit_code == 0;
+                              },
+                              90s),
+                          node.log_tail());
+    auto submitted = run_binary({"submit", "DEMO", key, "--wait", "--server", server});
+    BOOST_CHECK_MESSAGE(submitted.exit_code == 0 && contains(submitted.out, "succeeded"),
+                        submitted);
+    auto cluster = logged(node, "(data in ", ')');
+    BOOST_REQUIRE_MESSAGE(!cluster.empty(), node.log_tail());
+    std::ifstream pid_file{fs::path{cluster} / "pgdata" / "postmaster.pid"};
+    pid_t postmaster = 0;
+    BOOST_REQUIRE(pid_file >> postmaster);
+    BOOST_REQUIRE(process_exists(postmaster));
+    auto asked = std::chrono::steady_clock::now();
+    BOOST_CHECK_EQUAL(node.stop(stop_signal, 30s), 0);
+    auto took = std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count();
+    BOOST_TEST_MESSAGE("stopped in " << took << " s on signal " << stop_signal);
+    // pg_ctl returns once the lock file is gone, a moment before the process.
+    BOOST_CHECK(test::eventually([&] { return !process_exists(postmaster); }, 5s));
+    BOOST_CHECK(!fs::exists(fs::path{cluster} / "pgdata" / "postmaster.pid"));
+  }
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -106,6 +106,31 @@ BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
   BOOST_CHECK_GE(most, 2);
 }
 
+BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
+  auto cfg = test_node_config("n1");
+  cfg.scheduling.node_limit = 1;
+  auto& node = start(cfg);
+  db.exec("SELECT taskmill.submit('SLEEP', 'first', payload => '800')");
+  BOOST_REQUIRE(
+      test::eventually([&] { return count("key = 'first' AND status = 'running'") == 1; }));
+  // Holding the task's row keeps its outcome from being stored.
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  BOOST_REQUIRE(holder.exec("SELECT 1 FROM taskmill.tasks WHERE key = 'first' FOR UPDATE"));
+  db.exec("SELECT taskmill.submit('NOOP', 'second')");
+  std::this_thread::sleep_for(1500ms);  // the sleep is over, its outcome waits
+  BOOST_CHECK_EQUAL(count("key = 'first' AND status = 'running'"), 1);
+  BOOST_CHECK_EQUAL(count("key = 'second' AND status = 'pending'"), 1);
+  auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+  BOOST_CHECK(in_flight && *in_flight == 1);
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
+  BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 2; }));
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT bool_and(s.started_at >= f.updated_at)::text FROM taskmill.tasks s, "
+                "taskmill.tasks f WHERE s.key = 'second' AND f.key = 'first'"),
+      "true");
+}
+
 BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
   auto cfg = test_node_config("n1");
   cfg.scheduling.poll_interval = 10s;  // the next-due timer, not polling, must wake it
@@ -189,6 +214,60 @@ BOOST_AUTO_TEST_CASE(retries_move_between_nodes_without_double_runs) {
   BOOST_CHECK_EQUAL(count("attempt <> 3 OR retry_count <> 3"), 0);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE outcome = 'retry'"),
                     std::to_string(3 * n));
+}
+
+BOOST_AUTO_TEST_CASE(limits_hold_across_nodes_claiming_at_once) {
+  for (int i = 1; i <= 3; ++i) {
+    auto cfg = test_node_config("n" + std::to_string(i));
+    cfg.scheduling.global_limit = 6;
+    cfg.scheduling.batch_size = 4;
+    auto capped = cfg.types.at("SLEEP");
+    capped.name = "CAPPED";
+    capped.running_limit = 2;
+    cfg.types["CAPPED"] = capped;
+    start(cfg);
+  }
+  db.exec(
+      "SELECT count(taskmill.submit(CASE WHEN k % 3 = 0 THEN 'CAPPED' ELSE 'SLEEP' END, k::text, "
+      "payload => '40')) FROM generate_series(1, 240) k");
+  int64_t most = 0, most_capped = 0, samples = 0;
+  auto watcher = db.connect();
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        auto res = watcher.exec(
+            "SELECT count(*) FILTER (WHERE status = 'running'), count(*) FILTER (WHERE status = "
+            "'running' AND type = 'CAPPED'), count(*) FILTER (WHERE status = 'succeeded') FROM "
+            "taskmill.tasks");
+        BOOST_REQUIRE(res);
+        ++samples;
+        most = std::max<int64_t>(most, std::stoll(res->string(0, 0)));
+        most_capped = std::max<int64_t>(most_capped, std::stoll(res->string(0, 1)));
+        return res->string(0, 2) == "240";
+      },
+      60s));
+  BOOST_TEST_MESSAGE(samples << " samples: at most " << most << " running, " << most_capped
+                             << " of the capped type");
+  BOOST_CHECK_LE(most, 6);
+  BOOST_CHECK_GE(most, 4);
+  BOOST_CHECK_LE(most_capped, 2);
+  BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
+  auto nodes_used = std::stoi(db.scalar("SELECT count(DISTINCT picked_by) FROM taskmill.tasks"));
+  BOOST_CHECK_GE(nodes_used, 2);
+}
+
+BOOST_AUTO_TEST_CASE(notifications_wake_idle_nodes_long_before_their_poll) {
+  auto cfg = test_node_config("listener");
+  cfg.scheduling.poll_interval = 20s;
+  start(cfg);
+  for (int i = 0; i < 5; ++i) {
+    std::this_thread::sleep_for(300ms);  // idle: waiting for a poll 20 s away
+    db.exec("SELECT taskmill.submit('NOOP', $1)", {"wake-" + std::to_string(i)});
+  }
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == 5; }, 5s));
+  auto slowest_ms = std::stod(db.scalar(
+      "SELECT max(extract(epoch from started_at - created_at)) * 1000 FROM taskmill.tasks"));
+  BOOST_TEST_MESSAGE("slowest pickup after a commit: " << slowest_ms << " ms");
+  BOOST_CHECK_LE(slowest_ms, 1000);
 }
 
 BOOST_AUTO_TEST_CASE(poll_only_nodes_find_work_without_notifications) {

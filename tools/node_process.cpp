@@ -8,10 +8,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <stdexcept>
+#include <thread>
 
 namespace taskmill {
 
@@ -21,10 +23,15 @@ node_process::node_process(const std::string& binary, const std::string& name,
       log_file_((std::filesystem::temp_directory_path() /
                  ("taskmill-" + name + "-" + std::to_string(getpid()) + ".log"))
                     .string()) {
-  std::vector<std::string> args{binary,       "node",
-                                "--database", conninfo,
-                                "--set",      "node.name=" + name,
-                                "--set",      "api.listen=127.0.0.1:0"};
+  std::vector<std::string> args{binary, "node"};
+  if (!conninfo.empty()) {
+    args.push_back("--database");
+    args.push_back(conninfo);
+  }
+  for (const auto& o : {"node.name=" + name, std::string{"api.listen=127.0.0.1:0"}}) {
+    args.push_back("--set");
+    args.push_back(o);
+  }
   for (const auto& o : options) {
     args.push_back("--set");
     args.push_back(o);
@@ -57,11 +64,20 @@ void node_process::kill_hard() {
   pid_ = -1;
 }
 
-int node_process::stop() {
+int node_process::stop(int signal, std::chrono::seconds patience) {
   if (pid_ <= 0) return -1;
-  ::kill(pid_, SIGTERM);
+  ::kill(pid_, signal);
   int status = 0;
-  waitpid(pid_, &status, 0);
+  auto deadline = std::chrono::steady_clock::now() + patience;
+  while (waitpid(pid_, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid_, SIGKILL);
+      waitpid(pid_, &status, 0);
+      pid_ = -1;
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds{10});
+  }
   pid_ = -1;
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }

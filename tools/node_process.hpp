@@ -3,8 +3,10 @@
 // A `taskmill node` in a process of its own: for the benchmark (which reads
 // its memory) and for tests that kill nodes.
 
+#include <signal.h>
 #include <sys/types.h>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -13,7 +15,8 @@ namespace taskmill {
 
 class node_process {
  public:
-  /// Starts `binary node --database conninfo --set node.name=name` with each
+  /// Starts `binary node --database conninfo --set node.name=name` (no
+  /// --database if `conninfo` is empty: the embedded default) with each
   /// of `options` as a further `--set`; its output goes to `log_file`.
   node_process(const std::string& binary, const std::string& name, const std::string& conninfo,
                const std::vector<std::string>& options);
@@ -28,8 +31,9 @@ class node_process {
 
   /// SIGKILL: the node dies at once, as in a crash.
   void kill_hard();
-  /// SIGTERM and wait; answers the exit code.
-  int stop();
+  /// Sends `signal` and waits; answers the exit code, or -1 if it had to be
+  /// killed because it did not exit within `patience`.
+  int stop(int signal = SIGTERM, std::chrono::seconds patience = std::chrono::seconds{60});
   bool running() const { return pid_ > 0; }
   pid_t pid() const { return pid_; }
   /// Its peak resident memory so far (VmHWM), in bytes; 0 if unknown.
