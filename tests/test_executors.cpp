@@ -183,6 +183,28 @@ BOOST_AUTO_TEST_CASE(a_slow_executor_costs_one_timeout) {
   BOOST_CHECK_EQUAL(quick.status, "succeeded");
 }
 
+BOOST_AUTO_TEST_CASE(many_hung_executions_cost_one_timeout_together) {
+  start(http_config(executor.url()));
+  db.exec(
+      "SELECT count(taskmill.submit('WEB', 'hung-' || k, payload => '{\"delay_ms\": 4000}', "
+      "timeout_ms => 300, max_retries => 0)) FROM generate_series(1, 200) k");
+  // While 200 calls hang, other work goes on.
+  auto quick = run("beside-the-hung", {{"status", 200}});
+  BOOST_CHECK_EQUAL(quick.status, "succeeded");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'hung-%' AND "
+                   "status = 'dead' AND error LIKE '%timed out%'") == "200";
+      },
+      10s));
+  auto span_s =
+      std::stod(db.scalar("SELECT extract(epoch from max(updated_at) - min(started_at)) FROM "
+                          "taskmill.tasks WHERE key LIKE 'hung-%'"));
+  BOOST_TEST_MESSAGE("200 hung calls timed out within " << span_s << " s");
+  BOOST_CHECK_LE(span_s, 2.0);
+}
+
 BOOST_AUTO_TEST_CASE(an_unreachable_executor_is_retried) {
   // A port nothing listens on: bind one, learn its number, close it.
   uint16_t port = 0;
