@@ -17,8 +17,18 @@ struct limiter_state {
   // Types run on executors of limited capacity (CAF executors), and it.
   std::map<std::string, int32_t> capacity;
   wake_listener_actor pusher;
+  // A claim got fewer permits than it wanted: permits coming back may let the
+  // pusher claim more. Other releases wake nobody; a claim that was not short
+  // of permits found all the due work there was.
+  bool short_of_room = false;
 
   int64_t room() const { return options.node_limit - in_flight - reserved; }
+  // Claims may also have been cut short in the database, by cluster-wide
+  // limits or by the room left on executors of limited capacity; any permit
+  // coming back may be the one such a claim waited for.
+  bool limited_in_claims() const {
+    return options.global_limit > 0 || !options.type_limits.empty() || !capacity.empty();
+  }
 };
 
 namespace {
@@ -32,6 +42,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
         auto granted =
             static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(wanted, st.room())));
         st.reserved += granted;
+        if (granted < wanted) st.short_of_room = true;
         pb::ClaimRequest req;
         req.set_limit(granted);
         req.set_global_limit(st.options.global_limit);
@@ -63,7 +74,9 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           --st.in_flight;
           if (--st.by_type[type] <= 0) st.by_type.erase(type);
         }
-        if (st.pusher && !release.types().empty()) self->send(st.pusher, wake_atom_v);
+        if (release.types().empty() || !(st.short_of_room || st.limited_in_claims())) return;
+        st.short_of_room = false;
+        if (st.pusher) self->send(st.pusher, wake_atom_v);
       },
       [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
       [self](capacity_atom, const std::string& type, int32_t capacity) {

@@ -85,6 +85,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.reconnect_min = cfg->database.reconnect_min;
   storage_opts.reconnect_max = cfg->database.reconnect_max;
   storage_opts.listen = cfg->database.listen;
+  storage_opts.next_due_horizon = cfg->scheduling.poll_interval;
   storage_opts.rules = cfg->reconciler.rules;
   storage_opts.compensation_batch = cfg->watcher.batch_size;
   node.cfg = cfg;

@@ -27,7 +27,7 @@ const statement claim{
     "$7::text[], $8::text[], $9::int[])"};
 
 const statement next_due{"next_due",
-                         "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[])"};
+                         "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint)"};
 
 const statement complete_many{
     "complete_many",
@@ -50,13 +50,13 @@ const statement list_tasks{
 // Finished attempts, and the one under way if the task is running.
 const statement task_attempts{
     "task_attempts",
-    "SELECT t.id, a.attempt, a.node, a.started_at, a.finished_at, a.outcome, a.error "
-    "FROM taskmill.tasks t LEFT JOIN taskmill.attempts a ON a.task_id = t.id WHERE t.id = "
+    "SELECT t.id, h.attempt, h.node, h.started_at, h.finished_at, h.outcome, h.error "
+    "FROM taskmill.tasks t LEFT JOIN taskmill.attempt_history h ON h.task_id = t.id WHERE t.id = "
     "$1::bigint "
     "UNION ALL SELECT t.id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL "
     "FROM taskmill.tasks t WHERE t.id = $1::bigint AND t.status = 'running' AND NOT EXISTS "
     "(SELECT 1 FROM taskmill.attempts a WHERE a.task_id = t.id AND a.attempt = t.attempt) "
-    "ORDER BY 2 NULLS FIRST"};
+    "ORDER BY 2 NULLS FIRST, 5 NULLS LAST"};
 
 const statement retry_task{"retry_task", "SELECT * FROM taskmill.retry($1::bigint)"};
 

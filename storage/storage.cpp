@@ -516,7 +516,8 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                           text_array(req.capped_types()), int_array(req.capped_limits()),
                           std::to_string(req.global_limit()), types, text_array(req.local_types()),
                           int_array(req.local_room())}};
-          db::call next{&db::sql::next_due, {types}};
+          db::call next{&db::sql::next_due,
+                        {types, std::to_string(self->state.options.next_due_horizon.count())}};
           enqueue<pb::ClaimedTasks>(self, {std::move(claim), std::move(next)}, promise,
                                     [](results& rs) { return read_claim(*rs[0], *rs[1]); });
           return promise;

@@ -21,6 +21,9 @@ struct storage_options {
   std::chrono::milliseconds reconnect_max{5000};
   /// LISTEN for wake-ups; off for connection poolers that break LISTEN.
   bool listen = true;
+  /// How far ahead a claim looks for the next task to become due: the
+  /// pusher's poll interval, after which it looks again anyway.
+  std::chrono::milliseconds next_due_horizon{1000};
   /// The reconciler's compensation rules, prepared on every connection.
   std::vector<compensation_rule> rules;
   /// Most rows one compensation pass submits.

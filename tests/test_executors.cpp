@@ -76,8 +76,9 @@ struct executor_fixture : test::nodes_fixture {
   }
 
   std::vector<std::string> outcomes(int64_t id) {
-    auto res = db.exec("SELECT outcome FROM taskmill.attempts WHERE task_id = $1 ORDER BY attempt",
-                       {std::to_string(id)});
+    auto res =
+        db.exec("SELECT outcome FROM taskmill.attempt_history WHERE task_id = $1 ORDER BY attempt",
+                {std::to_string(id)});
     std::vector<std::string> out;
     for (int i = 0; i < res.rows(); ++i) out.push_back(res.string(i, 0));
     return out;

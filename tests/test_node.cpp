@@ -54,8 +54,9 @@ BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
   }
   BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == 2000; }, 30s));
   BOOST_CHECK_EQUAL(count("attempt <> 1 OR picked_by <> 'n1'"), 0);
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE outcome = 'succeeded'"),
-                    "2000");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.attempt_history WHERE outcome = 'succeeded'"),
+      "2000");
   // Every permit came back once the outcomes were stored.
   BOOST_CHECK(test::eventually([&] {
     auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
@@ -195,7 +196,7 @@ BOOST_AUTO_TEST_CASE(several_nodes_share_the_work_and_run_each_task_once) {
       std::to_string(n) + ") k");
   BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == n; }, 60s));
   BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts"), std::to_string(n));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempt_history"), std::to_string(n));
   auto nodes_used = std::stoi(db.scalar("SELECT count(DISTINCT picked_by) FROM taskmill.tasks"));
   BOOST_TEST_MESSAGE(nodes_used << " nodes ran tasks");
   BOOST_CHECK_GE(nodes_used, 2);

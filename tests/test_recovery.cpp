@@ -82,8 +82,8 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
   BOOST_TEST_MESSAGE("n1 held " << held << " running tasks when it was killed");
 
   // Every task succeeded exactly once; no (task, attempt) ran twice.
-  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'succeeded'"),
-                    n);
+  BOOST_CHECK_EQUAL(
+      count(db, "SELECT count(*) FROM taskmill.attempt_history WHERE outcome = 'succeeded'"), n);
   std::set<std::pair<int64_t, int>> runs;
   int twice = 0;
   for (const auto& r : executor.all_requests())

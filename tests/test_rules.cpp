@@ -262,9 +262,9 @@ BOOST_AUTO_TEST_CASE(running_is_cancelled_and_recreated) {
   BOOST_CHECK(!db.complete(t.id, 1, "succeeded"));
   BOOST_CHECK_EQUAL(db.by_id(t.id).status, "cancelled");
   BOOST_CHECK_EQUAL(db.by_id(again.id).status, "pending");
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT outcome FROM taskmill.attempts WHERE task_id = $1", {std::to_string(t.id)}),
-      "succeeded");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT outcome FROM taskmill.attempt_history WHERE task_id = $1",
+                              {std::to_string(t.id)}),
+                    "succeeded");
 }
 
 BOOST_AUTO_TEST_CASE(finished_work_is_ignored) {
@@ -403,6 +403,28 @@ BOOST_AUTO_TEST_CASE(a_finished_task_runs_again_with_its_retries_counted_afresh)
     BOOST_CHECK_LE(again.execute_in_s, 0.0);
     BOOST_CHECK_EQUAL(db.claim(1).size(), 1u);
   }
+}
+
+BOOST_AUTO_TEST_CASE(earlier_successes_stay_in_the_history) {
+  task_database db{"retryhist"};
+  auto t = db.call("submit('T', 'k', execute_at => now() + interval '1 hour')");
+  auto id = std::to_string(t.id);
+  make_status(db, t, "succeeded");
+  auto history = [&] {
+    return db.scalar(
+        "SELECT string_agg(attempt || ':' || outcome || ':' || node, ',' ORDER BY attempt) "
+        "FROM taskmill.attempt_history WHERE task_id = $1 AND finished_at >= started_at",
+        {id});
+  };
+  BOOST_CHECK_EQUAL(history(), "1:succeeded:n1");
+  db.exec("SELECT taskmill.retry($1::bigint)", {id});
+  BOOST_CHECK_EQUAL(history(), "1:succeeded:n1");
+  auto again = db.claim(1, "n2");
+  BOOST_REQUIRE_EQUAL(again.size(), 1u);
+  BOOST_REQUIRE(db.complete(t.id, 2, "succeeded"));
+  BOOST_CHECK(!db.complete(t.id, 2, "succeeded"));
+  BOOST_CHECK(!db.complete(t.id, 2, "fail", "late"));
+  BOOST_CHECK_EQUAL(history(), "1:succeeded:n1,2:succeeded:n2");
 }
 
 BOOST_AUTO_TEST_CASE(a_running_task_is_refused) {
