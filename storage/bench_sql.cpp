@@ -45,9 +45,10 @@ const char* const raw_unfinished =
 
 const char* const raw_reset = "TRUNCATE bench_raw.jobs";
 
-const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.attempts";
+const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
 
-const char* const vacuum_tasks = "VACUUM ANALYZE taskmill.tasks, taskmill.attempts";
+const char* const vacuum_tasks =
+    "VACUUM ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
 
 const char* const checkpoint = "CHECKPOINT";
 

@@ -26,8 +26,8 @@ const statement claim{
     "SELECT * FROM taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
     "$7::text[], $8::text[], $9::int[])"};
 
-const statement next_due{"next_due",
-                         "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint)"};
+const statement next_due{
+    "next_due", "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint)"};
 
 const statement complete_many{
     "complete_many",
@@ -46,6 +46,15 @@ const statement list_tasks{
     "SELECT * FROM taskmill.tasks WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR "
     "key = $2) AND ($3::taskmill.task_status IS NULL OR status = $3) AND ($4::text IS NULL OR "
     "batch = $4) AND id > $5::bigint ORDER BY id LIMIT $6::int"};
+
+// The tasks of one (type, key): live ones by their keys, cancelled ones by
+// the index of cancelled tasks (tasks itself has no index on type and key).
+const statement list_unit_tasks{
+    "list_unit_tasks",
+    "SELECT * FROM taskmill.tasks WHERE id IN (SELECT k.task_id FROM taskmill.task_keys k WHERE "
+    "k.type = $1 AND k.key = $2 UNION ALL SELECT c.id FROM taskmill.tasks c WHERE c.status = "
+    "'cancelled' AND c.type = $1 AND c.key = $2) AND ($3::taskmill.task_status IS NULL OR status "
+    "= $3) AND ($4::text IS NULL OR batch = $4) AND id > $5::bigint ORDER BY id LIMIT $6::int"};
 
 // Finished attempts, and the one under way if the task is running.
 const statement task_attempts{
@@ -109,8 +118,9 @@ std::string compensation_sql(const std::string& query) {
   return "WITH missing AS (SELECT r.key::text AS key, r.execute_at::timestamptz AS execute_at, "
          "r.payload::jsonb AS payload FROM (" +
          body +
-         "\n) r WHERE NOT EXISTS (SELECT 1 FROM taskmill.tasks t WHERE t.type = $1 AND t.key = "
-         "r.key::text AND t.status NOT IN ('cancelled', 'dead')) LIMIT $2::int) "
+         "\n) r WHERE NOT EXISTS (SELECT 1 FROM taskmill.task_keys k JOIN taskmill.tasks t ON t.id "
+         "= k.task_id WHERE k.type = $1 AND k.key = r.key::text AND t.status <> 'dead') LIMIT "
+         "$2::int) "
          "SELECT count(*) FILTER (WHERE s.outcome IN ('created', 'replaced')) FROM missing m CROSS "
          "JOIN LATERAL taskmill.submit($1, m.key, 0, coalesce(m.payload, '{}'), "
          "coalesce(m.execute_at, now())) s";
@@ -128,6 +138,7 @@ const std::vector<const statement*>& all() {
       &get_task,
       &put_type_settings,
       &list_tasks,
+      &list_unit_tasks,
       &task_attempts,
       &retry_task,
       &batch_counts,

@@ -20,6 +20,7 @@ extern const statement complete_many;
 extern const statement get_task;
 extern const statement put_type_settings;
 extern const statement list_tasks;
+extern const statement list_unit_tasks;
 extern const statement task_attempts;
 extern const statement retry_task;
 extern const statement batch_counts;

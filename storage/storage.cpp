@@ -538,8 +538,9 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
             return s.empty() ? db::param{} : db::param{s};
           };
           auto limit = req.limit() > 0 ? req.limit() : 100;
+          bool one_unit = !req.type().empty() && !req.key().empty();
           db::call c{
-              &db::sql::list_tasks,
+              one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
               {optional_text(req.type()), optional_text(req.key()),
                req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
                                                            : db::param{status_name(req.status())},

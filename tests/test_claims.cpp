@@ -416,6 +416,17 @@ struct submit_op {
 /// once, stale answers name a higher version, the current task of every unit
 /// is its highest version, nothing below it waits to run, no version is live
 /// twice.
+/// taskmill.task_keys holds the identity of every task that is not
+/// cancelled, and of nothing else.
+void check_task_keys(const task_database& db) {
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks t FULL JOIN taskmill.task_keys k ON k.task_id "
+                "= t.id AND k.type = t.type AND k.key = t.key AND k.version = t.version WHERE "
+                "(t.id IS NOT NULL AND t.status <> 'cancelled') IS DISTINCT FROM (k.task_id IS "
+                "NOT NULL)"),
+      "0");
+}
+
 void check_submit_rules(const task_database& db, const std::string& type,
                         const std::vector<submit_op>& ops) {
   std::map<std::pair<int, int>, int> created;
@@ -441,6 +452,7 @@ void check_submit_rules(const task_database& db, const std::string& type,
       db.scalar("SELECT count(*) FROM (SELECT type, key, version FROM taskmill.tasks WHERE "
                 "status <> 'cancelled' GROUP BY 1, 2, 3 HAVING count(*) > 1) d"),
       "0");
+  check_task_keys(db);
 }
 
 }  // namespace
@@ -621,6 +633,7 @@ BOOST_AUTO_TEST_CASE(reschedules_racing_claims_are_never_lost) {
                      std::stod(db.scalar("SELECT extract(epoch from now())")));
     }
   }
+  check_task_keys(db);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -445,6 +445,12 @@ BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
   BOOST_CHECK_EQUAL(exists(new_cancelled), 1);
   BOOST_CHECK_EQUAL(exists(old_pending), 1);
   BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts"), 4);
+  // Purged tasks leave no key behind; cancelled ones held none.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT string_agg(t.key, ',' ORDER BY t.key) FROM taskmill.task_keys k JOIN "
+                "taskmill.tasks t ON t.id = k.task_id"),
+      "a,b,f");
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.task_keys"), 3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
