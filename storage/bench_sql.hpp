@@ -32,6 +32,7 @@ extern const char* const now;
 /// $1: type. Answers succeeded count, count of tasks claimed more than once,
 /// and the count of all tasks of the type.
 extern const char* const succeeded_count;
+extern const char* const finished_count;
 /// $1: type, $2: a start time. Seconds from it to the last completion.
 extern const char* const seconds_to_last_completion;
 /// $1: type. Seconds from the first claim to the last completion, and the

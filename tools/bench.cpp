@@ -342,14 +342,14 @@ void await_succeeded(db::connection& conn, const char* type, int64_t expected) {
   int64_t last = -1;
   auto last_change = steady::now();
   while (true) {
-    auto counts = count_tasks(conn, type);
-    if (counts.succeeded >= expected) return;
-    if (counts.succeeded != last) {
-      last = counts.succeeded;
+    auto succeeded = run(conn, sql::finished_count, {std::string{type}}).int64(0, 0);
+    if (succeeded >= expected) return;
+    if (succeeded != last) {
+      last = succeeded;
       last_change = steady::now();
     } else if (seconds_since(last_change) > 30) {
       throw bench_failure{std::string{"no "} + type + " task finished for 30 s; " +
-                          std::to_string(counts.succeeded) + " of " + std::to_string(expected) +
+                          std::to_string(succeeded) + " of " + std::to_string(expected) +
                           " succeeded"};
     }
     sleep_checked(milliseconds{50});
@@ -573,7 +573,6 @@ struct target {
   double bound;
   bool met() const { return comparison == ">=" ? value >= bound : value <= bound; }
 };
-
 
 void print_table(const std::vector<std::pair<std::string, series>>& rows,
                  const std::vector<target>& targets) {
