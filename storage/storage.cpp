@@ -397,10 +397,29 @@ caf::expected<Result> outcome_and_task(const db::result& res,
   return out;
 }
 
-pb::ClaimedTasks read_claim(const db::result& claimed, const db::result& next) {
+/// A claimed task, as much of it as the claim statement reads.
+void read_claimed_task(const db::result& res, int row, const std::string& node, pb::Task* out) {
+  out->set_id(res.int64(row, 0));
+  out->set_type(res.string(row, 1));
+  out->set_key(res.string(row, 2));
+  out->set_version(res.int64(row, 3));
+  out->set_priority(res.int32(row, 4));
+  out->set_payload(res.string(row, 5));
+  out->set_attempt(res.int32(row, 6));
+  out->set_timeout_ms(res.int32(row, 7));
+  out->set_batch(res.string(row, 8));
+  out->set_shard_index(res.int32(row, 9));
+  out->set_shard_total(res.int32(row, 10));
+  out->set_trace_id(res.string(row, 11));
+  out->set_status(pb::RUNNING);
+  out->set_picked_by(node);
+}
+
+pb::ClaimedTasks read_claim(const db::result& claimed, const db::result& next,
+                            const std::string& node) {
   pb::ClaimedTasks out;
-  db::task_columns cols{claimed};
-  for (int row = 0; row < claimed.rows(); ++row) db::read_task(claimed, row, cols, out.add_tasks());
+  for (int row = 0; row < claimed.rows(); ++row)
+    read_claimed_task(claimed, row, node, out.add_tasks());
   if (next.rows() > 0 && !next.is_null(0, 0)) {
     auto delay_us = next.micros(0, 0) - next.micros(0, 1);
     out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
@@ -518,8 +537,9 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                           int_array(req.local_room())}};
           db::call next{&db::sql::next_due,
                         {types, std::to_string(self->state.options.next_due_horizon.count())}};
-          enqueue<pb::ClaimedTasks>(self, {std::move(claim), std::move(next)}, promise,
-                                    [](results& rs) { return read_claim(*rs[0], *rs[1]); });
+          enqueue<pb::ClaimedTasks>(
+              self, {std::move(claim), std::move(next)}, promise,
+              [node = req.node()](results& rs) { return read_claim(*rs[0], *rs[1], node); });
           return promise;
         },
         [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {
