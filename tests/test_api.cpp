@@ -302,6 +302,18 @@ BOOST_AUTO_TEST_CASE(bad_reschedules_and_cancels) {
   expect_error(
       call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": "keep", "when": "now"})"),
       400, "unknown field when");
+  expect_error(call("POST", "/v1/tasks/reschedule", R"({"type": "SLEEP", "key": )"), 400, "JSON");
+  expect_error(call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "key": "keep", "execute_at": "2099-01-01T00:00:00Z", )"
+                    R"("payload": ")" +
+                        std::string(1100000, 'x') + "\"}"),
+               413, "payload");
+  expect_error(call("POST", "/v1/tasks/reschedule",
+                    R"({"type": "SLEEP", "key": "keep", "execute_at": "2099-01-01T00:00:00Z", )"
+                    R"("payload": {"a": })"),
+               400, "JSON");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 1,)"), 400, "JSON");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"type": 7, "key": "keep"})"), 400, "type");
   expect_error(call("POST", "/v1/tasks/cancel", R"({})"), 400, "id or type and key");
   expect_error(call("POST", "/v1/tasks/cancel", R"({"id": "abc"})"), 400, "id must be an integer");
   expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 1, "type": "SLEEP", "key": "keep"})"),
