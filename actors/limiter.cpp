@@ -74,9 +74,10 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           --st.in_flight;
           if (--st.by_type[type] <= 0) st.by_type.erase(type);
         }
-        if (release.types().empty() || !(st.short_of_room || st.limited_in_claims())) return;
+        if (!st.pusher || release.types().empty() || !(st.short_of_room || st.limited_in_claims()))
+          return;
         st.short_of_room = false;
-        if (st.pusher) self->send(st.pusher, wake_atom_v);
+        self->send(st.pusher, wake_atom_v);
       },
       [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
       [self](capacity_atom, const std::string& type, int32_t capacity) {

@@ -226,7 +226,10 @@ using cluster_actor = caf::typed_actor<
 /// protobuf bodies, checks the token, asks the other actors.
 using api_actor = caf::typed_actor<caf::reacts_to<http_atom, http_exchange>>;
 
-/// A CAF executor: runs one task and answers its outcome.
+/// A CAF executor: runs one task and answers its outcome. The task carries
+/// what running it takes (identity, payload, attempt, timeout, batch and
+/// shard, trace id, retry count, max retries, last error), not its timestamps
+/// or backoff settings.
 using executor_actor =
     caf::typed_actor<caf::replies_to<execute_atom, pb::Task>::with<pb::TaskOutcome>>;
 

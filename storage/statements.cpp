@@ -26,7 +26,8 @@ const statement cancel_by_key{
 const statement claim{
     "claim",
     "SELECT id, type, key, version, priority, payload, attempt, timeout_ms, batch, shard_index, "
-    "shard_total, trace_id FROM taskmill.claim($1::text, $2::int, $3::int[], $4::text[], "
+    "shard_total, trace_id, retry_count, max_retries, error FROM taskmill.claim($1::text, $2::int, "
+    "$3::int[], $4::text[], "
     "$5::int[], $6::int, $7::text[], $8::text[], $9::int[])"};
 
 const statement next_due{

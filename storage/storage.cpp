@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <optional>
@@ -308,15 +309,20 @@ void add_plain_parts(self_ptr self, std::vector<part>& parts) {
   self->state.plains.clear();
 }
 
+/// Sends `calls` in the next round trip and answers `promise` with what
+/// `read` makes of their results. The first `must_succeed` calls (all, by
+/// default) fail the request when they fail; `read` sees the others as they
+/// came back.
 template <class T>
 void enqueue(self_ptr self, std::vector<db::call> calls, caf::typed_response_promise<T> promise,
-             std::function<caf::expected<T>(results&)> read) {
+             std::function<caf::expected<T>(results&)> read,
+             size_t must_succeed = std::numeric_limits<size_t>::max()) {
   plain_request r;
   r.calls = std::move(calls);
-  r.answer = [promise, read = std::move(read)](results&& rs) mutable {
-    for (auto& res : rs)
-      if (!res) {
-        promise.deliver(res.error());
+  r.answer = [promise, read = std::move(read), must_succeed](results&& rs) mutable {
+    for (size_t i = 0; i < rs.size() && i < must_succeed; ++i)
+      if (!rs[i]) {
+        promise.deliver(rs[i].error());
         return;
       }
     auto value = read(rs);
@@ -411,17 +417,27 @@ void read_claimed_task(const db::result& res, int row, const std::string& node, 
   out->set_shard_index(res.int32(row, 9));
   out->set_shard_total(res.int32(row, 10));
   out->set_trace_id(res.string(row, 11));
+  out->set_retry_count(res.int32(row, 12));
+  out->set_max_retries(res.int32(row, 13));
+  out->set_error(res.string(row, 14));
   out->set_status(pb::RUNNING);
   out->set_picked_by(node);
 }
 
-pb::ClaimedTasks read_claim(const db::result& claimed, const db::result& next,
+/// The claimed tasks, and when the next one becomes due if that is known:
+/// the claim has committed whatever became of the statement after it, so its
+/// tasks must reach the pusher even when that statement failed.
+pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::result>& next,
                             const std::string& node) {
   pb::ClaimedTasks out;
   for (int row = 0; row < claimed.rows(); ++row)
     read_claimed_task(claimed, row, node, out.add_tasks());
-  if (next.rows() > 0 && !next.is_null(0, 0)) {
-    auto delay_us = next.micros(0, 0) - next.micros(0, 1);
+  if (!next) {
+    spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
+    return out;
+  }
+  if (next->rows() > 0 && !next->is_null(0, 0)) {
+    auto delay_us = next->micros(0, 0) - next->micros(0, 1);
     out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
   }
   return out;
@@ -539,7 +555,7 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                         {types, std::to_string(self->state.options.next_due_horizon.count())}};
           enqueue<pb::ClaimedTasks>(
               self, {std::move(claim), std::move(next)}, promise,
-              [node = req.node()](results& rs) { return read_claim(*rs[0], *rs[1], node); });
+              [node = req.node()](results& rs) { return read_claim(*rs[0], rs[1], node); }, 1);
           return promise;
         },
         [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {

@@ -132,6 +132,17 @@ BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
       "true");
 }
 
+BOOST_AUTO_TEST_CASE(claimed_tasks_run_even_when_the_next_due_time_cannot_be_read) {
+  auto cfg = test_node_config("n1");
+  cfg.scheduling.poll_interval = 200ms;
+  start(cfg);
+  // The claim commits before the statement after it fails.
+  db.exec("DROP FUNCTION taskmill.next_due(text[], bigint)");
+  db.exec("SELECT count(taskmill.submit('NOOP', k::text)) FROM generate_series(1, 20) k");
+  BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 20; }, 10s));
+  BOOST_CHECK_EQUAL(count("status = 'running'"), 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_task_for_later_starts_at_its_time) {
   auto cfg = test_node_config("n1");
   cfg.scheduling.poll_interval = 10s;  // the next-due timer, not polling, must wake it

@@ -455,6 +455,35 @@ BOOST_AUTO_TEST_CASE(a_superseded_version_stays_finished) {
   BOOST_CHECK_EQUAL(db.by_id(v2.id).status, "pending");
 }
 
+BOOST_AUTO_TEST_CASE(a_version_brought_back_supersedes_lower_ones_not_yet_run) {
+  task_database db{"retrylower"};
+  db.call("submit('T', 'k', 1, execute_at => now() + interval '1 hour')");
+  auto v2 = db.call("submit('T', 'k', 2, execute_at => now() + interval '1 hour')");
+  db.exec("SELECT taskmill.cancel($1::bigint)", {std::to_string(v2.id)});
+  // With version 2 cancelled, version 1 may be submitted again.
+  auto v1 = db.call("submit('T', 'k', 1, execute_at => now() + interval '1 hour')");
+  BOOST_REQUIRE_EQUAL(v1.outcome, "created");
+  db.exec("SELECT taskmill.retry($1::bigint)", {std::to_string(v2.id)});
+  BOOST_CHECK_EQUAL(db.by_id(v2.id).status, "pending");
+  auto old = db.by_id(v1.id);
+  BOOST_CHECK_EQUAL(old.status, "cancelled");
+  BOOST_CHECK_EQUAL(old.error, "superseded by version 2");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT (taskmill.current_task('T', 'k')).id"),
+                    std::to_string(v2.id));
+}
+
+BOOST_AUTO_TEST_CASE(retrying_a_batch_leaves_superseded_versions_alone) {
+  task_database db{"retrybatch"};
+  auto w1 = db.call("submit('U', 'k', 1, batch => 'B')");
+  make_status(db, w1, "dead");
+  auto other = db.call("submit('U', 'other', 0, batch => 'B')");
+  make_status(db, other, "dead");
+  db.call("submit('U', 'k', 2, execute_at => now() + interval '1 hour')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.retry_batch('B')"), "1");
+  BOOST_CHECK_EQUAL(db.by_id(w1.id).status, "dead");
+  BOOST_CHECK_EQUAL(db.by_id(other.id).status, "pending");
+}
+
 BOOST_AUTO_TEST_CASE(a_cancelled_task_comes_back_unless_its_version_lives_again) {
   task_database db{"retrycancel"};
   auto t = db.call("submit('T', 'k', execute_at => now() + interval '1 hour')");

@@ -17,6 +17,11 @@ CREATE TABLE taskmill.task_keys (
   PRIMARY KEY (type, key, version)
 );
 
+-- Nothing may create or cancel a task between the copy and the triggers
+-- below (business transactions, nodes not yet upgraded): keys it made would
+-- be missing. Reads go on; the lock holds until this migration commits.
+LOCK TABLE taskmill.tasks IN SHARE ROW EXCLUSIVE MODE;
+
 INSERT INTO taskmill.task_keys (type, key, version, task_id)
 SELECT t.type, t.key, t.version, t.id FROM taskmill.tasks t WHERE t.status <> 'cancelled';
 
@@ -73,7 +78,7 @@ CREATE TRIGGER tasks_cancelled_or_revived AFTER UPDATE OF status ON taskmill.tas
 CREATE OR REPLACE FUNCTION taskmill.current_task(p_type text, p_key text) RETURNS taskmill.tasks
 LANGUAGE sql STABLE AS $$
   SELECT t.* FROM taskmill.task_keys k JOIN taskmill.tasks t ON t.id = k.task_id
-   WHERE k.type = p_type AND k.key = p_key
+   WHERE k.type = p_type AND k.key = p_key AND t.status <> 'cancelled'
    ORDER BY k.version DESC LIMIT 1
 $$;
 

@@ -1,0 +1,79 @@
+-- A task brought back by id is its unit's highest version again: like a
+-- submit of that version, it supersedes the lower versions that have not run
+-- (one submitted after it was cancelled, say). Retrying a batch re-arms only
+-- tasks no higher version has superseded, taking the unit locks first, in
+-- hash order as submit_many does.
+CREATE OR REPLACE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+  live taskmill.tasks;
+BEGIN
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
+  END IF;
+  PERFORM taskmill.lock_unit(cur.type, cur.key);
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.status = 'running' THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s is running; cancel it first', id);
+  END IF;
+  live := taskmill.current_task(cur.type, cur.key);
+  IF live.id IS NOT NULL AND live.version > cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was superseded by version %s (task %s)', id, live.version, live.id);
+  END IF;
+  IF cur.status = 'cancelled' AND live.id IS NOT NULL AND live.version = cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was replaced by a live task of the same version (task %s)', id,
+                       live.id);
+  END IF;
+  UPDATE taskmill.tasks t
+     SET status = 'cancelled', error = format('superseded by version %s', cur.version),
+         updated_at = now()
+   WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
+                   WHERE k.type = cur.type AND k.key = cur.key AND k.version < cur.version)
+     AND t.status IN ('pending', 'failed');
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
+         updated_at = now()
+   WHERE t.id = id
+  RETURNING t.* INTO task;
+  PERFORM taskmill.wake_nodes();
+END
+$$;
+
+CREATE OR REPLACE FUNCTION taskmill.retry_batch(p_batch text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_count integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended(t.type || E'\x1f' || t.key, 7345) AS h
+             FROM taskmill.tasks t
+            WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+            ORDER BY 1) l;
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), updated_at = now()
+   WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+     AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
+                      WHERE k.type = t.type AND k.key = t.key AND k.version > t.version);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM taskmill.wake_nodes();
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+-- Nodes of the release before 007 ask for the next due time without a
+-- horizon until they are restarted on this one.
+CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
+                                  OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000) n
+$$;
