@@ -75,6 +75,11 @@ BOOST_AUTO_TEST_CASE(the_next_due_time_is_told_by_the_database_clock) {
   BOOST_CHECK_CLOSE(for_t, 90.0, 5.0);
   BOOST_CHECK_EQUAL(
       db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due('{NONE}', 600000)"), "t");
+  // Nodes of the previous release ask without a horizon.
+  BOOST_CHECK_CLOSE(
+      std::stod(db.scalar(
+          "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due('{T}')")),
+      90.0, 5.0);
   // Beyond the horizon (the node's poll interval) nothing is looked for.
   BOOST_CHECK_EQUAL(db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due(NULL, 20000)"),
                     "t");

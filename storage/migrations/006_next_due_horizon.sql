@@ -2,7 +2,6 @@
 -- again then anyway. Looking no further keeps the probe from walking past
 -- every far-future task of types the node does not run, which it did after
 -- each claim.
-DROP FUNCTION taskmill.next_due(text[]);
 
 CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint,
                                   OUT next_due_at timestamptz, OUT db_now timestamptz)
@@ -19,4 +18,12 @@ BEGIN
         AND (p_types IS NULL OR t.type = ANY (p_types))
       ORDER BY t.execute_at LIMIT 1) n;
 END
+$$;
+
+-- Nodes of the release before this one ask without a horizon until they are
+-- restarted on this one.
+CREATE OR REPLACE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
+                                             OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000) n
 $$;

@@ -1,6 +1,10 @@
 -- POST /v1/tasks/{id}/retry brings back only the current version of a unit:
 -- a task that a higher version superseded stays finished, or the old work
--- would run again beside (or after) the new one.
+-- would run again beside (or after) the new one. A task brought back is its
+-- unit's highest version again: like a submit of that version, it supersedes
+-- the lower versions that have not run (one submitted after it was
+-- cancelled, say). Retrying a batch re-arms only tasks no higher version has
+-- superseded, taking the unit locks first, in hash order as submit_many does.
 CREATE OR REPLACE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
@@ -29,11 +33,41 @@ BEGIN
                        live.id);
   END IF;
   UPDATE taskmill.tasks t
+     SET status = 'cancelled', error = format('superseded by version %s', cur.version),
+         updated_at = now()
+   WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
+                   WHERE k.type = cur.type AND k.key = cur.key AND k.version < cur.version)
+     AND t.status IN ('pending', 'failed');
+  UPDATE taskmill.tasks t
      SET status = 'pending', execute_at = now(), retry_count = 0,
          deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
          updated_at = now()
    WHERE t.id = id
   RETURNING t.* INTO task;
   PERFORM taskmill.wake_nodes();
+END
+$$;
+
+CREATE OR REPLACE FUNCTION taskmill.retry_batch(p_batch text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_count integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended(t.type || E'\x1f' || t.key, 7345) AS h
+             FROM taskmill.tasks t
+            WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+            ORDER BY 1) l;
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), updated_at = now()
+   WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+     AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
+                      WHERE k.type = t.type AND k.key = t.key AND k.version > t.version);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM taskmill.wake_nodes();
+  END IF;
+  RETURN v_count;
 END
 $$;
