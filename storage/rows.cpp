@@ -67,11 +67,13 @@ void read_task(const result& res, int row, const task_columns& c, pb::Task* out)
   out->set_retry_count(res.int32(row, c.retry_count));
   out->set_max_retries(res.int32(row, c.max_retries));
   out->set_timeout_ms(res.int32(row, c.timeout_ms));
-  auto backoff = out->mutable_backoff();
-  backoff->set_kind(parse_backoff_kind(res.text(row, c.backoff_kind)).value_or(pb::EXPONENTIAL));
-  backoff->set_base_ms(res.int32(row, c.backoff_base_ms));
-  backoff->set_cap_ms(res.int32(row, c.backoff_cap_ms));
-  backoff->set_jitter(res.float64(row, c.backoff_jitter));
+  if (c.backoff_kind >= 0) {
+    auto backoff = out->mutable_backoff();
+    backoff->set_kind(parse_backoff_kind(res.text(row, c.backoff_kind)).value_or(pb::EXPONENTIAL));
+    backoff->set_base_ms(res.int32(row, c.backoff_base_ms));
+    backoff->set_cap_ms(res.int32(row, c.backoff_cap_ms));
+    backoff->set_jitter(res.float64(row, c.backoff_jitter));
+  }
   out->set_batch(res.string(row, c.batch));
   out->set_shard_index(res.int32(row, c.shard_index));
   out->set_shard_total(res.int32(row, c.shard_total));

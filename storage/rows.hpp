@@ -16,6 +16,7 @@ struct task_columns {
       started_at, created_at, updated_at;
 };
 
+/// Fields whose column the result lacks read as empty (a narrower select).
 void read_task(const result& res, int row, const task_columns& cols, pb::Task* out);
 
 /// The 16 array parameters of submit_many for `tasks`.

@@ -21,14 +21,15 @@ const statement cancel_by_id{"cancel_by_id",
 const statement cancel_by_key{
     "cancel_by_key", "SELECT c.outcome, (c.task).* FROM taskmill.cancel($1::text, $2::text) c"};
 
-// Only what running a task takes: a claim is the hottest statement there is,
-// and every column sent costs the server its text form (timestamps most).
+// Only what running a task takes (read_task leaves the other fields unset):
+// a claim is the hottest statement there is, and every column sent costs the
+// server its text form (timestamps most).
 const statement claim{
     "claim",
-    "SELECT id, type, key, version, priority, payload, attempt, timeout_ms, batch, shard_index, "
-    "shard_total, trace_id, retry_count, max_retries, error FROM taskmill.claim($1::text, $2::int, "
-    "$3::int[], $4::text[], "
-    "$5::int[], $6::int, $7::text[], $8::text[], $9::int[])"};
+    "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
+    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by FROM "
+    "taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, $7::text[], "
+    "$8::text[], $9::int[])"};
 
 const statement next_due{
     "next_due", "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint)"};

@@ -403,35 +403,13 @@ caf::expected<Result> outcome_and_task(const db::result& res,
   return out;
 }
 
-/// A claimed task, as much of it as the claim statement reads.
-void read_claimed_task(const db::result& res, int row, const std::string& node, pb::Task* out) {
-  out->set_id(res.int64(row, 0));
-  out->set_type(res.string(row, 1));
-  out->set_key(res.string(row, 2));
-  out->set_version(res.int64(row, 3));
-  out->set_priority(res.int32(row, 4));
-  out->set_payload(res.string(row, 5));
-  out->set_attempt(res.int32(row, 6));
-  out->set_timeout_ms(res.int32(row, 7));
-  out->set_batch(res.string(row, 8));
-  out->set_shard_index(res.int32(row, 9));
-  out->set_shard_total(res.int32(row, 10));
-  out->set_trace_id(res.string(row, 11));
-  out->set_retry_count(res.int32(row, 12));
-  out->set_max_retries(res.int32(row, 13));
-  out->set_error(res.string(row, 14));
-  out->set_status(pb::RUNNING);
-  out->set_picked_by(node);
-}
-
 /// The claimed tasks, and when the next one becomes due if that is known:
 /// the claim has committed whatever became of the statement after it, so its
 /// tasks must reach the pusher even when that statement failed.
-pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::result>& next,
-                            const std::string& node) {
+pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::result>& next) {
   pb::ClaimedTasks out;
-  for (int row = 0; row < claimed.rows(); ++row)
-    read_claimed_task(claimed, row, node, out.add_tasks());
+  db::task_columns cols{claimed};
+  for (int row = 0; row < claimed.rows(); ++row) db::read_task(claimed, row, cols, out.add_tasks());
   if (!next) {
     spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
     return out;
@@ -555,7 +533,7 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                         {types, std::to_string(self->state.options.next_due_horizon.count())}};
           enqueue<pb::ClaimedTasks>(
               self, {std::move(claim), std::move(next)}, promise,
-              [node = req.node()](results& rs) { return read_claim(*rs[0], rs[1], node); }, 1);
+              [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
           return promise;
         },
         [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {
