@@ -45,6 +45,9 @@ struct executor_fixture : test::nodes_fixture {
     config cfg;
     cfg.node.name = "exec-node";
     cfg.api.listen = "127.0.0.1:0";
+    // Far beyond every wait below: work, retries included, must come by
+    // wake-ups (NOTIFY, freed permits), not by polling.
+    cfg.scheduling.poll_interval = 60s;
     task_type_config t;
     t.executor = "http";
     t.url = url;
@@ -291,6 +294,8 @@ BOOST_AUTO_TEST_CASE(registered_executors_run_their_types_within_their_capacity)
   config cfg;
   cfg.node.name = "caf-node";
   cfg.api.listen = "127.0.0.1:0";
+  // Only the executor's freed places may bring the next tasks, not a poll.
+  cfg.scheduling.poll_interval = 60s;
   auto& node = start(cfg);
   std::atomic<int> running{0};
   std::atomic<int> most{0};

@@ -92,6 +92,7 @@ BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
 BOOST_AUTO_TEST_CASE(the_node_limit_caps_tasks_in_flight) {
   auto cfg = test_node_config("n1");
   cfg.scheduling.node_limit = 3;
+  cfg.scheduling.poll_interval = 60s;  // freed permits, not polls, bring the rest
   auto& node = start(cfg);
   pb::SubmitTasks req = tasks_of("SLEEP", 0, 12);
   for (auto& t : *req.mutable_tasks()) t.set_payload("150");
