@@ -61,6 +61,7 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 constexpr auto storage_timeout = std::chrono::seconds{120};
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
+constexpr const char* executor_went_away = "the executor went away";
 
 pb::TaskOutcome outcome_of(const pb::Task& task, pb::ExecutionOutcome kind, std::string error = {},
                            std::string result = {}) {
@@ -284,8 +285,11 @@ void run_caf(self_ptr self, const pb::Task& task) {
             finish(self, std::move(outcome));
           },
           [self, task](const caf::error& err) {
-            finish(self,
-                   outcome_of(task, pb::OUTCOME_RETRY, "executor failed: " + error_message(err)));
+            // The answer to a request can beat the executor's down message.
+            auto error = err == caf::sec::request_receiver_down
+                             ? std::string{executor_went_away}
+                             : "executor failed: " + error_message(err);
+            finish(self, outcome_of(task, pb::OUTCOME_RETRY, std::move(error)));
           });
 }
 
@@ -305,7 +309,7 @@ void forget_executor(self_ptr self, const caf::actor_addr& gone) {
       o.set_attempt(exec.attempt);
       o.set_type(exec.type);
       o.set_outcome(pb::OUTCOME_RETRY);
-      o.set_error("the executor went away");
+      o.set_error(executor_went_away);
       lost.push_back(std::move(o));
     }
   for (auto& o : lost) finish(self, std::move(o));
