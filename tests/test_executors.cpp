@@ -169,6 +169,12 @@ BOOST_AUTO_TEST_CASE(a_2xx_without_json_succeeds_and_a_malformed_outcome_is_retr
   BOOST_CHECK_EQUAL(db.scalar("SELECT result IS NULL FROM taskmill.tasks WHERE id = $1",
                               {std::to_string(plain.id)}),
                     "t");
+  // Any JSON body is the result, not only an object.
+  auto listed = run("json-array", {{"status", 200}, {"body", "[1, 2]"}});
+  BOOST_CHECK_EQUAL(listed.status, "succeeded");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT result::text FROM taskmill.tasks WHERE id = $1",
+                              {std::to_string(listed.id)}),
+                    "[1, 2]");
   auto refused = run("plain-500", {{"status", 503}, {"body", "<html>busy"}});
   BOOST_CHECK_EQUAL(refused.status, "dead");
   BOOST_CHECK(contains(refused.error, "HTTP 503"));
