@@ -4,17 +4,21 @@
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
+#include "messages/text.hpp"
 #include "messages/validate.hpp"
 #include "storage/migrations.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <google/protobuf/stubs/logging.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
 #include <charconv>
 #include <map>
+
+#include <spdlog/spdlog.h>
 
 namespace taskmill {
 
@@ -50,6 +54,8 @@ int status_of(const caf::error& err) {
       return 401;
     case errc::not_found:
       return 404;
+    case errc::method_not_allowed:
+      return 405;
     case errc::conflict:
       return 409;
     case errc::payload_too_large:
@@ -74,9 +80,11 @@ void send(self_ptr self, const call& c, http_response res) {
   c.reply(std::move(res));
 }
 
-void fail(self_ptr self, const call& c, const caf::error& err) {
+void fail(self_ptr self, const call& c, const caf::error& err,
+          std::vector<std::pair<std::string, std::string>> headers = {}) {
   http_response res;
   res.status = status_of(err);
+  res.headers = std::move(headers);
   if (c.protobuf_out) {
     pb::Error e;
     e.set_code(code_of(err));
@@ -107,13 +115,26 @@ void answer(self_ptr self, const call& c, const Message& msg) {
   answer(self, c, msg, [](const Message& m) { return json::encode(m); });
 }
 
+/// Runs `f`; should it throw anyway, the call is answered 500 and the actor
+/// lives on: one request must never take the API down.
+template <class F>
+void guarded(self_ptr self, const call& c, F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    spdlog::error("api: {} {}: unexpected exception: {}", c.req.method, quote_input(c.req.target),
+                  quote_input(e.what(), 400));
+    fail(self, c, make_error(errc::internal, "internal error"));
+  }
+}
+
 /// Asks `handle` and answers the call with the result or the error.
 template <class Result, class Handle, class Done, class... Ts>
 void ask(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Ts&&... xs) {
   self->request(handle, ask_timeout, std::forward<Ts>(xs)...)
-      .then(
-          [self, c, done = std::forward<Done>(done)](Result& result) mutable { done(*c, result); },
-          [self, c](const caf::error& err) { fail(self, *c, err); });
+      .then([self, c, done = std::forward<Done>(done)](
+                Result& result) mutable { guarded(self, *c, [&] { done(*c, result); }); },
+            [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
 std::string percent_decode(std::string_view in) {
@@ -170,18 +191,49 @@ caf::expected<int64_t> task_id(const std::string& text) {
   int64_t id = 0;
   auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
   if (ec != std::errc{} || end != text.data() + text.size() || id < 1)
-    return make_error(errc::invalid_argument,
-                      "the task id in the path must be a positive integer, got '" + text + "'");
+    return make_error(
+        errc::invalid_argument,
+        "the task id in the path must be a positive integer, got " + quote_input(text));
   return id;
+}
+
+// What libprotobuf last complained of on this thread; it names the field of
+// a string that is not UTF-8, which the parse result does not.
+thread_local std::string last_protobuf_complaint;
+
+void keep_protobuf_complaint(google::protobuf::LogLevel, const char*, int,
+                             const std::string& message) {
+  spdlog::debug("libprotobuf: {}", quote_input(message, 400));
+  last_protobuf_complaint = message;
+}
+
+/// The field a complaint of libprotobuf names ("String field
+/// 'taskmill.pb.SubmitTask.key' contains invalid UTF-8 ..."), or empty.
+std::string invalid_utf8_field(const std::string& complaint) {
+  constexpr std::string_view marker = "String field '";
+  auto start = complaint.find(marker);
+  if (start == std::string::npos || complaint.find("invalid UTF-8") == std::string::npos) return {};
+  start += marker.size();
+  auto end = complaint.find('\'', start);
+  if (end == std::string::npos) return {};
+  auto name = complaint.substr(start, end - start);
+  return name.substr(name.rfind('.') + 1);
 }
 
 template <class Message>
 caf::expected<Message> decode_protobuf(const call& c) {
+  static const bool complaints_kept = [] {
+    google::protobuf::SetLogHandler(&keep_protobuf_complaint);
+    return true;
+  }();
+  (void)complaints_kept;
+  last_protobuf_complaint.clear();
   Message msg;
-  if (!msg.ParseFromString(c.req.body))
-    return make_error(errc::invalid_argument,
-                      "the body is not a valid protobuf " + Message::descriptor()->full_name());
-  return msg;
+  if (msg.ParseFromString(c.req.body)) return msg;
+  auto what = "the body is not a valid protobuf " + Message::descriptor()->full_name();
+  if (auto field = invalid_utf8_field(last_protobuf_complaint); !field.empty())
+    what += ": " + field + " must be valid UTF-8";
+  return make_error(errc::invalid_argument, what);
 }
 
 void wake_pusher(self_ptr self) {
@@ -239,8 +291,8 @@ void list(self_ptr self, call_ptr c) {
         return fail(self, *c,
                     make_error(errc::invalid_argument,
                                "status must be one of pending, running, succeeded, failed, dead, "
-                               "cancelled, stopped (got '" +
-                                   value + "')"));
+                               "cancelled, stopped (got " +
+                                   quote_input(value) + ")"));
       req.set_status(*status);
     } else if (name == "limit") {
       int limit = 0;
@@ -256,8 +308,9 @@ void list(self_ptr self, call_ptr c) {
                     make_error(errc::invalid_argument, "page_token is not one this API gave"));
       req.set_page_token(value);
     } else {
-      return fail(self, *c,
-                  make_error(errc::invalid_argument, "unknown query parameter '" + name + "'"));
+      return fail(
+          self, *c,
+          make_error(errc::invalid_argument, "unknown query parameter " + quote_input(name)));
     }
   }
   ask<pb::TaskList>(
@@ -267,18 +320,17 @@ void list(self_ptr self, call_ptr c) {
 }
 
 void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
-  const auto& method = c->req.method;
   const auto& o = self->state.options;
   auto sub = c->path.size() == 4 ? c->path[3] : std::string{};
-  if (c->path.size() == 3 && method == "GET") {
+  if (c->path.size() == 3) {
     ask<pb::Task>(
         self, c, o.storage, [self](const call& c, const pb::Task& t) { answer(self, c, t); },
         caf::get_atom_v, id);
-  } else if (sub == "attempts" && method == "GET") {
+  } else if (sub == "attempts") {
     ask<pb::AttemptList>(
         self, c, o.storage, [self](const call& c, const pb::AttemptList& a) { answer(self, c, a); },
         attempts_atom_v, id);
-  } else if (sub == "result" && method == "POST") {
+  } else if (sub == "result") {
     auto report = c->protobuf_in ? decode_protobuf<pb::ResultReport>(*c)
                                  : json::decode_result_report(c->req.body);
     if (!report) return fail(self, *c, report.error());
@@ -288,7 +340,7 @@ void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
         self, c, o.dispatcher,
         [self](const call& c, const pb::ResultAck& a) { answer(self, c, a); }, result_atom_v, id,
         std::move(*report));
-  } else if (sub == "retry" && method == "POST") {
+  } else {
     ask<pb::Task>(
         self, c, o.storage,
         [self](const call& c, const pb::Task& t) {
@@ -296,23 +348,17 @@ void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
           answer(self, c, t);
         },
         retry_atom_v, id);
-  } else if (c->path.size() <= 4 &&
-             (sub.empty() || sub == "attempts" || sub == "result" || sub == "retry")) {
-    fail(self, *c, make_error(errc::invalid_argument, "method " + method + " is not allowed here"));
-  } else {
-    fail(self, *c,
-         make_error(errc::not_found, "no such endpoint: " + method + " " + c->req.target));
   }
 }
 
 void batch_endpoint(self_ptr self, call_ptr c) {
   const auto& batch = c->path[2];
   const auto& o = self->state.options;
-  if (c->path.size() == 3 && c->req.method == "GET") {
+  if (c->path.size() == 3) {
     ask<pb::BatchCounts>(
         self, c, o.storage, [self](const call& c, const pb::BatchCounts& b) { answer(self, c, b); },
         batch_atom_v, batch);
-  } else if (c->path.size() == 4 && c->path[3] == "retry-failed" && c->req.method == "POST") {
+  } else {
     ask<int32_t>(
         self, c, o.storage,
         [self](const call& c, int32_t n) {
@@ -324,9 +370,6 @@ void batch_endpoint(self_ptr self, call_ptr c) {
           });
         },
         retry_atom_v, batch);
-  } else {
-    fail(self, *c,
-         make_error(errc::not_found, "no such endpoint: " + c->req.method + " " + c->req.target));
   }
 }
 
@@ -373,23 +416,48 @@ void stats(self_ptr self, call_ptr c) {
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
+/// The answers /readyz still waits for, and the first problem found.
+struct readiness {
+  size_t waiting = 0;
+  std::string problem;
+};
+
+void answer_readiness(self_ptr self, const call& c, const readiness& r) {
+  http_response res;
+  res.status = r.problem.empty() ? 200 : 503;
+  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error("unavailable", r.problem);
+  send(self, c, std::move(res));
+}
+
 void ready(self_ptr self, call_ptr c) {
-  self->request(self->state.options.storage, ask_timeout, status_atom_v)
-      .then(
-          [self, c](const pb::StorageStatus& status) {
-            bool migrated = status.schema_version() >= db::all_migrations().back().version;
-            bool ok = status.connected() && migrated;
-            http_response res;
-            res.status = ok ? 200 : 503;
-            res.body =
-                ok ? R"({"ready":true})"
-                   : json::encode_error("unavailable", status.connected()
-                                                           ? "migrations are not applied"
-                                                           : "PostgreSQL is not connected: " +
-                                                                 status.last_error());
-            send(self, *c, std::move(res));
-          },
-          [self, c](const caf::error& err) { fail(self, *c, err); });
+  constexpr auto patience = std::chrono::seconds{2};
+  const auto& o = self->state.options;
+  auto r = std::make_shared<readiness>();
+  r->waiting = o.storages.size() + o.pingables.size();
+  auto done = [self, c, r](std::string problem) {
+    if (r->problem.empty()) r->problem = std::move(problem);
+    if (--r->waiting == 0) answer_readiness(self, *c, *r);
+  };
+  for (const auto& [name, storage] : o.storages)
+    self->request(storage, patience, status_atom_v)
+        .then(
+            [done, name = name](const pb::StorageStatus& status) {
+              if (!status.connected())
+                return done("PostgreSQL is not connected (" + name + "): " + status.last_error());
+              if (status.schema_version() < db::all_migrations().back().version)
+                return done("migrations are not applied");
+              done({});
+            },
+            [done, name = name](const caf::error&) {
+              done("the " + name + " actor does not answer");
+            });
+  for (const auto& [name, actor] : o.pingables)
+    self->request(actor, patience, ping_atom_v)
+        .then([done](caf::ok_atom) { done({}); },
+              [done, name = name](const caf::error&) {
+                done("the " + name + " actor does not answer");
+              });
+  if (r->waiting == 0) answer_readiness(self, *c, *r);
 }
 
 void metrics(self_ptr self, call_ptr c) {
@@ -416,45 +484,112 @@ void metrics(self_ptr self, call_ptr c) {
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
+/// The methods the endpoint at `p` answers, or nullptr when there is none.
+const char* allowed_methods(const std::vector<std::string>& p) {
+  constexpr const char* get = "GET, HEAD";
+  constexpr const char* post = "POST";
+  if (p.size() == 1 && (p[0] == "healthz" || p[0] == "readyz" || p[0] == "metrics")) return get;
+  if (p.size() < 2 || p[0] != "v1") return nullptr;
+  if (p[1] == "tasks") {
+    if (p.size() == 2) return "GET, HEAD, POST";
+    if (p.size() == 3 && (p[2] == "reschedule" || p[2] == "cancel")) return post;
+    if (p.size() == 3) return get;
+    if (p.size() == 4 && p[3] == "attempts") return get;
+    if (p.size() == 4 && (p[3] == "result" || p[3] == "retry")) return post;
+    return nullptr;
+  }
+  if (p[1] == "batches") {
+    if (p.size() == 3) return get;
+    if (p.size() == 4 && p[3] == "retry-failed") return post;
+    return nullptr;
+  }
+  if (p.size() == 2 && (p[1] == "stats" || p[1] == "nodes")) return get;
+  return nullptr;
+}
+
+bool allows(std::string_view allowed, const std::string& method) {
+  for (size_t start = 0; start < allowed.size();) {
+    auto end = allowed.find(", ", start);
+    if (allowed.substr(start, end - start) == method) return true;
+    if (end == std::string_view::npos) break;
+    start = end + 2;
+  }
+  return false;
+}
+
+/// Whether `authorization` carries `token` as a bearer credential; the
+/// scheme is case-insensitive (RFC 7235).
+bool has_bearer_token(std::string_view authorization, const std::string& token) {
+  constexpr std::string_view scheme = "bearer";
+  if (authorization.size() <= scheme.size()) return false;
+  for (size_t i = 0; i < scheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != scheme[i]) return false;
+  auto rest = authorization.substr(scheme.size());
+  if (rest.front() != ' ') return false;
+  while (!rest.empty() && rest.front() == ' ') rest.remove_prefix(1);
+  return same_secret(std::string{rest}, token);
+}
+
+/// The first piece of the request that is not text a field can hold.
+caf::error check_request_text(const call& c) {
+  for (const auto& segment : c.path)
+    if (auto problem = text_problem(segment))
+      return make_error(errc::invalid_argument, std::string{"the path "} + problem);
+  for (const auto& [name, value] : c.query) {
+    if (auto problem = text_problem(name))
+      return make_error(errc::invalid_argument, std::string{"a query parameter name "} + problem);
+    if (auto problem = text_problem(value))
+      return make_error(errc::invalid_argument, "query parameter " + name + " " + problem);
+  }
+  for (const auto& [name, value] : c.req.headers)
+    if (auto problem = text_problem(value))
+      return make_error(errc::invalid_argument, "header " + quote_input(name) + " " + problem);
+  return caf::none;
+}
+
 void route(self_ptr self, call_ptr c) {
   const auto& p = c->path;
-  const auto& method = c->req.method;
-  auto not_found = [&] {
-    fail(self, *c,
-         make_error(errc::not_found, "no such endpoint: " + method + " " + c->req.target));
-  };
-  if (p.size() == 1 && method == "GET") {
+  if (auto err = check_request_text(*c)) return fail(self, *c, err);
+  auto allowed = allowed_methods(p);
+  if (!allowed)
+    return fail(self, *c,
+                make_error(errc::not_found, "no such endpoint: " + quote_input(c->req.method) +
+                                                " " + quote_input(c->req.target)));
+  if (p.size() > 1) {
+    const auto& token = self->state.options.cfg->api.token;
+    if (!token.empty() && !has_bearer_token(c->req.authorization, token))
+      return fail(
+          self, *c,
+          make_error(errc::unauthorized, "a valid Authorization: Bearer token is required"));
+  }
+  if (!allows(allowed, c->req.method)) {
+    auto err =
+        make_error(errc::method_not_allowed, "method " + quote_input(c->req.method) +
+                                                 " is not allowed here; allowed: " + allowed);
+    return fail(self, *c, err, {{"Allow", allowed}});
+  }
+  // HEAD is GET without the body, which the HTTP server leaves out.
+  const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
+  if (p.size() == 1) {
     if (p[0] == "healthz")
       return send(self, *c, http_response{200, "application/json", R"({"status":"ok"})"});
     if (p[0] == "readyz") return ready(self, c);
-    if (p[0] == "metrics") return metrics(self, c);
+    return metrics(self, c);
   }
-  const auto& token = self->state.options.cfg->api.token;
-  if (!token.empty() && !same_secret(c->req.authorization, "Bearer " + token))
-    return fail(self, *c,
-                make_error(errc::unauthorized, "a valid Authorization: Bearer token is required"));
-  if (p.size() < 2 || p[0] != "v1") return not_found();
   if (p[1] == "tasks") {
-    if (p.size() == 2 && method == "POST") return submit(self, c);
-    if (p.size() == 2 && method == "GET") return list(self, c);
-    if (p.size() == 3 && p[2] == "reschedule" && method == "POST") return reschedule(self, c);
-    if (p.size() == 3 && p[2] == "cancel" && method == "POST") return cancel(self, c);
-    if (p.size() >= 3 && p.size() <= 4 && p[2] != "reschedule" && p[2] != "cancel") {
-      auto id = task_id(p[2]);
-      if (!id) return fail(self, *c, id.error());
-      return task_endpoint(self, c, *id);
-    }
-    return not_found();
+    if (p.size() == 2) return method == "POST" ? submit(self, c) : list(self, c);
+    if (p.size() == 3 && p[2] == "reschedule") return reschedule(self, c);
+    if (p.size() == 3 && p[2] == "cancel") return cancel(self, c);
+    auto id = task_id(p[2]);
+    if (!id) return fail(self, *c, id.error());
+    return task_endpoint(self, c, *id);
   }
-  if (p[1] == "batches" && p.size() >= 3) return batch_endpoint(self, c);
-  if (p.size() == 2 && p[1] == "stats" && method == "GET") return stats(self, c);
-  if (p.size() == 2 && p[1] == "nodes" && method == "GET") {
-    return ask<pb::NodeList>(
-        self, c, self->state.options.storage,
-        [self](const call& c, const pb::NodeList& n) { answer(self, c, n); }, nodes_atom_v,
-        self->state.options.lease.count());
-  }
-  not_found();
+  if (p[1] == "batches") return batch_endpoint(self, c);
+  if (p[1] == "stats") return stats(self, c);
+  return ask<pb::NodeList>(
+      self, c, self->state.options.storage,
+      [self](const call& c, const pb::NodeList& n) { answer(self, c, n); }, nodes_atom_v,
+      self->state.options.lease.count());
 }
 
 api_actor::behavior_type api(self_ptr self, api_options options) {
@@ -465,10 +600,13 @@ api_actor::behavior_type api(self_ptr self, api_options options) {
         c->req = std::move(ex.request);
         c->reply = std::move(ex.reply);
         c->protobuf_in = c->req.content_type.rfind("application/x-protobuf", 0) == 0;
+        // The answer is protobuf when asked for, or when the request was and
+        // JSON was not asked for.
         c->protobuf_out =
-            c->protobuf_in || c->req.accept.find("application/x-protobuf") != std::string::npos;
+            c->req.accept.find("application/x-protobuf") != std::string::npos ||
+            (c->protobuf_in && c->req.accept.find("application/json") == std::string::npos);
         split_target(*c);
-        route(self, std::move(c));
+        guarded(self, *c, [&] { route(self, c); });
       },
   };
 }

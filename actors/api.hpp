@@ -7,6 +7,9 @@
 
 #include <chrono>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 namespace taskmill {
 
@@ -22,6 +25,10 @@ struct api_options {
   dispatcher_actor dispatcher;
   limiter_actor limiter;
   wake_listener_actor pusher;
+  /// What /readyz asks: every storage connection must be up and migrated,
+  /// every other actor must answer a ping.
+  std::vector<std::pair<std::string, storage_actor>> storages;
+  std::vector<std::pair<std::string, pingable_actor>> pingables;
 };
 
 api_actor spawn_api(caf::actor_system& sys, api_options options);

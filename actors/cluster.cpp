@@ -118,6 +118,7 @@ cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
   self->state.last.set_alive(true);
   self->send(self, caf::tick_atom_v);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](status_atom) { return self->state.last; },
       [self](caf::tick_atom) {
         beat(self);

@@ -422,6 +422,7 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
   self->state.options = std::move(options);
   self->set_down_handler([self](caf::down_msg& msg) { forget_executor(self, msg.source); });
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](dispatch_atom, const pb::TaskList& list) {
         for (const auto& task : list.tasks()) execute(self, task);
       },

@@ -27,6 +27,16 @@ std::string text(beast::string_view view) {
   return {view.data(), view.size()};
 }
 
+// A request line longer than this is answered 414, a request head (request
+// line and headers) longer than header_limit 431.
+constexpr size_t target_limit = 8 * 1024;
+constexpr uint32_t header_limit = 16 * 1024;
+
+http_response refusal(int status, const char* code, const char* message) {
+  return {status, "application/json",
+          std::string{R"({"error":{"code":")"} + code + R"(","message":")" + message + "\"}}"};
+}
+
 // An idle keep-alive connection is closed after this long.
 constexpr auto idle_timeout = std::chrono::seconds{75};
 constexpr auto drain_timeout = std::chrono::seconds{2};
@@ -44,6 +54,7 @@ class session : public std::enable_shared_from_this<session> {
   void read() {
     parser_.emplace();
     parser_->body_limit(max_body_);
+    parser_->header_limit(header_limit);
     stream_.expires_after(idle_timeout);
     http::async_read(
         stream_, buffer_, *parser_,
@@ -51,17 +62,24 @@ class session : public std::enable_shared_from_this<session> {
   }
 
   void on_read(beast::error_code ec) {
-    if (ec == http::error::body_limit) {
-      http_response too_large{
-          413, "application/json",
-          R"({"error":{"code":"payload_too_large","message":"the body is larger than the limit"}})"};
-      keep_alive_ = false;
-      write(std::move(too_large));
-      return;
+    head_ = false;
+    if (ec == http::error::body_limit)
+      return refuse(refusal(413, "payload_too_large", "the body is larger than the limit"));
+    if (ec == http::error::header_limit) {
+      if (request_line_too_long())
+        return refuse(refusal(414, "uri_too_long", "the request target is longer than 8 KiB"));
+      return refuse(
+          refusal(431, "headers_too_large", "the request headers are larger than 16 KiB"));
     }
-    if (ec) return close();
+    if (ec == http::error::end_of_stream || ec == beast::error::timeout || ec == net::error::eof ||
+        ec == net::error::connection_reset || ec == net::error::operation_aborted)
+      return close();
+    if (ec) return refuse(refusal(400, "invalid_argument", "the request is not valid HTTP/1.1"));
     auto& req = parser_->get();
     keep_alive_ = req.keep_alive();
+    head_ = req.method() == http::verb::head;
+    if (req.target().size() > target_limit)
+      return refuse(refusal(414, "uri_too_long", "the request target is longer than 8 KiB"));
     http_request out;
     out.method = text(req.method_string());
     out.target = text(req.target());
@@ -80,14 +98,30 @@ class session : public std::enable_shared_from_this<session> {
     });
   }
 
+  /// Answers and closes: after a refused request the stream is not trusted.
+  void refuse(http_response res) {
+    keep_alive_ = false;
+    write(std::move(res));
+  }
+
+  /// Whether the request line alone was past the limit: the parser had not
+  /// got to the headers yet.
+  bool request_line_too_long() const { return parser_->get().target().empty(); }
+
   void write(http_response res) {
     auto msg = std::make_shared<http::response<http::string_body>>(
         static_cast<http::status>(res.status), 11);
     msg->set(http::field::server, "taskmill");
     msg->set(http::field::content_type, res.content_type);
+    for (auto& [name, value] : res.headers) msg->set(name, value);
     msg->keep_alive(keep_alive_);
-    msg->body() = std::move(res.body);
-    msg->prepare_payload();
+    if (head_) {
+      // The length the GET answer would have had, and no body.
+      msg->content_length(res.body.size());
+    } else {
+      msg->body() = std::move(res.body);
+      msg->prepare_payload();
+    }
     stream_.expires_after(idle_timeout);
     http::async_write(stream_, *msg,
                       [self = shared_from_this(), msg](beast::error_code ec, size_t) {
@@ -120,6 +154,7 @@ class session : public std::enable_shared_from_this<session> {
   uint64_t max_body_;
   const http_handler& handler_;
   bool keep_alive_ = true;
+  bool head_ = false;
 };
 
 }  // namespace

@@ -38,6 +38,7 @@ caf::result<Answer> forward(self_ptr self, Atom atom, Request req, Predicate wok
 inserter_actor::behavior_type inserter(self_ptr self, inserter_options options) {
   self->state.options = std::move(options);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](submit_atom atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
         if (auto err = validate(tasks, self->state.options.limits)) return err;
         return forward<pb::SubmitResults>(self, atom, std::move(tasks),

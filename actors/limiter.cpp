@@ -37,6 +37,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
                                      limiter_options options) {
   self->state.options = std::move(options);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](acquire_atom, int32_t wanted) -> pb::ClaimRequest {
         auto& st = self->state;
         auto granted =

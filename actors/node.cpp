@@ -10,6 +10,7 @@
 #include "actors/metrics.hpp"
 #include "actors/pusher.hpp"
 #include "actors/reconciler.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/watcher.hpp"
 #include "messages/errors.hpp"
 #include "storage/storage.hpp"
@@ -28,6 +29,13 @@ namespace {
 
 using namespace std::chrono_literals;
 
+/// Errors that waiting cures: PostgreSQL is away or busy, or the name is
+/// still held by the lease of an earlier run.
+bool passes(const caf::error& err) {
+  return is(err, errc::storage_unavailable) || is(err, errc::retryable) ||
+         is(err, errc::conflict) || err == caf::sec::request_timeout;
+}
+
 caf::error wait_until_ready(caf::actor_system& sys, const storage_actor& storage,
                             const std::function<bool()>& keep_waiting) {
   caf::scoped_actor self{sys};
@@ -38,16 +46,59 @@ caf::error wait_until_ready(caf::actor_system& sys, const storage_actor& storage
     self->request(storage, 30s, status_atom_v)
         .receive([&](pb::StorageStatus& s) { status = std::move(s); },
                  [&](caf::error& err) { failure = std::move(err); });
-    if (failure) return failure;
-    if (status.connected()) return caf::none;
+    if (failure && !passes(failure)) return failure;
+    if (!failure && status.connected()) return caf::none;
+    auto why = failure ? error_message(failure) : status.last_error();
     if (!announced) {
-      spdlog::info("node: waiting for PostgreSQL ({})", status.last_error());
+      spdlog::info("node: waiting for PostgreSQL ({})", why);
       announced = true;
     }
     if (!keep_waiting())
-      return make_error(errc::storage_unavailable,
-                        "PostgreSQL is not ready: " + status.last_error());
+      return make_error(errc::storage_unavailable, "PostgreSQL is not ready: " + why);
   }
+}
+
+/// Asks storage until the answer is not an error that waiting cures.
+template <class Result, class... Ts>
+caf::expected<Result> ask_patiently(caf::actor_system& sys, const storage_actor& storage,
+                                    const std::function<bool()>& keep_waiting, const char* what,
+                                    const Ts&... xs) {
+  caf::scoped_actor self{sys};
+  for (bool announced = false;;) {
+    caf::expected<Result> out = caf::error{};
+    self->request(storage, 60s, xs...)
+        .receive([&](Result& r) { out = std::move(r); },
+                 [&](caf::error& err) { out = std::move(err); });
+    if (out || !passes(out.error())) return out;
+    if (!announced) spdlog::info("node: {}: {}; waiting", what, error_message(out.error()));
+    announced = true;
+    if (!keep_waiting()) return out;
+  }
+}
+
+/// Writes the per-type settings and takes the node's name, before it claims
+/// anything. A run of the same name that just crashed holds the name until
+/// its lease ends.
+caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
+                                  const std::function<bool()>& keep_waiting) {
+  const auto& cfg = *node.cfg;
+  auto configured =
+      ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
+                             configure_atom_v, type_settings(cfg));
+  if (!configured) return configured.error();
+  pb::NodeRegistration reg;
+  node.incarnation = new_incarnation();
+  reg.set_name(cfg.node.name);
+  reg.set_incarnation(node.incarnation);
+  reg.set_address(cfg.api.listen);
+  reg.set_lease_ms((cfg.heartbeat.interval * cfg.heartbeat.missed).count());
+  auto lost =
+      ask_patiently<int32_t>(sys, node.storage, keep_waiting,
+                             ("taking the name " + cfg.node.name).c_str(), register_atom_v, reg);
+  if (!lost) return lost.error();
+  if (*lost > 0)
+    spdlog::info("node {}: {} tasks of its earlier run are retried", cfg.node.name, *lost);
+  return caf::none;
 }
 
 pb::TypeSettings settings_of(const std::string& name, const task_type_config& t) {
@@ -89,48 +140,23 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.rules = cfg->reconciler.rules;
   storage_opts.compensation_batch = cfg->watcher.batch_size;
   node.cfg = cfg;
+  node.health = std::make_shared<node_health>();
+  node.supervisor = spawn_supervisor(sys, cfg->node.name, node.health);
+  auto watch = [&](const char* name, const auto& actor) {
+    caf::anon_send(node.supervisor, watch_atom_v, std::string{name},
+                   caf::actor_cast<caf::actor>(actor));
+  };
   node.storage = spawn_storage(sys, storage_opts);
+  watch("storage", node.storage);
 
   auto stop_storage = [&] { stop_node(sys, node); };
   if (auto err = wait_until_ready(sys, node.storage, keep_waiting)) {
     stop_storage();
     return err;
   }
-  {
-    caf::scoped_actor self{sys};
-    caf::error failure;
-    self->request(node.storage, 60s, configure_atom_v, type_settings(*cfg))
-        .receive([](int32_t) {}, [&](caf::error& err) { failure = std::move(err); });
-    if (failure) {
-      stop_storage();
-      return failure;
-    }
-    // The node takes its name before it claims anything.
-    pb::NodeRegistration reg;
-    node.incarnation = new_incarnation();
-    reg.set_name(cfg->node.name);
-    reg.set_incarnation(node.incarnation);
-    reg.set_address(cfg->api.listen);
-    reg.set_lease_ms((cfg->heartbeat.interval * cfg->heartbeat.missed).count());
-    // A run of the same name that just crashed holds it until its lease ends.
-    for (bool announced = false;;) {
-      failure = caf::error{};
-      self->request(node.storage, 60s, register_atom_v, reg)
-          .receive(
-              [&](int32_t lost) {
-                if (lost > 0)
-                  spdlog::info("node {}: {} tasks of its earlier run are retried", cfg->node.name,
-                               lost);
-              },
-              [&](caf::error& err) { failure = std::move(err); });
-      if (!is(failure, errc::conflict) || !keep_waiting()) break;
-      if (!announced) spdlog::info("node {}: {}; waiting", cfg->node.name, error_message(failure));
-      announced = true;
-    }
-    if (failure) {
-      stop_storage();
-      return failure;
-    }
+  if (auto err = configure_and_register(sys, node, keep_waiting)) {
+    stop_storage();
+    return err;
   }
 
   auto helper_opts = storage_opts;
@@ -138,6 +164,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   helper_opts.rules.clear();
   for (auto* helper : {&node.submit_storage, &node.outcome_storage}) {
     *helper = spawn_storage(sys, helper_opts);
+    watch(helper == &node.submit_storage ? "submit storage" : "outcome storage", *helper);
     if (auto err = wait_until_ready(sys, *helper, keep_waiting)) {
       stop_storage();
       return err;
@@ -157,11 +184,13 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   for (const auto& [name, t] : cfg->types)
     if (runs_here(t.executor)) limiter_opts.types.push_back(name);
   node.limiter = spawn_limiter(sys, limiter_opts);
+  watch("limiter", node.limiter);
 
   node.metrics = std::make_shared<node_metrics>();
   node.http = std::make_shared<http_client>();
   node.dispatcher = spawn_dispatcher(
       sys, {cfg->node.name, cfg, node.outcome_storage, node.limiter, node.http, node.metrics});
+  watch("dispatcher", node.dispatcher);
 
   pusher_options pusher_opts;
   pusher_opts.node = cfg->node.name;
@@ -173,6 +202,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   pusher_opts.dispatcher = node.dispatcher;
   pusher_opts.metrics = node.metrics;
   node.pusher = spawn_pusher(sys, pusher_opts);
+  watch("pusher", node.pusher);
 
   caf::anon_send(node.limiter, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.pusher));
@@ -182,6 +212,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   node.inserter =
       spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.submit_storage,
                            caf::actor_cast<wake_listener_actor>(node.pusher), node.metrics});
+  watch("inserter", node.inserter);
 
   auto lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
   watcher_options watcher_opts;
@@ -192,6 +223,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   watcher_opts.batch_size = cfg->watcher.batch_size;
   watcher_opts.storage = node.storage;
   node.watcher = spawn_watcher(sys, watcher_opts);
+  watch("watcher", node.watcher);
 
   reconciler_options reconciler_opts;
   reconciler_opts.interval = cfg->reconciler.interval;
@@ -199,6 +231,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   reconciler_opts.storage = node.storage;
   reconciler_opts.dispatcher = node.dispatcher;
   node.reconciler = spawn_reconciler(sys, reconciler_opts);
+  watch("reconciler", node.reconciler);
 
   cluster_options cluster_opts;
   cluster_opts.node = cfg->node.name;
@@ -211,6 +244,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
                                 caf::actor_cast<leader_duty_actor>(node.reconciler)};
   node.cluster = spawn_cluster(sys, cluster_opts);
+  watch("cluster", node.cluster);
 
   api_options api_opts;
   api_opts.cfg = cfg;
@@ -221,7 +255,17 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.dispatcher = node.dispatcher;
   api_opts.limiter = node.limiter;
   api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
+  api_opts.storages = {{"storage", node.storage},
+                       {"submit storage", node.submit_storage},
+                       {"outcome storage", node.outcome_storage}};
+  auto pingable = [](const auto& actor) { return caf::actor_cast<pingable_actor>(actor); };
+  api_opts.pingables = {
+      {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
+      {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
+      {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
+      {"cluster", pingable(node.cluster)}};
   node.api = spawn_api(sys, api_opts);
+  watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
   if (!listen) {
     stop_node(sys, node);
@@ -249,6 +293,55 @@ uint16_t node_actors::api_port() const {
   return server ? server->port() : 0;
 }
 
+namespace {
+
+/// What the node still runs goes back to pending. Should PostgreSQL be away,
+/// it tries again until the node's lease is over: from then on the leader
+/// recovers the tasks anyway.
+void hand_back_tasks(caf::scoped_actor& self, const node_actors& node) {
+  const auto& cfg = *node.cfg;
+  pb::Heartbeat me;
+  me.set_name(cfg.node.name);
+  me.set_incarnation(node.incarnation);
+  auto deadline = std::chrono::steady_clock::now() + cfg.heartbeat.interval * cfg.heartbeat.missed;
+  auto backoff = cfg.database.reconnect_min;
+  for (;;) {
+    caf::error failure;
+    self->request(node.storage, 30s, leave_atom_v, me)
+        .receive(
+            [&](int32_t released) {
+              if (released > 0)
+                spdlog::info("node {}: {} running tasks go back to pending", cfg.node.name,
+                             released);
+            },
+            [&](caf::error& err) { failure = std::move(err); });
+    if (!failure) return;
+    if (!passes(failure) || std::chrono::steady_clock::now() + backoff > deadline) {
+      spdlog::warn("node {}: could not hand back its tasks (the watcher will): {}", cfg.node.name,
+                   error_message(failure));
+      return;
+    }
+    std::this_thread::sleep_for(backoff);
+    backoff = std::min(backoff * 2, cfg.database.reconnect_max);
+  }
+}
+
+}  // namespace
+
+int run_until_stopped(caf::actor_system& sys, node_actors& node,
+                      const std::function<bool()>& stop_requested) {
+  int status = 0;
+  while (!stop_requested()) {
+    if (node.health->failed()) {
+      spdlog::error("node {}: stopping because {}", node.cfg->node.name, node.health->failure());
+      status = 1;
+      break;
+    }
+  }
+  stop_node(sys, node);
+  return status;
+}
+
 void stop_node(caf::actor_system& sys, node_actors& node) {
   auto reason = caf::exit_reason::user_shutdown;
   caf::scoped_actor self{sys};
@@ -258,6 +351,8 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
     self->wait_for(handle);
     handle = nullptr;
   };
+  // Actors end on purpose from here on.
+  stop(node.supervisor);
   // Claiming and the leader's duties end first; the heartbeat goes on until
   // the node has handed back its work, so nobody takes it meanwhile.
   stop(node.pusher);
@@ -277,20 +372,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
             [&](const caf::error& err) {
               spdlog::warn("node: drain failed: {}", error_message(err));
             });
-    pb::Heartbeat me;
-    me.set_name(node.cfg->node.name);
-    me.set_incarnation(node.incarnation);
-    self->request(node.storage, 30s, leave_atom_v, me)
-        .receive(
-            [&](int32_t released) {
-              if (released > 0)
-                spdlog::info("node {}: {} running tasks go back to pending", node.cfg->node.name,
-                             released);
-            },
-            [&](const caf::error& err) {
-              spdlog::warn("node {}: could not hand back its tasks (the watcher will): {}",
-                           node.cfg->node.name, error_message(err));
-            });
+    hand_back_tasks(self, node);
   }
   stop(node.cluster);
   stop(node.inserter);

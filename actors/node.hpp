@@ -17,6 +17,7 @@ namespace taskmill {
 class http_client;
 class http_server;
 struct node_metrics;
+class node_health;
 
 struct node_actors {
   node_actors();
@@ -24,6 +25,9 @@ struct node_actors {
   node_actors& operator=(node_actors&&) noexcept;
   ~node_actors();
 
+  /// Set when an actor of the node ended while it ran: the node must stop.
+  std::shared_ptr<node_health> health;
+  supervisor_actor supervisor;
   std::shared_ptr<node_metrics> metrics;
   std::shared_ptr<http_client> http;
   storage_actor storage;
@@ -47,9 +51,12 @@ struct node_actors {
   uint16_t api_port() const;
 };
 
-/// Starts storage, waits until it is connected and migrated (asking
-/// `keep_waiting` every half second whether to go on), writes the per-type
-/// settings, then starts the rest, the HTTP API last.
+/// Starts storage, waits until it is connected and migrated, writes the
+/// per-type settings and takes the node's name, then starts the rest, the
+/// HTTP API last. While PostgreSQL cannot be reached, or the name is held by
+/// an earlier run's lease, it waits and tries again, asking `keep_waiting`
+/// (which may block for a moment) whether to go on. Every actor is watched
+/// from the start: should one end, `health` fails.
 caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<const config> cfg,
                                       const std::string& conninfo,
                                       const std::function<bool()>& keep_waiting);
@@ -58,6 +65,12 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
 /// node.shutdown_grace to finish, what still runs then goes back to pending;
 /// storage last.
 void stop_node(caf::actor_system& sys, node_actors& node);
+
+/// Runs `node` until `stop_requested` (asked over and over; it may block for
+/// a moment) says so or an actor of the node ends, then stops it. Answers the
+/// exit status: 0 when asked to stop, 1 when an actor ended.
+int run_until_stopped(caf::actor_system& sys, node_actors& node,
+                      const std::function<bool()>& stop_requested);
 
 /// The per-type settings of `cfg` as written to the database.
 pb::TypeSettingsList type_settings(const config& cfg);

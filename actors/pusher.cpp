@@ -132,6 +132,7 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
   self->state.options = std::move(options);
   claim_round(self);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](wake_atom) { claim_round(self); },
       [self](pause_atom, bool pause) {
         if (self->state.paused == pause) return;

@@ -40,6 +40,7 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
   self->state.options = std::move(options);
   self->delayed_send(self, self->state.options.interval, caf::tick_atom_v, self->state.generation);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](lead_atom, bool leader) {
         auto& st = self->state;
         st.leader = leader;

@@ -57,6 +57,7 @@ void sweep(self_ptr self) {
 watcher_actor::behavior_type watcher(self_ptr self, watcher_options options) {
   self->state.options = std::move(options);
   return {
+      [](ping_atom) { return caf::ok_atom_v; },
       [self](lead_atom, bool leader) {
         self->state.leader = leader;
         if (leader) schedule(self, std::chrono::milliseconds{0});

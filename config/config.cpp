@@ -1,6 +1,8 @@
 #include "config/config.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/text.hpp"
+#include "messages/validate.hpp"
 
 #include <toml++/toml.h>
 
@@ -72,7 +74,8 @@ class table_reader {
     }
   }
 
-  void read(const char* key, milliseconds& out, milliseconds min = milliseconds{0}) {
+  void read(const char* key, milliseconds& out, milliseconds min = milliseconds{0},
+            milliseconds max = max_duration) {
     auto node = take(key);
     if (!node) return;
     caf::expected<milliseconds> parsed = caf::error{};
@@ -80,10 +83,9 @@ class table_reader {
       parsed = parse_duration(*text);
     else if (auto number = node->value<int64_t>())
       parsed = milliseconds{*number};
-    if (!parsed || *parsed < min) {
-      fail(key,
-           "must be a duration such as \"250ms\", \"5s\", \"2m\", \"24h\" or \"7d\", at least " +
-               std::to_string(min.count()) + "ms");
+    if (!parsed || *parsed < min || *parsed > max) {
+      fail(key, "must be a duration such as \"250ms\", \"5s\", \"2m\", \"24h\" or \"7d\", from " +
+                    std::to_string(min.count()) + "ms to " + std::to_string(max.count()) + "ms");
       return;
     }
     out = *parsed;
@@ -139,14 +141,14 @@ class table_reader {
 void read_type(table_reader& r, task_type_config& t) {
   r.read("executor", t.executor);
   r.read("url", t.url);
-  r.read("timeout", t.timeout, milliseconds{1});
+  r.read("timeout", t.timeout, milliseconds{1}, std::chrono::milliseconds{max_timeout_ms});
   r.read("max_retries", t.max_retries, 0, 1000);
   r.read("running_limit", t.running_limit, 0, 1'000'000);
   r.read("pending_deadline", t.pending_deadline);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
-  r.read("backoff_base", t.backoff.base, milliseconds{1});
-  r.read("backoff_cap", t.backoff.cap, milliseconds{1});
+  r.read("backoff_base", t.backoff.base, milliseconds{1}, max_backoff);
+  r.read("backoff_cap", t.backoff.cap, milliseconds{1}, max_backoff);
   r.read("backoff_jitter", t.backoff.jitter, 0.0, 1.0);
   if (kind != "exponential" && kind != "fixed")
     r.fail("backoff", "must be \"fixed\" or \"exponential\"");
@@ -351,13 +353,16 @@ caf::expected<milliseconds> parse_duration(const std::string& text) {
   auto end = text.data() + text.size();
   auto [rest, ec] = std::from_chars(begin, end, number);
   if (ec != std::errc{} || number < 0)
-    return make_error(errc::invalid_argument, "bad duration '" + text + "'");
+    return make_error(errc::invalid_argument, "bad duration " + quote_input(text));
   std::string unit{rest, end};
   static const std::map<std::string, int64_t> factors{
       {"", 1}, {"ms", 1}, {"s", 1000}, {"m", 60'000}, {"h", 3'600'000}, {"d", 86'400'000}};
   auto factor = factors.find(unit);
   if (factor == factors.end())
-    return make_error(errc::invalid_argument, "bad duration unit in '" + text + "'");
+    return make_error(errc::invalid_argument, "bad duration unit in " + quote_input(text));
+  if (number > max_duration.count() / factor->second)
+    return make_error(errc::invalid_argument,
+                      "duration " + quote_input(text) + " is longer than 100 years");
   return milliseconds{number * factor->second};
 }
 
@@ -365,7 +370,8 @@ caf::expected<std::pair<std::string, uint16_t>> parse_listen_address(const std::
                                                                      const std::string& field) {
   auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0)
-    return make_error(errc::invalid_argument, field + " must be host:port, got '" + text + "'");
+    return make_error(errc::invalid_argument,
+                      field + " must be host:port, got " + quote_input(text));
   int port = -1;
   auto ptr = text.data() + colon + 1;
   auto end = text.data() + text.size();

@@ -117,6 +117,11 @@ struct config {
 caf::expected<config> load_config(const std::string& path,
                                   const std::vector<std::string>& overrides);
 
+/// The longest duration any option takes.
+inline constexpr milliseconds max_duration{100LL * 365 * 24 * 3600 * 1000};
+/// Backoff times travel as 32-bit milliseconds.
+inline constexpr milliseconds max_backoff{INT32_MAX};
+
 /// Parses "250ms", "5s", "2m", "24h", "7d" or a number of milliseconds.
 caf::expected<milliseconds> parse_duration(const std::string& text);
 

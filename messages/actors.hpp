@@ -116,11 +116,16 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, pause_atom, "pause")
   CAF_ADD_ATOM(taskmill, taskmill, drain_atom, "drain")
   CAF_ADD_ATOM(taskmill, taskmill, reconcile_atom, "reconcile")
+  CAF_ADD_ATOM(taskmill, taskmill, ping_atom, "ping")
+  CAF_ADD_ATOM(taskmill, taskmill, watch_atom, "watch")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
 
 namespace taskmill {
+
+/// Anything that answers while it processes its mailbox: readiness asks it.
+using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok_atom>>;
 
 /// Anything that can be told that due work may exist.
 using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
@@ -168,7 +173,7 @@ using storage_actor = caf::typed_actor<
 
 /// Validates submissions, reschedules and cancels, has storage apply the rules
 /// of SPEC §3, and wakes the pusher when due work may have arrived.
-using inserter_actor = caf::typed_actor<
+using inserter_actor = pingable_actor::extend<
     caf::replies_to<submit_atom, pb::SubmitTasks>::with<pb::SubmitResults>,
     caf::replies_to<reschedule_atom, pb::RescheduleRequest>::with<pb::RescheduleResult>,
     caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>>;
@@ -176,7 +181,7 @@ using inserter_actor = caf::typed_actor<
 /// Counts the tasks in flight on this node and hands out permits to claim
 /// more, with the cluster-wide limits, which the claim enforces in the
 /// database.
-using limiter_actor = caf::typed_actor<
+using limiter_actor = pingable_actor::extend<
     // Permits for up to n claims, as the skeleton of a claim request.
     caf::replies_to<acquire_atom, int32_t>::with<pb::ClaimRequest>,
     // What a claim used of its permits; the rest go back.
@@ -192,7 +197,7 @@ using limiter_actor = caf::typed_actor<
 
 /// Decides when to claim (a wake-up, its timer, permits coming back), claims
 /// due tasks in weighted-fair batches and hands them to the dispatcher.
-using pusher_actor = wake_listener_actor::extend<
+using pusher_actor = wake_listener_actor::extend_with<pingable_actor>::extend<
     // Stop (true) or resume (false) claiming: a node whose lease is in doubt
     // must not claim.
     caf::reacts_to<pause_atom, bool>,
@@ -202,21 +207,24 @@ using pusher_actor = wake_listener_actor::extend<
 /// Told whether this node leads; acts only while it does.
 using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, bool>>;
 
+/// A periodic leader's duty that answers pings.
+using periodic_duty_actor = leader_duty_actor::extend_with<pingable_actor>;
+
 /// Leader only, periodic: lost leases, timeouts, pending deadlines,
 /// retention and purge (SPEC §5), in bounded batches.
-using watcher_actor = leader_duty_actor::extend<
+using watcher_actor = periodic_duty_actor::extend<
     // Internal: the timer, with the generation it was set in.
     caf::reacts_to<caf::tick_atom, uint64_t>>;
 
 /// Periodic: permits held for executions that are over by the database go
 /// back (every node); compensation rules run (leader only).
-using reconciler_actor = leader_duty_actor::extend<
+using reconciler_actor = periodic_duty_actor::extend<
     // Internal: the timer.
     caf::reacts_to<caf::tick_atom, uint64_t>>;
 
 /// Keeps this node's heartbeat, and with it its lease and its bid for
 /// leadership; pauses claiming when the lease is in doubt.
-using cluster_actor = caf::typed_actor<
+using cluster_actor = pingable_actor::extend<
     // Whether this node is alive and leads, as of the last heartbeat.
     caf::replies_to<status_atom>::with<pb::HeartbeatAck>,
     // Internal: the heartbeat timer.
@@ -225,6 +233,12 @@ using cluster_actor = caf::typed_actor<
 /// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.
 using api_actor = caf::typed_actor<caf::reacts_to<http_atom, http_exchange>>;
+
+/// Watches every actor of a node (see actors/supervisor.hpp): one that ends
+/// while the node runs fails the node.
+using supervisor_actor = caf::typed_actor<
+    // Watch this actor under this name.
+    caf::reacts_to<watch_atom, std::string, caf::actor>>;
 
 /// A CAF executor: runs one task and answers its outcome. The task carries
 /// what running it takes (identity, payload, attempt, timeout, batch and
@@ -235,7 +249,7 @@ using executor_actor =
 
 /// Runs claimed tasks on their executors, enforces their timeouts and reports
 /// outcomes to storage; permits go back once an outcome is stored.
-using dispatcher_actor = caf::typed_actor<
+using dispatcher_actor = pingable_actor::extend<
     caf::reacts_to<dispatch_atom, pb::TaskList>,
     // A CAF executor offers to run tasks of some types; answers how many.
     caf::replies_to<register_atom, executor_actor, pb::ExecutorRegistration>::with<int32_t>,

@@ -36,6 +36,8 @@ const char* to_string(errc code) {
       return "unavailable";
     case errc::internal:
       return "internal";
+    case errc::method_not_allowed:
+      return "method_not_allowed";
   }
   return "unknown";
 }

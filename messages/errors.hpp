@@ -22,6 +22,7 @@ enum class errc : uint8_t {
   retryable,            // deadlock, serialization failure or lock timeout: try again
   unavailable,          // the node is starting or stopping
   internal,
+  method_not_allowed,  // a known path, another method
 };
 
 constexpr caf::atom_value error_category = caf::atom("taskmill");

@@ -34,6 +34,8 @@ struct http_response {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  /// Further headers, e.g. Allow on a 405.
+  std::vector<std::pair<std::string, std::string>> headers = {};
 };
 
 using http_reply = std::function<void(http_response)>;

@@ -1,8 +1,11 @@
 #include "messages/json_codec.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/json_parse.hpp"
 #include "messages/names.hpp"
+#include "messages/text.hpp"
 #include "messages/time.hpp"
+#include "messages/validate.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -21,11 +24,7 @@ caf::error bad(const std::string& what) {
 }
 
 caf::expected<json> parse_body(std::string_view body) {
-  try {
-    return json::parse(body);
-  } catch (const json::parse_error& e) {
-    return bad("the body is not valid JSON (at byte " + std::to_string(e.byte) + ")");
-  }
+  return parse_bounded(body, "", max_json_depth + max_envelope_depth);
 }
 
 /// Reads the fields of one JSON object, remembering the first problem and
@@ -64,7 +63,7 @@ class object_reader {
     if (v->is_number_integer()) {
       if (v->is_number_unsigned() && v->get<uint64_t>() > static_cast<uint64_t>(INT64_MAX))
         return fail_field(key, "must be between " + std::to_string(min) + " and " +
-                                   std::to_string(max) + " (got " + v->dump() + ")");
+                                   std::to_string(max) + " (got " + dump(*v) + ")");
       out = v->get<int64_t>();
     } else if (v->is_string()) {
       const auto& s = v->get_ref<const std::string&>();
@@ -101,7 +100,7 @@ class object_reader {
   std::optional<std::string> raw(const char* key) {
     auto v = find(key);
     if (!v) return std::nullopt;
-    return v->dump();
+    return dump(*v);
   }
 
   template <class Enum>
@@ -111,7 +110,8 @@ class object_reader {
     if (!s) return std::nullopt;
     auto value = parse(*s);
     if (!value)
-      return fail_field(key, std::string{"must be one of "} + choices + " (got \"" + *s + "\")");
+      return fail_field(
+          key, std::string{"must be one of "} + choices + " (got " + quote_input(*s) + ")");
     return value;
   }
 
@@ -277,7 +277,7 @@ void write_task(std::string& out, const pb::Task& t) {
     b.text("kind", backoff_kind_name(t.backoff().kind()));
     b.number("base_ms", t.backoff().base_ms());
     b.number("cap_ms", t.backoff().cap_ms());
-    b.field("jitter") += json(t.backoff().jitter()).dump();
+    b.field("jitter") += dump(json(t.backoff().jitter()));
   }
   w.text_or_null("picked_by", t.picked_by());
   w.text_or_null("batch", t.batch());
@@ -317,6 +317,8 @@ caf::expected<pb::SubmitTasks> decode_submit(std::string_view body, bool& batch)
   auto tasks = r.find("tasks");
   if (auto err = r.finish()) return err;
   if (!tasks || !tasks->is_array()) return bad("tasks must be an array");
+  if (tasks->size() > static_cast<size_t>(max_batch_size))
+    return bad("tasks must hold at most " + std::to_string(max_batch_size) + " tasks");
   for (size_t i = 0; i < tasks->size(); ++i)
     if (auto err =
             read_submit_task((*tasks)[i], "tasks[" + std::to_string(i) + "]", *out.add_tasks()))
@@ -368,24 +370,23 @@ caf::expected<pb::ResultReport> decode_result_report(std::string_view body) {
 caf::expected<executor_answer> decode_executor_answer(std::string_view body) {
   executor_answer out;
   if (body.empty()) return out;
-  json doc;
-  try {
-    doc = json::parse(body);
-  } catch (const json::parse_error&) {
+  auto doc = parse_bounded(body, "the executor's answer", max_json_depth + 1);
+  if (!doc) {
     // Only a JSON body is a result (SPEC §4); any other body says nothing.
+    if (!json::accept(body)) return out;
+    return doc.error();
+  }
+  if (!doc->is_object() || !doc->contains("outcome")) {
+    out.result = dump(*doc);
     return out;
   }
-  if (!doc.is_object() || !doc.contains("outcome")) {
-    out.result = doc.dump();
-    return out;
-  }
-  const auto& outcome = doc["outcome"];
+  const auto& outcome = (*doc)["outcome"];
   auto parsed = outcome.is_string() ? parse_outcome(outcome.get<std::string>()) : std::nullopt;
-  if (!parsed) return bad("the executor's answer has an unknown outcome " + outcome.dump());
+  if (!parsed) return bad("the executor's answer has an unknown outcome " + dump(outcome));
   out.outcome = *parsed;
-  if (auto it = doc.find("error"); it != doc.end() && !it->is_null())
-    out.error = it->is_string() ? it->get<std::string>() : it->dump();
-  if (auto it = doc.find("result"); it != doc.end() && !it->is_null()) out.result = it->dump();
+  if (auto it = doc->find("error"); it != doc->end() && !it->is_null())
+    out.error = it->is_string() ? it->get<std::string>() : dump(*it);
+  if (auto it = doc->find("result"); it != doc->end() && !it->is_null()) out.result = dump(*it);
   return out;
 }
 
@@ -454,13 +455,13 @@ std::string encode(const pb::AttemptList& list) {
         {"duration_ms",
          a.has_finished_at() && a.has_started_at() ? json(a.duration_ms()) : json(nullptr)},
     });
-  return json{{"attempts", attempts}}.dump();
+  return dump(json{{"attempts", attempts}});
 }
 
 std::string encode(const pb::ResultAck& ack) {
   json out{{"accepted", ack.accepted()}};
   if (!ack.reason().empty()) out["reason"] = ack.reason();
-  return out.dump();
+  return dump(out);
 }
 
 std::string encode(const pb::BatchCounts& counts) {
@@ -470,7 +471,7 @@ std::string encode(const pb::BatchCounts& counts) {
     by_status[status] = n;
     total += n;
   }
-  return json{{"batch", counts.batch()}, {"counts", by_status}, {"total", total}}.dump();
+  return dump(json{{"batch", counts.batch()}, {"counts", by_status}, {"total", total}});
 }
 
 std::string encode(const pb::Stats& stats) {
@@ -484,7 +485,7 @@ std::string encode(const pb::Stats& stats) {
     limiter.push_back(json{{"scope", l.scope()},
                            {"used", l.used()},
                            {"limit", l.limit() > 0 ? json(l.limit()) : json(nullptr)}});
-  return json{{"counts", counts}, {"running_by_node", nodes}, {"limiter", limiter}}.dump();
+  return dump(json{{"counts", counts}, {"running_by_node", nodes}, {"limiter", limiter}});
 }
 
 std::string encode(const pb::NodeList& list) {
@@ -498,15 +499,15 @@ std::string encode(const pb::NodeList& list) {
         {"heartbeat_at", time_or_null(n.heartbeat_at(), n.has_heartbeat_at())},
         {"running", n.running()},
     });
-  return json{{"nodes", nodes}}.dump();
+  return dump(json{{"nodes", nodes}});
 }
 
 std::string encode_error(const std::string& code, const std::string& message) {
-  return json{{"error", {{"code", code}, {"message", message}}}}.dump();
+  return dump(json{{"error", {{"code", code}, {"message", message}}}});
 }
 
 std::string encode_execution(const pb::Task& t) {
-  return json{
+  return dump(json{
       {"id", t.id()},
       {"type", t.type()},
       {"key", t.key()},
@@ -517,8 +518,7 @@ std::string encode_execution(const pb::Task& t) {
       {"shard_index", t.shard_total() > 0 ? json(t.shard_index()) : json(nullptr)},
       {"shard_total", t.shard_total() > 0 ? json(t.shard_total()) : json(nullptr)},
       {"trace_id", t.trace_id()},
-  }
-      .dump();
+  });
 }
 
 }  // namespace taskmill::json

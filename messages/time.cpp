@@ -1,6 +1,7 @@
 #include "messages/time.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/text.hpp"
 
 #include <google/protobuf/timestamp.pb.h>
 
@@ -59,9 +60,8 @@ std::string format_rfc3339(int64_t micros) {
 
 caf::expected<int64_t> parse_rfc3339(std::string_view text) {
   auto bad = [&] {
-    return make_error(
-        errc::invalid_argument,
-        "'" + std::string{text} + "' is not an RFC 3339 time such as 2026-11-21T22:52:00Z");
+    return make_error(errc::invalid_argument,
+                      quote_input(text) + " is not an RFC 3339 time such as 2026-11-21T22:52:00Z");
   };
   size_t pos = 0;
   std::tm tm{};
@@ -121,7 +121,9 @@ caf::expected<int64_t> parse_rfc3339(std::string_view text) {
   std::time_t back = static_cast<std::time_t>(seconds);
   gmtime_r(&back, &check);
   if (second < 60 && check.tm_mday != day) return bad();  // e.g. February 30
-  return (seconds - offset_seconds) * micros_per_second + fraction;
+  auto utc = seconds - offset_seconds;
+  if (utc < first_time_seconds || utc > last_time_seconds) return bad();
+  return utc * micros_per_second + fraction;
 }
 
 int64_t to_micros(const google::protobuf::Timestamp& ts) {

@@ -14,6 +14,11 @@ class Timestamp;
 
 namespace taskmill {
 
+/// The times taskmill takes, in seconds since the epoch: years 1 to 9999 in
+/// UTC, the range RFC 3339 and PostgreSQL share.
+inline constexpr int64_t first_time_seconds = -62135596800LL;
+inline constexpr int64_t last_time_seconds = 253402300799LL;
+
 /// "2026-11-21T22:52:00.123456Z"; fractions are dropped when zero.
 std::string format_rfc3339(int64_t micros);
 

@@ -1,24 +1,26 @@
 #include "messages/validate.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/json_parse.hpp"
+#include "messages/text.hpp"
 #include "messages/time.hpp"
-
-#include <nlohmann/json.hpp>
 
 namespace taskmill {
 
 namespace {
 
-constexpr int64_t max_timeout_ms = 7LL * 24 * 3600 * 1000;
-// 0001-01-01 .. 9999-12-31, the range PostgreSQL and RFC 3339 share.
-constexpr int64_t min_seconds = -62135596800LL;
-constexpr int64_t max_seconds = 253402300799LL;
-
 caf::error bad(const std::string& where, const std::string& field, const std::string& what) {
   return make_error(errc::invalid_argument, where + field + " " + what);
 }
 
+caf::error check_text(const std::string& text, const std::string& where, const std::string& field) {
+  if (auto problem = text_problem(text)) return bad(where, field, problem);
+  return caf::none;
+}
+
 caf::error check_unit(const std::string& type, const std::string& key, const std::string& where) {
+  if (auto err = check_text(type, where, "type")) return err;
+  if (auto err = check_text(key, where, "key")) return err;
   if (type.empty()) return bad(where, "type", "is required");
   if (type.size() > 200) return bad(where, "type", "must be at most 200 characters");
   if (key.empty()) return bad(where, "key", "is required");
@@ -33,13 +35,12 @@ caf::error check_json(const std::string& text, const input_limits& limits, const
                                                    std::to_string(text.size()) +
                                                    " bytes, more than the limit of " +
                                                    std::to_string(limits.max_payload_bytes));
-  if (!is_json(text)) return bad(where, field, "must be valid JSON");
-  return caf::none;
+  return json::check_bounded(text, where + field, max_json_depth);
 }
 
 caf::error check_time(const google::protobuf::Timestamp& ts, const std::string& where,
                       const std::string& field) {
-  if (ts.seconds() < min_seconds || ts.seconds() > max_seconds || ts.nanos() < 0 ||
+  if (ts.seconds() < first_time_seconds || ts.seconds() > last_time_seconds || ts.nanos() < 0 ||
       ts.nanos() > 999'999'999)
     return bad(where, field, "must be a time between years 1 and 9999");
   return caf::none;
@@ -53,10 +54,6 @@ bool is_trace_id(const std::string& id) {
 }
 
 }  // namespace
-
-bool is_json(std::string_view text) {
-  return nlohmann::json::accept(text);
-}
 
 caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const std::string& where) {
   if (auto err = check_unit(t.type(), t.key(), where)) return err;
@@ -76,9 +73,11 @@ caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const s
     const auto& b = t.backoff();
     if (b.base_ms() < 0) return bad(where, "backoff.base_ms", "must be positive");
     if (b.cap_ms() < 0) return bad(where, "backoff.cap_ms", "must be positive");
-    if (b.jitter() < 0 || b.jitter() > 1)
+    if (!(b.jitter() >= 0 && b.jitter() <= 1))
       return bad(where, "backoff.jitter", "must be between 0 and 1");
   }
+  if (t.has_batch())
+    if (auto err = check_text(t.batch(), where, "batch")) return err;
   if (t.has_batch() && (t.batch().empty() || t.batch().size() > 200))
     return bad(where, "batch", "must be 1 to 200 characters");
   if (t.has_trace_id() && !is_trace_id(t.trace_id()))
@@ -94,7 +93,8 @@ caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const s
 
 caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits) {
   if (tasks.tasks_size() == 0) return bad("", "tasks", "must not be empty");
-  if (tasks.tasks_size() > 10000) return bad("", "tasks", "must hold at most 10000 tasks");
+  if (tasks.tasks_size() > max_batch_size)
+    return bad("", "tasks", "must hold at most " + std::to_string(max_batch_size) + " tasks");
   for (int i = 0; i < tasks.tasks_size(); ++i) {
     auto where = tasks.tasks_size() == 1 ? std::string{} : "tasks[" + std::to_string(i) + "].";
     if (auto err = validate(tasks.tasks(i), limits, where)) return err;
@@ -126,6 +126,7 @@ caf::error validate(const pb::ResultReport& report, const input_limits& limits) 
   if (report.attempt() < 1) return bad("", "attempt", "must be 1 or more");
   if (report.outcome() == pb::EXECUTION_OUTCOME_UNSPECIFIED)
     return bad("", "outcome", "is required: succeeded, retry or fail");
+  if (auto err = check_text(report.error(), "", "error")) return err;
   if (!report.result().empty())
     if (auto err = check_json(report.result(), limits, "", "result")) return err;
   return caf::none;

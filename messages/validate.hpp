@@ -13,6 +13,17 @@
 
 namespace taskmill {
 
+/// How deep a payload or result may nest (objects and arrays in each other).
+/// PostgreSQL and the parsers' stacks take thousands of levels; real payloads
+/// take a handful.
+inline constexpr int max_json_depth = 64;
+/// The levels a request body puts around a payload: {"tasks": [{"payload": ...}]}.
+inline constexpr int max_envelope_depth = 3;
+/// The longest execution timeout a task or a task type may have.
+inline constexpr int64_t max_timeout_ms = 7LL * 24 * 3600 * 1000;
+/// The most tasks one submit request may carry.
+inline constexpr int max_batch_size = 10000;
+
 struct input_limits {
   int64_t max_payload_bytes = 1 << 20;
 };
@@ -23,8 +34,5 @@ caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits);
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits);
 caf::error validate(const pb::CancelRequest& req);
 caf::error validate(const pb::ResultReport& report, const input_limits& limits);
-
-/// True if `text` is one complete JSON value.
-bool is_json(std::string_view text);
 
 }  // namespace taskmill

@@ -205,6 +205,39 @@ caf::error init_cluster(const std::string& bin, const fs::path& dir,
   return caf::none;
 }
 
+/// pg_ctl start on `port`; answers pg_ctl's exit code.
+int start_server(const std::string& bin, const fs::path& dir,
+                 const std::optional<server_user>& user, uint16_t port, bool throwaway) {
+  auto log = dir / "postgres.log";
+  std::string server_options = "-p " + std::to_string(port) +
+                               " -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
+                               " -c max_connections=200";
+  if (throwaway)
+    server_options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  return run({bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-l", log.string(), "-w", "-t",
+              "60", "-o", server_options, "start"},
+             user, log);
+}
+
+/// pg_ctl stop in `mode` (fast, or immediate as in a crash).
+caf::error stop_server(const embedded_postgres_options& options, const char* mode) {
+  auto bin = find_bin_dir(options.bin_dir);
+  if (!bin) return bin.error();
+  auto user = resolve_user(options.user);
+  if (!user) return user.error();
+  auto dir = fs::path{options.dir};
+  if (!fs::exists(dir / "pgdata" / "postmaster.pid")) {
+    dir = cluster_dir(options.dir, *user);
+    if (!fs::exists(dir / "pgdata" / "postmaster.pid")) return caf::none;
+  }
+  auto log = dir / "postgres.log";
+  int rc =
+      run({*bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-m", mode, "-w", "-t", "60", "stop"},
+          *user, log);
+  if (rc != 0) return fail("pg_ctl stop failed (exit " + std::to_string(rc) + "):" + tail_of(log));
+  return caf::none;
+}
+
 caf::error ensure_database(const std::string& server_conninfo) {
   auto conn = connection::open(server_conninfo, std::chrono::seconds{30}, std::chrono::seconds{5});
   if (!conn) return conn.error();
@@ -264,14 +297,7 @@ caf::expected<embedded_postgres> embedded_postgres::start(embedded_postgres_opti
   for (int attempt = 0; !port && attempt < 3; ++attempt) {
     auto candidate = options.port != 0 ? caf::expected<uint16_t>{options.port} : free_port();
     if (!candidate) return candidate.error();
-    std::string server_options = "-p " + std::to_string(*candidate) +
-                                 " -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
-                                 " -c max_connections=200";
-    if (options.throwaway)
-      server_options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
-    int rc = run({*bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-l", log.string(), "-w", "-t",
-                  "60", "-o", server_options, "start"},
-                 *user, log);
+    int rc = start_server(*bin, dir, *user, *candidate, options.throwaway);
     if (rc == 0)
       port = *candidate;
     else if (options.port != 0 || attempt == 2)
@@ -299,22 +325,30 @@ caf::error embedded_postgres::stop() {
   return stop_embedded_postgres(opts);
 }
 
-caf::error stop_embedded_postgres(const embedded_postgres_options& options) {
-  auto bin = find_bin_dir(options.bin_dir);
+caf::error embedded_postgres::crash() {
+  if (!running_) return caf::none;
+  running_ = false;
+  auto opts = options_;
+  opts.dir = dir_;
+  return stop_server(opts, "immediate");
+}
+
+caf::error embedded_postgres::restart() {
+  if (running_) return caf::none;
+  auto bin = find_bin_dir(options_.bin_dir);
   if (!bin) return bin.error();
-  auto user = resolve_user(options.user);
+  auto user = resolve_user(options_.user);
   if (!user) return user.error();
-  auto dir = fs::path{options.dir};
-  if (!fs::exists(dir / "pgdata" / "postmaster.pid")) {
-    dir = cluster_dir(options.dir, *user);
-    if (!fs::exists(dir / "pgdata" / "postmaster.pid")) return caf::none;
-  }
-  auto log = dir / "postgres.log";
-  int rc = run(
-      {*bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-m", "fast", "-w", "-t", "60", "stop"},
-      *user, log);
-  if (rc != 0) return fail("pg_ctl stop failed (exit " + std::to_string(rc) + "):" + tail_of(log));
+  int rc = start_server(*bin, dir_, *user, port_, options_.throwaway);
+  if (rc != 0)
+    return fail("the server did not start again (exit " + std::to_string(rc) +
+                "):" + tail_of(fs::path{dir_} / "postgres.log"));
+  running_ = true;
   return caf::none;
+}
+
+caf::error stop_embedded_postgres(const embedded_postgres_options& options) {
+  return stop_server(options, "fast");
 }
 
 }  // namespace taskmill::db

@@ -46,6 +46,11 @@ class embedded_postgres {
   const std::string& dir() const { return dir_; }
 
   caf::error stop();
+  /// Stops the server at once, as a crash would (pg_ctl stop -m immediate);
+  /// the next start recovers from the write-ahead log.
+  caf::error crash();
+  /// Starts the server again, on the same port, after stop() or crash().
+  caf::error restart();
   /// Leaves the server running when this object goes away.
   void release() { running_ = false; }
 

@@ -4,6 +4,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/nodes.hpp"
+#include "tests/support/raw_http.hpp"
 #include "tools/http_fetch.hpp"
 
 #include <nlohmann/json.hpp>
@@ -337,7 +338,7 @@ BOOST_AUTO_TEST_CASE(bad_ids_queries_and_results) {
   expect_error(call("GET", "/v1/tasks?status=sleeping"), 400, "status must be one of");
   expect_error(call("GET", "/v1/tasks?limit=0"), 400, "limit");
   expect_error(call("GET", "/v1/tasks?limit=5000"), 400, "limit");
-  expect_error(call("GET", "/v1/tasks?colour=red"), 400, "unknown query parameter 'colour'");
+  expect_error(call("GET", "/v1/tasks?colour=red"), 400, "unknown query parameter \"colour\"");
   expect_error(call("GET", "/v1/tasks?page_token=zz"), 400, "page_token");
   expect_error(call("POST", "/v1/tasks/" + id + "/result", R"({"outcome": "succeeded"})"), 400,
                "attempt is required");
@@ -372,8 +373,201 @@ BOOST_AUTO_TEST_CASE(bad_ids_queries_and_results) {
   expect_error(call("POST", "/v1/tasks/424242/retry"), 404, "no task");
   expect_error(call("GET", "/v1/batches/none"), 404, "no batch none");
   expect_error(call("GET", "/v1/nothing-here"), 404, "no such endpoint");
-  expect_error(call("DELETE", "/v1/tasks/" + id), 400, "not allowed");
+  expect_error(call("DELETE", "/v1/tasks/" + id), 405, "not allowed");
   BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id), "running");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(hostile_input, api_fixture)
+
+std::string nested(int levels, const std::string& inner = "1") {
+  std::string out;
+  for (int i = 0; i < levels; ++i) out += "{\"a\":";
+  out += inner;
+  out += std::string(static_cast<size_t>(levels), '}');
+  return out;
+}
+
+/// The answer is JSON even when the input was not UTF-8, and the API still
+/// answers afterwards.
+void expect_clean(api_fixture& f, const reply& r) {
+  BOOST_CHECK_MESSAGE(!r.body.is_discarded() && r.body.is_object(),
+                      "the answer is not valid JSON: " << r.raw.substr(0, 200));
+  BOOST_CHECK_EQUAL(f.call("GET", "/healthz").status, 200);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_utf8_anywhere_is_refused_naming_where) {
+  auto before = count_tasks();
+  auto check = [&](const reply& r, const std::string& part) {
+    expect_error(r, 400, part);
+    expect_clean(*this, r);
+  };
+  check(call("GET", "/v1/tasks/%ff"), "path must be valid UTF-8");
+  check(call("GET", "/v1/tasks/%ff/attempts"), "path");
+  check(call("GET", "/v1/%c3%28"), "path");
+  check(call("GET", "/v1/tasks?type=%ff%fe"), "query parameter type must be valid UTF-8");
+  check(call("GET", "/v1/tasks?ty%ffpe=x"), "query parameter name");
+  check(call("GET", "/v1/stats", {}, {{"X-Note", "caf\xe9"}}), "header \"x-note\"");
+  check(call("POST", "/v1/tasks", "{\"type\": \"NOOP\", \"key\": \"k\xff\"}"),
+        "key is not valid UTF-8");
+  check(call("POST", "/v1/tasks",
+             "{\"type\": \"NOOP\", \"key\": \"k\", \"payload\": {\"\xed\xa0\x80\": 1}}"),
+        "payload");
+  check(call("POST", "/v1/tasks/cancel", "{\"type\": \"NOOP\xc0\xaf\", \"key\": \"k\"}"),
+        "type is not valid UTF-8");
+  pb::SubmitTasks tasks;
+  auto t = tasks.add_tasks();
+  t->set_type("NOOP");
+  t->set_key("k\xff");
+  check(call("POST", "/v1/tasks", tasks.SerializeAsString(),
+             {{"Content-Type", "application/x-protobuf"}, {"Accept", "application/json"}}),
+        "key must be valid UTF-8");
+  BOOST_CHECK_EQUAL(count_tasks(), before);
+  BOOST_CHECK_EQUAL(call("GET", "/readyz").status, 200);
+}
+
+BOOST_AUTO_TEST_CASE(numbers_out_of_range_name_the_field) {
+  auto huge = "1" + std::string(400, '0');
+  for (const char* field : {"priority", "version", "max_retries", "timeout_ms"})
+    for (const std::string& number : {std::string{"1e400"}, std::string{"-1e400"}, huge}) {
+      auto r =
+          call("POST", "/v1/tasks",
+               std::string{R"({"type": "NOOP", "key": "k", ")"} + field + "\": " + number + "}");
+      expect_error(r, 400, field);
+      expect_clean(*this, r);
+    }
+  expect_error(call("POST", "/v1/tasks",
+                    R"({"tasks": [{"type": "NOOP", "key": "a"}, {"type": "NOOP", "key": "b",
+                        "backoff": {"kind": "fixed", "jitter": 1e999}}]})"),
+               400, "tasks[1].backoff.jitter");
+  expect_error(
+      call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", "payload": [1, 2, -1e999]})"), 400,
+      "payload[2] is a number out of range");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 1e400})"), 400, "id");
+  expect_error(call("POST", "/v1/tasks/cancel", R"({"id": 99999999999999999999})"), 400, "id");
+  expect_error(call("POST", "/v1/tasks/1/result", R"({"attempt": 1e400, "outcome": "fail"})"), 400,
+               "attempt");
+  expect_error(call("GET", "/v1/tasks?limit=" + huge), 400, "limit");
+  expect_error(call("GET", "/v1/tasks/" + huge), 400, "positive integer");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(deep_nesting_is_refused_far_below_what_the_stack_takes) {
+  for (int levels : {65, 1000, 100000}) {
+    auto r = call("POST", "/v1/tasks",
+                  R"({"type": "NOOP", "key": "deep", "payload": )" + nested(levels) + "}");
+    expect_error(r, 400, "payload.a.a");
+    expect_error(r, 400, "nested deeper than 64 levels");
+    expect_clean(*this, r);
+    std::string arrays = std::string(static_cast<size_t>(levels), '[') +
+                         std::string(static_cast<size_t>(levels), ']');
+    expect_error(
+        call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "deep", "payload": )" + arrays + "}"),
+        400, "payload[0][0]");
+  }
+  pb::SubmitTasks tasks;
+  auto t = tasks.add_tasks();
+  t->set_type("NOOP");
+  t->set_key("deep");
+  t->set_payload(nested(100000));
+  expect_error(call("POST", "/v1/tasks", tasks.SerializeAsString(),
+                    {{"Content-Type", "application/x-protobuf"}, {"Accept", "application/json"}}),
+               400, "payload.a.a");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  auto ok = call(
+      "POST", "/v1/tasks",
+      R"({"type": "SLEEP", "key": "deepest", "execute_at": "2099-01-01T00:00:00Z", "payload": )" +
+          nested(64) + "}");
+  BOOST_CHECK_EQUAL(ok.status, 200);
+  auto id = std::to_string(ok.body["task"]["id"].get<int64_t>());
+  expect_error(call("POST", "/v1/tasks/" + id + "/result",
+                    R"({"attempt": 1, "outcome": "succeeded", "result": )" + nested(70000) + "}"),
+               400, "result.a.a");
+}
+
+BOOST_AUTO_TEST_CASE(nul_characters_name_the_field) {
+  auto check = [&](const std::string& body, const std::string& part,
+                   const std::string& path = "/v1/tasks") {
+    auto r = call("POST", path, body);
+    expect_error(r, 400, part);
+    expect_clean(*this, r);
+  };
+  check(R"({"type": "NO\u0000OP", "key": "k"})", "type must not contain the NUL character");
+  check(R"({"type": "NOOP", "key": "k\u0000"})", "key must not contain the NUL character");
+  check(R"({"type": "NOOP", "key": "k", "batch": "b\u0000"})", "batch must not contain");
+  check(R"({"type": "NOOP", "key": "k", "payload": {"x": "\u0000"}})",
+        "payload.x must not contain");
+  check(R"({"type": "NOOP", "key": "k", "payload": {"\u0000": 1}})", "payload has a key with");
+  check(
+      R"({"tasks": [{"type": "NOOP", "key": "k"}, {"type": "NOOP", "key": "k2", "payload": ["\u0000"]}]})",
+      "tasks[1].payload[0] must not contain");
+  check(R"({"type": "NOOP", "key": "k\u0000", "execute_at": "2099-01-01T00:00:00Z"})",
+        "key must not", "/v1/tasks/reschedule");
+  check(R"({"attempt": 1, "outcome": "fail", "error": "bad\u0000"})", "error must not contain",
+        "/v1/tasks/1/result");
+  check(R"({"attempt": 1, "outcome": "succeeded", "result": "\u0000"})", "result must not contain",
+        "/v1/tasks/1/result");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(wrong_methods_are_405_with_allow) {
+  auto raw =
+      test::raw_exchange(nodes.front().api_port(),
+                         "DELETE /v1/tasks/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  BOOST_CHECK_EQUAL(test::first_status(raw), 405);
+  BOOST_CHECK_MESSAGE(raw.find("\r\nAllow: GET, HEAD\r\n") != std::string::npos, raw);
+  for (const auto& [method, path, allow] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"PUT", "/v1/tasks", "GET, HEAD, POST"},
+           {"GET", "/v1/tasks/cancel", "POST"},
+           {"GET", "/v1/tasks/1/retry", "POST"},
+           {"POST", "/v1/stats", "GET, HEAD"},
+           {"PATCH", "/healthz", "GET, HEAD"},
+           {"DELETE", "/v1/batches/b/retry-failed", "POST"}}) {
+    auto r = call(method, path);
+    expect_error(r, 405, "allowed: " + allow);
+  }
+  expect_error(call("DELETE", "/v1/nowhere"), 404, "no such endpoint");
+}
+
+BOOST_AUTO_TEST_CASE(head_answers_carry_no_body_and_keep_the_connection_usable) {
+  auto raw = test::raw_exchange(nodes.front().api_port(),
+                                "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
+                                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto second = raw.find("HTTP/1.1 200", 1);
+  BOOST_REQUIRE_MESSAGE(raw.rfind("HTTP/1.1 200", 0) == 0 && second != std::string::npos, raw);
+  auto head = raw.substr(0, second);
+  BOOST_CHECK_MESSAGE(head.size() >= 4 && head.substr(head.size() - 4) == "\r\n\r\n",
+                      "the HEAD answer has a body: " << head);
+  BOOST_CHECK_MESSAGE(head.find("Content-Length: 15") != std::string::npos, head);
+  BOOST_CHECK_MESSAGE(raw.substr(second).find(R"({"status":"ok"})") != std::string::npos, raw);
+}
+
+BOOST_AUTO_TEST_CASE(oversized_urls_and_headers_are_414_and_431) {
+  auto port = nodes.front().api_port();
+  auto long_target = "/v1/tasks?type=" + std::string(9000, 'a');
+  BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(
+                        port, "GET " + long_target + " HTTP/1.1\r\nHost: x\r\n\r\n")),
+                    414);
+  BOOST_CHECK_EQUAL(
+      test::first_status(test::raw_exchange(
+          port, "GET /v1/tasks?type=" + std::string(40000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n")),
+      414);
+  BOOST_CHECK_EQUAL(
+      test::first_status(test::raw_exchange(port, "GET /v1/stats HTTP/1.1\r\nHost: x\r\nX-Big: " +
+                                                      std::string(20000, 'b') + "\r\n\r\n")),
+      431);
+  std::string many;
+  for (int i = 0; i < 2000; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
+  BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(
+                        port, "GET /v1/stats HTTP/1.1\r\nHost: x\r\n" + many + "\r\n")),
+                    431);
+  BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(port, "NOT HTTP AT ALL\r\n\r\n")), 400);
+  BOOST_CHECK_EQUAL(
+      test::first_status(test::raw_exchange(port, "GET /healthz HTTP/1.1\r\nBad Header\r\n\r\n")),
+      400);
+  BOOST_CHECK_EQUAL(call("GET", "/healthz").status, 200);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -389,6 +583,12 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_except_for_probes) {
   BOOST_CHECK_EQUAL(call("GET", "/healthz").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/readyz").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/metrics").status, 200);
+  for (const char* scheme : {"bearer s3cret", "BEARER s3cret", "Bearer   s3cret"})
+    BOOST_CHECK_MESSAGE(call("GET", "/v1/stats", {}, {{"Authorization", scheme}}).status == 200,
+                        scheme);
+  for (const char* wrong : {"Bearers3cret", "Basic s3cret", "Bearer s3cret2", "Bearer"})
+    BOOST_CHECK_MESSAGE(call("GET", "/v1/stats", {}, {{"Authorization", wrong}}).status == 401,
+                        wrong);
   headers = {{"Authorization", "Bearer s3cret"}};
   BOOST_CHECK_EQUAL(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "x"})").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/v1/stats").status, 200);

@@ -4,8 +4,10 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/node.hpp"
+#include "actors/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
+#include "tools/http_fetch.hpp"
 
 #include <caf/send.hpp>
 
@@ -180,7 +182,7 @@ BOOST_AUTO_TEST_CASE(bad_submissions_are_refused_whole_naming_the_field) {
   bad_json.mutable_tasks(0)->set_payload("{not json");
   auto json_res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, bad_json);
   BOOST_REQUIRE(!json_res);
-  BOOST_CHECK_EQUAL(error_message(json_res.error()), "payload must be valid JSON");
+  BOOST_CHECK_EQUAL(error_message(json_res.error()), "payload is not valid JSON (at byte 3)");
   auto huge = tasks_of("NOOP", 0, 1);
   huge.mutable_tasks(0)->set_payload("\"" + std::string(2 << 20, 'x') + "\"");
   auto huge_res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, huge);
@@ -291,6 +293,76 @@ BOOST_AUTO_TEST_CASE(poll_only_nodes_find_work_without_notifications) {
   std::this_thread::sleep_for(500ms);
   db.exec("SELECT taskmill.submit('NOOP', 'from-sql')");
   BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 1; }, 5s));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(supervision, node_fixture)
+
+/// Each actor of a node, by the name the supervisor reports.
+std::vector<std::pair<std::string, caf::actor>> actors_of(const node_actors& n) {
+  auto untyped = [](const auto& handle) { return caf::actor_cast<caf::actor>(handle); };
+  return {{"storage", untyped(n.storage)},
+          {"submit storage", untyped(n.submit_storage)},
+          {"outcome storage", untyped(n.outcome_storage)},
+          {"limiter", untyped(n.limiter)},
+          {"dispatcher", untyped(n.dispatcher)},
+          {"pusher", untyped(n.pusher)},
+          {"inserter", untyped(n.inserter)},
+          {"watcher", untyped(n.watcher)},
+          {"reconciler", untyped(n.reconciler)},
+          {"cluster", untyped(n.cluster)},
+          {"api", untyped(n.api)}};
+}
+
+BOOST_AUTO_TEST_CASE(a_node_whose_actor_dies_fails_instead_of_living_on_half_alive) {
+  auto names = actors_of(start(test_node_config("probe")));
+  stop_nodes();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const auto& name = names[i].first;
+    BOOST_TEST_CONTEXT("killing the " << name) {
+      auto& node = start(test_node_config("n" + std::to_string(i)));
+      auto url = api_url(node);
+      BOOST_REQUIRE_EQUAL(http_fetch("GET", url + "/readyz")->status, 200);
+      BOOST_CHECK(!node.health->failed());
+      caf::anon_send_exit(actors_of(node)[i].second, caf::exit_reason::kill);
+      BOOST_REQUIRE(node.health->wait_for_failure(5s));
+      BOOST_CHECK_MESSAGE(node.health->failure().find("the " + name + " actor ended") == 0,
+                          node.health->failure());
+      if (name != "api") {
+        // Until whoever runs the node stops it, it does not claim to be ready.
+        auto ready = http_fetch("GET", url + "/readyz");
+        BOOST_REQUIRE(ready);
+        BOOST_CHECK_EQUAL(ready->status, 503);
+        BOOST_CHECK_MESSAGE(ready->body.find(name) != std::string::npos, ready->body);
+      }
+      auto started = std::chrono::steady_clock::now();
+      stop_nodes();
+      BOOST_CHECK(std::chrono::steady_clock::now() - started < 10s);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_running_node_stops_with_status_1_when_an_actor_dies) {
+  auto& node = start(test_node_config("n1"));
+  caf::anon_send_exit(node.dispatcher, caf::exit_reason::kill);
+  auto started = std::chrono::steady_clock::now();
+  int asked = 0;
+  auto status = run_until_stopped(*sys, node, [&] {
+    std::this_thread::sleep_for(10ms);
+    return ++asked > 1000;
+  });
+  BOOST_CHECK_EQUAL(status, 1);
+  BOOST_CHECK(std::chrono::steady_clock::now() - started < 5s);
+  BOOST_CHECK(!node.pusher);
+}
+
+BOOST_AUTO_TEST_CASE(a_node_asked_to_stop_stops_with_status_0) {
+  auto& node = start(test_node_config("n1"));
+  auto health = node.health;
+  int asked = 0;
+  BOOST_CHECK_EQUAL(run_until_stopped(*sys, node, [&] { return ++asked > 3; }), 0);
+  BOOST_CHECK(!health->failed());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,9 +5,18 @@
 
 #include "actors/node.hpp"
 #include "messages/errors.hpp"
+#include "storage/embedded_postgres.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
+#include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <memory>
+#include <optional>
 
 #include <deque>
 #include <map>
@@ -451,6 +460,183 @@ BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
                 "taskmill.tasks t ON t.id = k.task_id"),
       "a,b,f");
   BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.task_keys"), 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A PostgreSQL of its own for tests that crash it, and nodes as processes
+/// on it (SPEC §9: losing PostgreSQL pauses a node and it retries; it never
+/// exits because the database blinked).
+struct blip_fixture {
+  blip_fixture() {
+    dir = std::filesystem::temp_directory_path() /
+          ("taskmill-blip-" + std::to_string(::getpid()) + "-" + std::to_string(++instances));
+    db::embedded_postgres_options opts;
+    opts.dir = dir.string();
+    // Durable settings: with synchronous_commit off a crash loses the last
+    // commits, and a test would see work undone that the node had done.
+    opts.throwaway = false;
+    auto started = db::embedded_postgres::start(opts);
+    BOOST_REQUIRE_MESSAGE(started, test::describe(started));
+    pg.emplace(std::move(*started));
+  }
+
+  ~blip_fixture() {
+    nodes.clear();
+    if (pg) pg->stop();
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+
+  std::vector<std::string> options(uint16_t port) const {
+    auto o = fast_lease_options();
+    o.push_back("api.listen=127.0.0.1:" + std::to_string(port));
+    o.push_back("node.log_level=info");
+    o.push_back("database.reconnect_max=500ms");
+    return o;
+  }
+
+  node_process& start_node(const std::string& name, uint16_t port,
+                           std::vector<std::string> extra = {}) {
+    auto o = options(port);
+    o.insert(o.end(), extra.begin(), extra.end());
+    return *nodes.emplace_back(std::make_unique<node_process>(binary(), name, pg->conninfo(), o));
+  }
+
+  /// The first column of the first row, on a connection of its own (kept
+  /// connections do not survive a crash); nullopt while the server is away.
+  std::optional<std::string> scalar(const std::string& sql) const {
+    auto conn = db::connection::open(pg->conninfo(), 10s, 5s);
+    if (!conn) return std::nullopt;
+    auto res = conn->exec(sql);
+    if (!res || res->rows() == 0) return std::nullopt;
+    return res->string(0, 0);
+  }
+
+  static bool ready(uint16_t port) {
+    auto res =
+        http_fetch("GET", "http://127.0.0.1:" + std::to_string(port) + "/readyz", {}, {}, 2s);
+    if (res && res->status != 200) BOOST_TEST_MESSAGE("not ready: " << res->body);
+    return res && res->status == 200;
+  }
+
+  /// Crashes the server, keeps it down for `down`, starts it again.
+  void blip(std::chrono::milliseconds down = 1s) {
+    BOOST_REQUIRE(!pg->crash());
+    std::this_thread::sleep_for(down);
+    auto restarted = pg->restart();
+    BOOST_REQUIRE_MESSAGE(!restarted, error_message(restarted));
+  }
+
+  static inline int instances = 0;
+  std::filesystem::path dir;
+  std::optional<db::embedded_postgres> pg;
+  std::vector<std::unique_ptr<node_process>> nodes;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(postgres_blips, blip_fixture)
+
+BOOST_AUTO_TEST_CASE(a_node_started_while_postgres_is_down_waits_for_it) {
+  BOOST_REQUIRE(!pg->crash());
+  auto port = free_loopback_port();
+  auto& node = start_node("n1", port);
+  std::this_thread::sleep_for(3s);
+  BOOST_REQUIRE_MESSAGE(node.running() && ::kill(node.pid(), 0) == 0, node.log_tail());
+  BOOST_CHECK(!ready(port));
+  BOOST_REQUIRE(!pg->restart());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  // And again while it applies its settings and takes its name: a blip at
+  // any instant of a start.
+  BOOST_CHECK_EQUAL(node.stop(), 0);
+  for (auto delay : {0ms, 50ms, 150ms, 400ms}) {
+    BOOST_TEST_CONTEXT("PostgreSQL crashes " << delay.count() << " ms into the start") {
+      auto& again = start_node("n1", port);
+      std::this_thread::sleep_for(delay);
+      blip(500ms);
+      BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), again.log_tail());
+      BOOST_CHECK_EQUAL(again.stop(), 0);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_node_waiting_out_its_earlier_lease_survives_a_crash) {
+  auto port = free_loopback_port();
+  // A long lease, so the second run waits for the first one's to pass.
+  std::vector<std::string> long_lease{"heartbeat.interval=500ms", "heartbeat.missed=12"};
+  auto& first = start_node("n1", port, long_lease);
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), first.log_tail());
+  first.kill_hard();
+  auto& second = start_node("n1", port, long_lease);
+  BOOST_REQUIRE(test::eventually(
+      [&] { return second.log_tail().find("waiting") != std::string::npos; }, 10s));
+  blip(1s);
+  std::this_thread::sleep_for(1s);
+  BOOST_REQUIRE_MESSAGE(::kill(second.pid(), 0) == 0, "the node exited: " << second.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), second.log_tail());
+  BOOST_CHECK_EQUAL(second.stop(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(claiming_nodes_ride_out_crashes_and_lose_nothing) {
+  auto port = free_loopback_port();
+  auto& node = start_node("n1", port, {"types.SLEEP.executor=sleep", "types.SLEEP.max_retries=20"});
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  constexpr int n = 3000;
+  BOOST_REQUIRE(
+      scalar("SELECT count(taskmill.submit('SLEEP', k::text, payload => '{\"ms\": 2}', "
+             "backoff_kind => 'fixed', backoff_base_ms => 10)) "
+             "FROM generate_series(1, " +
+             std::to_string(n) + ") k"));
+  for (int i = 0; i < 3; ++i) {
+    std::this_thread::sleep_for(700ms);
+    blip(500ms);
+  }
+  std::string done;
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                            [&] {
+                              done = scalar(
+                                         "SELECT count(*) FROM taskmill.tasks WHERE status = "
+                                         "'succeeded'")
+                                         .value_or("?");
+                              return done == std::to_string(n);
+                            },
+                            90s),
+                        done << " of " << n << " succeeded; " << node.log_tail());
+  BOOST_CHECK_EQUAL(scalar("SELECT count(*) FROM taskmill.attempt_history WHERE outcome = "
+                           "'succeeded'")
+                        .value_or("?"),
+                    std::to_string(n));
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return ready(port); }), node.log_tail());
+  BOOST_CHECK_EQUAL(node.stop(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_stopping_node_hands_back_its_tasks_across_a_crash) {
+  auto port = free_loopback_port();
+  auto& node = start_node("n1", port,
+                          {"types.SLEEP.executor=sleep", "node.shutdown_grace=200ms",
+                           "heartbeat.interval=1s", "heartbeat.missed=10"});
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  BOOST_REQUIRE(
+      scalar("SELECT count(taskmill.submit('SLEEP', k::text, payload => '{\"ms\": "
+             "60000}')) FROM generate_series(1, 20) k"));
+  BOOST_REQUIRE(test::eventually([&] {
+    return scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'") == "20";
+  }));
+  BOOST_REQUIRE(!pg->crash());
+  ::kill(node.pid(), SIGTERM);
+  // Longer than the drain takes (shutdown_grace), shorter than the lease.
+  std::this_thread::sleep_for(3s);
+  BOOST_REQUIRE(!pg->restart());
+  BOOST_CHECK_EQUAL(node.stop(SIGTERM, 30s), 0);
+  BOOST_TEST_MESSAGE(node.log_tail());
+  BOOST_CHECK_MESSAGE(
+      test::eventually([&] {
+        return scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'pending'") == "20";
+      }),
+      node.log_tail());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -78,19 +78,19 @@ int run_node(const config& cfg) {
                 static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
     caf::actor_system sys{sys_cfg};
     auto shared_cfg = std::make_shared<const config>(cfg);
-    auto deadline = std::chrono::steady_clock::now() + 60s;
-    auto node = start_node(sys, shared_cfg, conninfo, [&] {
-      return !stop_signal_within(500ms) && std::chrono::steady_clock::now() < deadline;
-    });
+    // PostgreSQL may take its time to come up: the node waits until it does
+    // or it is told to stop.
+    auto node = start_node(sys, shared_cfg, conninfo, [] { return !stop_signal_within(500ms); });
     if (!node) {
       spdlog::error("node {}: {}", cfg.node.name, error_message(node.error()));
       exit_code = 1;
     } else {
       spdlog::info("node {}: running; stop with Ctrl-C or SIGTERM", cfg.node.name);
-      std::optional<int> sig;
-      while (!sig) sig = stop_signal_within(1h);
-      spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));
-      stop_node(sys, *node);
+      exit_code = run_until_stopped(sys, *node, [&] {
+        auto sig = stop_signal_within(200ms);
+        if (sig) spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));
+        return sig.has_value();
+      });
     }
   }
   if (embedded) {
