@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 
 #include <cstdio>
+#include <functional>
 #include <map>
 
 namespace taskmill::db {
@@ -29,6 +30,9 @@ caf::expected<std::map<int, std::string>> applied_versions(connection& conn) {
       "CREATE SCHEMA IF NOT EXISTS taskmill;"
       "CREATE TABLE IF NOT EXISTS taskmill.schema_migrations ("
       "  version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+      "  applied_at timestamptz NOT NULL DEFAULT now());"
+      "CREATE TABLE IF NOT EXISTS taskmill.schema_definitions ("
+      "  checksum text NOT NULL, schema_version integer NOT NULL,"
       "  applied_at timestamptz NOT NULL DEFAULT now())");
   if (!setup) return setup.error();
   auto rows = conn.exec("SELECT version, checksum FROM taskmill.schema_migrations");
@@ -38,23 +42,119 @@ caf::expected<std::map<int, std::string>> applied_versions(connection& conn) {
   return out;
 }
 
-caf::error apply_one(connection& conn, const migration& m) {
+caf::error run_in_transaction(connection& conn, const std::string& what,
+                              const std::function<caf::expected<result>()>& work) {
   if (auto begin = conn.exec("BEGIN"); !begin) return begin.error();
-  auto applied = conn.exec(m.sql);
-  if (applied)
-    applied = conn.exec(
-        "INSERT INTO taskmill.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-        {std::to_string(m.version), std::string{m.name}, checksum(m.sql)});
-  if (applied) applied = conn.exec("COMMIT");
-  if (applied) return caf::none;
+  auto done = work();
+  if (done) done = conn.exec("COMMIT");
+  if (done) return caf::none;
   conn.exec("ROLLBACK");
-  return make_error(errc::storage_error, "migration " + std::to_string(m.version) + "_" + m.name +
-                                             " failed: " + error_message(applied.error()));
+  return make_error(errc::storage_error, what + " failed: " + error_message(done.error()));
 }
 
-caf::expected<int> apply_locked(connection& conn, const std::vector<migration>& migrations) {
+caf::error apply_one(connection& conn, const migration& m) {
+  return run_in_transaction(conn, "migration " + std::to_string(m.version) + "_" + m.name, [&] {
+    auto r = conn.exec(m.sql);
+    if (r)
+      r = conn.exec(
+          "INSERT INTO taskmill.schema_migrations (version, name, checksum) VALUES ($1, $2, "
+          "$3)",
+          {std::to_string(m.version), std::string{m.name}, checksum(m.sql)});
+    return r;
+  });
+}
+
+/// The migrations 1 to 8 of the releases before the baseline, by checksum.
+/// Their final schema is the baseline's; the definitions replace their
+/// functions.
+const std::map<int, std::string>& pre_baseline_versions() {
+  static const std::map<int, std::string> versions{
+      {1, "37d77fbad5a13994"}, {2, "c4a625660fa61738"}, {3, "ed987f2d1df2e9eb"},
+      {4, "14bd2e4d4fd380f1"}, {5, "888a3719979d69ce"}, {6, "095ea0c70844bc4e"},
+      {7, "ca1e0356235e712c"}, {8, "31f0115cf4a36751"}};
+  return versions;
+}
+
+/// Records a database of the releases before the baseline as one at the
+/// baseline: the tables are the same.
+caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
+                                  std::map<int, std::string>& applied) {
+  auto done = run_in_transaction(conn, "taking over the schema of version 8", [&] {
+    auto r = conn.exec("DELETE FROM taskmill.schema_migrations");
+    if (r)
+      r = conn.exec(
+          "INSERT INTO taskmill.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+          {std::to_string(baseline.version), std::string{baseline.name}, checksum(baseline.sql)});
+    if (r) r = conn.exec("DELETE FROM taskmill.schema_definitions");
+    return r;
+  });
+  if (done) return done;
+  applied = {{baseline.version, checksum(baseline.sql)}};
+  return caf::none;
+}
+
+// Drops every function, trigger and view of the schema: the definitions
+// files then create today's. Without CASCADE: should an object outside
+// taskmill depend on one, the change fails rather than drop it.
+constexpr const char* drop_definitions_sql = R"sql(
+DO $$
+DECLARE
+  r record;
+BEGIN
+  FOR r IN SELECT t.tgname, t.tgrelid::regclass AS tbl
+             FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+            WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal LOOP
+    EXECUTE format('DROP TRIGGER %I ON %s', r.tgname, r.tbl);
+  END LOOP;
+  FOR r IN SELECT c.oid::regclass AS v FROM pg_class c
+            WHERE c.relnamespace = 'taskmill'::regnamespace AND c.relkind = 'v' LOOP
+    EXECUTE format('DROP VIEW %s', r.v);
+  END LOOP;
+  FOR r IN SELECT p.oid::regprocedure AS f FROM pg_proc p
+            WHERE p.pronamespace = 'taskmill'::regnamespace LOOP
+    EXECUTE format('DROP FUNCTION %s', r.f);
+  END LOOP;
+END
+$$)sql";
+
+/// Applies `definitions` unless they are there already, or a node of a newer
+/// schema version wrote its own (during a rolling upgrade, older nodes must
+/// not put their functions back).
+caf::error apply_definitions(connection& conn, const std::vector<definitions>& definitions,
+                             int version) {
+  std::string all;
+  for (const auto& d : definitions) all += d.sql;
+  auto wanted = checksum(all.c_str());
+  auto current = conn.exec("SELECT checksum, schema_version FROM taskmill.schema_definitions");
+  if (!current) return current.error();
+  if (current->rows() == 1 && (current->string(0, 0) == wanted || current->int32(0, 1) > version))
+    return caf::none;
+  return run_in_transaction(conn, "applying the definitions in storage/sql", [&] {
+    // Functions may name each other in any order.
+    auto r = conn.exec("SET LOCAL check_function_bodies = off");
+    if (r) r = conn.exec(drop_definitions_sql);
+    for (const auto& d : definitions) {
+      if (!r) break;
+      r = conn.exec(d.sql);
+      if (!r)
+        return caf::expected<result>{make_error(
+            errc::storage_error, std::string{d.name} + ".sql: " + error_message(r.error()))};
+    }
+    if (r) r = conn.exec("DELETE FROM taskmill.schema_definitions");
+    if (r)
+      r = conn.exec(
+          "INSERT INTO taskmill.schema_definitions (checksum, schema_version) VALUES ($1, $2)",
+          {wanted, std::to_string(version)});
+    return r;
+  });
+}
+
+caf::expected<int> apply_locked(connection& conn, const std::vector<migration>& migrations,
+                                const std::vector<definitions>& definitions) {
   auto applied = applied_versions(conn);
   if (!applied) return applied.error();
+  if (*applied == pre_baseline_versions() && !migrations.empty())
+    if (auto err = take_over_pre_baseline(conn, migrations.front(), *applied)) return err;
   int version = 0;
   for (const auto& m : migrations) {
     auto it = applied->find(m.version);
@@ -72,16 +172,22 @@ caf::expected<int> apply_locked(connection& conn, const std::vector<migration>& 
                                                std::to_string(applied->rbegin()->first) +
                                                ", newer than this taskmill (" +
                                                std::to_string(version) + ")");
+  if (auto err = apply_definitions(conn, definitions, version)) return err;
   return version;
 }
 
 }  // namespace
 
-caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations) {
+std::string migration_checksum(const char* sql) {
+  return checksum(sql);
+}
+
+caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
+                                    const std::vector<definitions>& definitions) {
   // Another node may hold the lock for as long as its migrations take.
   if (auto r = conn.exec("SET lock_timeout = 0"); !r) return r.error();
   if (auto r = conn.exec(lock_sql); !r) return r.error();
-  auto version = apply_locked(conn, migrations);
+  auto version = apply_locked(conn, migrations, definitions);
   auto unlocked = conn.exec(unlock_sql);
   if (!unlocked && version) return unlocked.error();
   if (auto r = conn.exec("RESET lock_timeout"); !r && version) return r.error();

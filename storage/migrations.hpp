@@ -1,8 +1,13 @@
 #pragma once
 
-// Versioned schema migrations (storage/migrations/NNN_name.sql), compiled into
-// the binary and applied in order under an advisory lock, each in its own
-// transaction, so that any number of nodes may start at once.
+// The schema, compiled into the binary. Versioned migrations
+// (storage/migrations/NNN_name.sql: tables, indexes, data moves; never edited
+// once released) are applied in order, each in its own transaction. Then the
+// definitions (storage/sql/name.sql: the current text of every function,
+// trigger and view, one file per concern) are applied whenever they changed:
+// all functions, triggers and views of the schema are dropped and created
+// again from the files, in one transaction. Both happen under one advisory
+// lock, so that any number of nodes may start at once.
 
 #include "storage/pg.hpp"
 
@@ -16,11 +21,26 @@ struct migration {
   const char* sql;
 };
 
+struct definitions {
+  const char* name;
+  const char* sql;
+};
+
+/// The checksum a migration is recorded with.
+std::string migration_checksum(const char* sql);
+
 /// Every migration, in version order (generated from storage/migrations/).
 const std::vector<migration>& all_migrations();
 
-/// Applies what `conn` lacks and returns the schema version. Fails if an
-/// applied migration no longer matches its file.
-caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations);
+/// Every definitions file, by name (generated from storage/sql/).
+const std::vector<definitions>& all_definitions();
+
+/// Applies the migrations `conn` lacks and the definitions if they changed;
+/// returns the schema version. Fails if an applied migration no longer
+/// matches its file. A database made by the releases before the baseline
+/// (migrations 1 to 8, all applied) is taken over in place.
+caf::expected<int> apply_migrations(
+    connection& conn, const std::vector<migration>& migrations,
+    const std::vector<definitions>& definitions = all_definitions());
 
 }  // namespace taskmill::db

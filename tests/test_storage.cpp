@@ -5,6 +5,7 @@
 #include "storage/embedded_postgres.hpp"
 #include "storage/migrations.hpp"
 #include "storage/storage.hpp"
+#include "tests/support/task_sql.hpp"
 #include "tests/support/test_database.hpp"
 
 #include <caf/event_based_actor.hpp>
@@ -100,10 +101,93 @@ BOOST_AUTO_TEST_CASE(a_newer_database_is_refused) {
   test::scratch_database database{"mignew"};
   auto conn = database.connect();
   BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
-  std::vector<db::migration> older{db::all_migrations().front()};
-  auto result = db::apply_migrations(conn, older);
+  database.exec(
+      "INSERT INTO taskmill.schema_migrations (version, name, checksum) "
+      "VALUES (9999, 'from_the_future', 'x')");
+  auto result = db::apply_migrations(conn, db::all_migrations());
   BOOST_REQUIRE(!result);
   BOOST_CHECK_NE(error_message(result.error()).find("newer"), std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(definitions_are_applied_when_they_change_and_only_then) {
+  test::scratch_database database{"migdef"};
+  auto conn = database.connect();
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  auto applied_at = [&] {
+    return database.scalar("SELECT applied_at::text FROM taskmill.schema_definitions");
+  };
+  auto first = applied_at();
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  BOOST_CHECK_EQUAL(applied_at(), first);
+  // A changed file: the function it no longer defines is gone, the new one
+  // is there, and nothing else changed.
+  auto changed = db::all_definitions();
+  changed.push_back(
+      {"extra", "CREATE FUNCTION taskmill.answer() RETURNS int LANGUAGE sql AS 'SELECT 42';"});
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations(), changed));
+  BOOST_CHECK_EQUAL(database.scalar("SELECT taskmill.answer()"), "42");
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM pg_proc WHERE proname = 'answer' AND "
+                                    "pronamespace = 'taskmill'::regnamespace"),
+                    "0");
+  // A broken file changes nothing: the transaction rolls back whole.
+  auto broken = db::all_definitions();
+  broken.push_back({"broken", "CREATE FUNCTION taskmill.nope( RETURNS int;"});
+  auto result = db::apply_migrations(conn, db::all_migrations(), broken);
+  BOOST_REQUIRE(!result);
+  BOOST_CHECK_NE(error_message(result.error()).find("broken.sql"), std::string::npos);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT (taskmill.submit('T', 'k')).outcome"), "created");
+}
+
+BOOST_AUTO_TEST_CASE(a_database_of_the_releases_before_the_baseline_is_upgraded_in_place) {
+  // A database made by the migrations 1 to 8 of earlier releases, with a task
+  // of each kind in it, against one made afresh.
+  test::scratch_database legacy{"legacy"};
+  auto legacy_conn = legacy.connect();
+  BOOST_REQUIRE_EQUAL(test::pre_baseline_migrations().size(), 8u);
+  test::apply_pre_baseline_migrations(legacy_conn);
+  legacy.exec("SELECT taskmill.submit('T', k::text) FROM generate_series(1, 3) k");
+  legacy.exec("SELECT taskmill.cancel('T', '2')");
+  auto upgraded = db::apply_migrations(legacy_conn, db::all_migrations());
+  BOOST_REQUIRE_MESSAGE(upgraded, test::describe(upgraded));
+  BOOST_CHECK_EQUAL(*upgraded, db::all_migrations().back().version);
+
+  test::scratch_database fresh{"fresh"};
+  auto fresh_conn = fresh.connect();
+  BOOST_REQUIRE(db::apply_migrations(fresh_conn, db::all_migrations()));
+  for (const char* catalog :
+       {// functions, with their full text
+        "SELECT string_agg(p.oid::regprocedure::text || ' ' || pg_get_functiondef(p.oid), "
+        "E'\\n' ORDER BY p.oid::regprocedure::text) FROM pg_proc p "
+        "WHERE p.pronamespace = 'taskmill'::regnamespace",
+        // columns
+        "SELECT string_agg(table_name || '.' || column_name || ' ' || data_type || ' ' || "
+        "coalesce(column_default, '') || ' ' || is_nullable || ' ' || ordinal_position, "
+        "E'\\n' ORDER BY table_name, ordinal_position) FROM information_schema.columns "
+        "WHERE table_schema = 'taskmill'",
+        // indexes, constraints, triggers, views
+        "SELECT string_agg(indexdef, E'\\n' ORDER BY indexname) FROM pg_indexes "
+        "WHERE schemaname = 'taskmill'",
+        "SELECT string_agg(conrelid::regclass || ' ' || pg_get_constraintdef(oid), E'\\n' "
+        "ORDER BY conrelid::regclass::text, pg_get_constraintdef(oid)) FROM pg_constraint "
+        "WHERE connamespace = 'taskmill'::regnamespace",
+        "SELECT string_agg(pg_get_triggerdef(t.oid), E'\\n' ORDER BY t.tgname) "
+        "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
+        "WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal",
+        "SELECT string_agg(viewname || ' ' || definition, E'\\n' ORDER BY viewname) "
+        "FROM pg_views WHERE schemaname = 'taskmill'",
+        "SELECT string_agg(c.relname || ' ' || array_to_string(c.reloptions, ','), E'\\n' "
+        "ORDER BY c.relname) FROM pg_class c WHERE c.relnamespace = "
+        "'taskmill'::regnamespace AND c.reloptions IS NOT NULL"}) {
+    BOOST_TEST_CONTEXT(catalog) {
+      BOOST_CHECK_EQUAL(legacy.scalar(catalog), fresh.scalar(catalog));
+    }
+  }
+  // The rules work on what was there before.
+  BOOST_CHECK_EQUAL(legacy.scalar("SELECT (taskmill.submit('T', '1')).outcome"), "replaced");
+  BOOST_CHECK_EQUAL(legacy.scalar("SELECT (taskmill.submit('T', '2')).outcome"), "created");
+  BOOST_CHECK_EQUAL(legacy.scalar("SELECT count(*) FROM taskmill.task_keys"), "3");
+  BOOST_CHECK_EQUAL(legacy.scalar("SELECT count(*) FROM taskmill.schema_migrations"), "1");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,5 +1,10 @@
 #include "tests/support/task_sql.hpp"
 
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "messages/errors.hpp"
 
 namespace taskmill::test {
@@ -41,8 +46,43 @@ task_row read_task_row(const db::result& res, int row) {
   return t;
 }
 
+std::vector<std::tuple<int, std::string, std::string>> pre_baseline_migrations() {
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator{
+           std::filesystem::path{TASKMILL_SOURCE_DIR} / "tests/upgrade/legacy_v8"})
+    files.push_back(entry.path());
+  std::sort(files.begin(), files.end());
+  std::vector<std::tuple<int, std::string, std::string>> out;
+  for (const auto& file : files) {
+    auto base = file.stem().string();
+    std::ifstream in{file};
+    std::string sql{std::istreambuf_iterator<char>{in}, {}};
+    out.emplace_back(std::stoi(base.substr(0, 3)), base.substr(4), std::move(sql));
+  }
+  return out;
+}
+
+void apply_pre_baseline_migrations(db::connection& conn) {
+  // As those releases did: no definitions, only the migrations and their
+  // records.
+  auto exec = [&](const std::string& sql, const std::vector<db::param>& params = {}) {
+    auto r = params.empty() ? conn.exec(sql) : conn.exec(sql, params);
+    BOOST_REQUIRE_MESSAGE(r, describe(r));
+  };
+  exec(
+      "CREATE SCHEMA taskmill; CREATE TABLE taskmill.schema_migrations ("
+      "  version integer PRIMARY KEY, name text NOT NULL, checksum text NOT NULL,"
+      "  applied_at timestamptz NOT NULL DEFAULT now())");
+  for (const auto& [version, name, sql] : pre_baseline_migrations()) {
+    exec(sql);
+    exec("INSERT INTO taskmill.schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+         {std::to_string(version), name, db::migration_checksum(sql.c_str())});
+  }
+}
+
 task_database::task_database(const std::string& label) : scratch_database(label) {
   auto conn = connect();
+  if (std::getenv("TASKMILL_TEST_UPGRADED_SCHEMA")) apply_pre_baseline_migrations(conn);
   auto applied = db::apply_migrations(conn, db::all_migrations());
   BOOST_REQUIRE_MESSAGE(applied, describe(applied));
 }

@@ -9,6 +9,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <string>
+#include <tuple>
+#include <vector>
 
 namespace taskmill::test {
 
@@ -34,7 +36,17 @@ struct task_row {
 
 task_row read_task_row(const db::result& res, int row);
 
-/// A scratch database with the schema applied.
+/// The migrations of the releases before the baseline, as they shipped
+/// (tests/upgrade/legacy_v8/): version, name, SQL.
+std::vector<std::tuple<int, std::string, std::string>> pre_baseline_migrations();
+
+/// Makes `conn`'s database as those releases did (migrations 1 to 8).
+void apply_pre_baseline_migrations(db::connection& conn);
+
+/// A scratch database with the schema applied. With
+/// TASKMILL_TEST_UPGRADED_SCHEMA set it is first made as the releases before
+/// the baseline made it, then upgraded, so that the rule tests also run on an
+/// upgraded schema.
 struct task_database : scratch_database {
   explicit task_database(const std::string& label);
 

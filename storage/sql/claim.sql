@@ -1,0 +1,167 @@
+-- Claiming due work (SPEC §4): weighted-fair levels, cluster-wide limits
+-- counted in the claim, and the time of the next due task.
+
+-- A node declared dead claims nothing until it has registered again.
+CREATE FUNCTION taskmill.may_claim(p_node text) RETURNS boolean
+LANGUAGE sql STABLE AS $$
+  SELECT NOT EXISTS (SELECT 1 FROM taskmill.nodes n WHERE n.name = p_node AND n.stopped_at IS NOT NULL)
+$$;
+
+-- The priority levels that have due work a node of p_types may run; one
+-- cheap probe per level instead of a claim statement per level. A probe in
+-- claim order with LIMIT 1 reads the claim index from its start (an EXISTS
+-- becomes a semi-join that may read every due task).
+CREATE FUNCTION taskmill.due_levels(p_types text[]) RETURNS integer[]
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
+    FROM generate_series(1, 5) AS l(p)
+   CROSS JOIN LATERAL (
+     SELECT 1 FROM taskmill.tasks t
+      WHERE t.status IN ('pending', 'failed') AND t.priority = l.p AND t.execute_at <= now()
+        AND (p_types IS NULL OR t.type = ANY (p_types))
+      ORDER BY t.execute_at, t.id LIMIT 1) AS first_due
+$$;
+
+-- Claims up to p_limit due tasks in claim order (priority, execute_at, id)
+-- with SKIP LOCKED and makes them running in the same statement, so a task is
+-- claimed once across any number of nodes. p_priority NULL: any level;
+-- p_type NULL: any type but the capped ones. Custom plans fold the NULL tests
+-- away, so each form uses the claim index as if written out.
+CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
+                                    p_type text, p_types text[], p_capped text[])
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
+BEGIN
+  RETURN QUERY
+    WITH picked AS (
+      SELECT t.id FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+         AND (p_priority IS NULL OR t.priority = p_priority)
+         AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
+         AND (p_types IS NULL OR t.type = ANY (p_types))
+       ORDER BY t.priority, t.execute_at, t.id
+       LIMIT p_limit
+       FOR UPDATE SKIP LOCKED)
+    UPDATE taskmill.tasks t
+       SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+           heartbeat_at = now(), started_at = now(), updated_at = now()
+      FROM picked WHERE t.id = picked.id
+    RETURNING t.*;
+END
+$$;
+
+-- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
+-- work: an idle claim costs one probe. p_level_quotas[l]
+-- tasks of level l come first (the pusher's weighted shares), the rest of
+-- p_limit is filled in claim order. Types with
+-- a running limit go first within a level, as far as their room allows.
+-- Running limits are counted here, in the database, so they hold for the
+-- whole cluster; claims that check them take turns. p_types lists the types
+-- this node can run (NULL: any); p_local_types the types it runs on executors
+-- of limited capacity, with the room p_local_room they have left.
+CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
+                               p_capped_types text[], p_type_limits integer[],
+                               p_global_limit integer, p_types text[], p_local_types text[],
+                               p_local_room integer[])
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_left integer := p_limit;
+  v_quota integer;
+  v_count integer;
+  v_running integer;
+  v_capped text[] := coalesce(p_capped_types, '{}');
+  v_room integer[] := '{}';
+  v_step integer;
+  v_due integer[] := taskmill.due_levels(p_types);
+  v_more boolean := false;
+BEGIN
+  IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
+    RETURN;
+  END IF;
+  IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+  END IF;
+  IF p_global_limit > 0 THEN
+    SELECT count(*) INTO v_running FROM taskmill.tasks t WHERE t.status = 'running';
+    v_left := least(v_left, p_global_limit - v_running);
+  END IF;
+  FOR i IN 1..cardinality(v_capped) LOOP
+    SELECT count(*) INTO v_running FROM taskmill.tasks t
+     WHERE t.status = 'running' AND t.type = v_capped[i];
+    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
+                      THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
+    v_step := array_position(v_capped, p_local_types[j]);
+    IF v_step IS NULL THEN
+      v_capped := v_capped || p_local_types[j];
+      v_room := v_room || greatest(0, p_local_room[j]);
+    ELSE
+      v_room[v_step] := least(v_room[v_step], greatest(0, p_local_room[j]));
+    END IF;
+  END LOOP;
+
+  -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
+  -- Levels without due work are skipped, and so is the last pass when every
+  -- level with work ran dry within its quota.
+  FOR lvl IN 1..6 LOOP
+    EXIT WHEN v_left <= 0;
+    EXIT WHEN lvl = 6 AND NOT v_more;
+    IF lvl <= 5 AND NOT lvl = ANY (v_due) THEN
+      CONTINUE;
+    END IF;
+    v_quota := CASE WHEN lvl <= 5 THEN least(coalesce(p_level_quotas[lvl], 0), v_left) ELSE v_left END;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
+    FOR i IN 1..cardinality(v_capped) LOOP
+      v_step := least(v_quota, v_room[i]);
+      CONTINUE WHEN v_step <= 0;
+      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_step, nullif(lvl, 6), v_capped[i],
+                                                     p_types, v_capped);
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      v_more := v_more OR v_count >= v_step;
+      v_room[i] := v_room[i] - v_count;
+      v_quota := v_quota - v_count;
+      v_left := v_left - v_count;
+    END LOOP;
+    IF v_quota <= 0 THEN
+      v_more := true;
+      CONTINUE;
+    END IF;
+    RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
+                                                   p_types, v_capped);
+    GET DIAGNOSTICS v_count = ROW_COUNT;
+    v_left := v_left - v_count;
+    v_more := v_more OR v_count >= v_quota;
+  END LOOP;
+END
+$$;
+
+CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint,
+                                  OUT next_due_at timestamptz, OUT db_now timestamptz)
+LANGUAGE plpgsql STABLE
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+BEGIN
+  SELECT min(n.execute_at), now() INTO next_due_at, db_now
+    FROM generate_series(1, 5) AS lvl(p)
+   CROSS JOIN LATERAL (
+     SELECT t.execute_at FROM taskmill.tasks t
+      WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
+        AND t.execute_at > now() AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
+        AND (p_types IS NULL OR t.type = ANY (p_types))
+      ORDER BY t.execute_at LIMIT 1) n;
+END
+$$;
+
+-- Nodes of the release before this one ask without a horizon until they are
+-- restarted on this one.
+CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
+                                             OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000) n
+$$;

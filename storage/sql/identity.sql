@@ -1,0 +1,86 @@
+-- The identity of tasks: a live task is named by (type, key, version), kept in
+-- taskmill.task_keys by the triggers below, so that claims and outcomes never
+-- write into an index spread over every key. Units are locked by key for the
+-- rules in submit.sql.
+
+CREATE FUNCTION taskmill.bad_argument(p_message text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  RAISE EXCEPTION USING ERRCODE = 'invalid_parameter_value', MESSAGE = p_message;
+END
+$$;
+
+CREATE FUNCTION taskmill.check_unit(p_type text, p_key text) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF p_type IS NULL OR p_type = '' OR length(p_type) > 200 THEN
+    PERFORM taskmill.bad_argument('type must be a non-empty string of at most 200 characters');
+  END IF;
+  IF p_key IS NULL OR p_key = '' OR length(p_key) > 500 THEN
+    PERFORM taskmill.bad_argument('key must be a non-empty string of at most 500 characters');
+  END IF;
+END
+$$;
+
+-- Submits, reschedules and cancels of one (type, key) take turns on this lock
+-- until their transaction ends. Claims and outcomes use row locks only.
+CREATE FUNCTION taskmill.lock_unit(p_type text, p_key text) RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_advisory_xact_lock(hashtextextended(p_type || E'\x1f' || p_key, 7345))
+$$;
+
+-- The highest non-cancelled version of (type, key): its current task.
+CREATE FUNCTION taskmill.current_task(p_type text, p_key text) RETURNS taskmill.tasks
+LANGUAGE sql STABLE AS $$
+  SELECT t.* FROM taskmill.task_keys k JOIN taskmill.tasks t ON t.id = k.task_id
+   WHERE k.type = p_type AND k.key = p_key AND t.status <> 'cancelled'
+   ORDER BY k.version DESC LIMIT 1
+$$;
+
+CREATE FUNCTION taskmill.add_task_keys() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO taskmill.task_keys (type, key, version, task_id)
+  SELECT n.type, n.key, n.version, n.id FROM created n WHERE n.status <> 'cancelled';
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_created AFTER INSERT ON taskmill.tasks
+  REFERENCING NEW TABLE AS created
+  FOR EACH STATEMENT EXECUTE FUNCTION taskmill.add_task_keys();
+
+CREATE FUNCTION taskmill.drop_task_keys() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM taskmill.task_keys k USING deleted d
+   WHERE k.type = d.type AND k.key = d.key AND k.version = d.version AND k.task_id = d.id;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_deleted AFTER DELETE ON taskmill.tasks
+  REFERENCING OLD TABLE AS deleted
+  FOR EACH STATEMENT EXECUTE FUNCTION taskmill.drop_task_keys();
+
+-- Cancelled tasks hold no key; a cancelled task that runs again (retry by
+-- id) takes it back. Checked per row, queued only for those few rows.
+CREATE FUNCTION taskmill.follow_cancel_in_task_keys() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF NEW.status = 'cancelled' THEN
+    DELETE FROM taskmill.task_keys k
+     WHERE k.type = OLD.type AND k.key = OLD.key AND k.version = OLD.version
+       AND k.task_id = OLD.id;
+  ELSE
+    INSERT INTO taskmill.task_keys (type, key, version, task_id)
+    VALUES (NEW.type, NEW.key, NEW.version, NEW.id);
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_cancelled_or_revived AFTER UPDATE OF status ON taskmill.tasks
+  FOR EACH ROW
+  WHEN ((OLD.status = 'cancelled') IS DISTINCT FROM (NEW.status = 'cancelled'))
+  EXECUTE FUNCTION taskmill.follow_cancel_in_task_keys();

@@ -1,0 +1,95 @@
+-- Nodes, their heartbeats and leases, and leadership (SPEC §4, §7).
+
+-- A node starts: it takes its name unless a live node holds it, and the
+-- running tasks of its earlier incarnations, which can no longer finish, end
+-- as failed attempts.
+CREATE FUNCTION taskmill.register_node(p_name text, p_incarnation text, p_address text,
+                                       p_lease_ms bigint) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  cur taskmill.nodes;
+  v_ids bigint[];
+  v_attempts integer[];
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtextextended('node' || E'\x1f' || p_name, 7345));
+  SELECT * INTO cur FROM taskmill.nodes n WHERE n.name = p_name;
+  IF cur.name IS NOT NULL AND cur.incarnation <> p_incarnation AND cur.stopped_at IS NULL
+     AND cur.heartbeat_at >= now() - p_lease_ms * interval '1 ms' THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('node name %s is in use by a live node (last heartbeat %s); '
+                       'give this node another node.name', p_name, cur.heartbeat_at);
+  END IF;
+  INSERT INTO taskmill.nodes AS n (name, incarnation, address, started_at, heartbeat_at, leader,
+                                   stopped_at)
+  VALUES (p_name, p_incarnation, p_address, now(), now(), false, NULL)
+  ON CONFLICT (name) DO UPDATE
+     SET incarnation = excluded.incarnation, address = excluded.address,
+         started_at = now(), heartbeat_at = now(), leader = false, stopped_at = NULL;
+  SELECT array_agg(t.id), array_agg(t.attempt) INTO v_ids, v_attempts
+    FROM taskmill.tasks t WHERE t.status = 'running' AND t.picked_by = p_name;
+  RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'lost',
+                                          format('node %s restarted', p_name)), 0);
+END
+$$;
+
+-- The heartbeat of one incarnation. No row: the node was declared dead (or
+-- its name taken over) and must register again before it claims.
+CREATE FUNCTION taskmill.heartbeat(p_name text, p_incarnation text, p_leader boolean)
+RETURNS boolean
+LANGUAGE sql AS $$
+  WITH beat AS (
+    UPDATE taskmill.nodes n SET heartbeat_at = now(), leader = p_leader
+     WHERE n.name = p_name AND n.incarnation = p_incarnation AND n.stopped_at IS NULL
+    RETURNING 1)
+  SELECT EXISTS (SELECT 1 FROM beat)
+$$;
+
+-- A node stops cleanly: what it still runs goes back to pending at once
+-- (neither a failure nor a retry; the attempt counter keeps fencing any
+-- late outcome), and the node is marked stopped.
+CREATE FUNCTION taskmill.stop_node(p_name text, p_incarnation text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_count integer;
+BEGIN
+  WITH released AS (
+    UPDATE taskmill.tasks t
+       SET status = 'pending', execute_at = now(), heartbeat_at = NULL, updated_at = now()
+     WHERE t.status = 'running' AND t.picked_by = p_name
+    RETURNING t.id, t.attempt, t.started_at
+  ),
+  history AS (
+    INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
+    SELECT r.id, r.attempt, p_name, r.started_at, now(), 'released', 'node stopped' FROM released r
+    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
+  )
+  SELECT count(*) INTO v_count FROM released;
+  UPDATE taskmill.nodes n SET stopped_at = now(), leader = false
+   WHERE n.name = p_name AND n.incarnation = p_incarnation;
+  IF v_count > 0 THEN
+    PERFORM taskmill.wake_nodes();
+  END IF;
+  RETURN v_count;
+END
+$$;
+
+-- Leadership is a session advisory lock on the connection of the node's
+-- storage: it goes when that connection goes. True if this session holds it
+-- (taking it if it is free and wanted); gives it up when not wanted.
+CREATE FUNCTION taskmill.lead(p_want boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_held boolean := EXISTS (
+    SELECT 1 FROM pg_locks l
+     WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+       AND l.classid = 7345 AND l.objid = 2 AND l.objsubid = 2);
+BEGIN
+  IF NOT p_want THEN
+    IF v_held THEN
+      PERFORM pg_advisory_unlock(7345, 2);
+    END IF;
+    RETURN false;
+  END IF;
+  RETURN v_held OR pg_try_advisory_lock(7345, 2);
+END
+$$;

@@ -1,0 +1,154 @@
+-- Outcomes of executions, fenced by attempt (SPEC §2), and the attempt
+-- history.
+
+-- The wait before retry number p_retry_count + 1.
+CREATE FUNCTION taskmill.backoff_delay(p_kind text, p_base_ms integer, p_cap_ms integer,
+                                       p_jitter real, p_retry_count integer) RETURNS interval
+LANGUAGE sql VOLATILE AS $$
+  SELECT make_interval(secs => greatest(0, least(p_cap_ms::float8,
+           CASE WHEN p_kind = 'fixed' THEN p_base_ms::float8
+                ELSE p_base_ms * power(2::float8, least(p_retry_count, 40)) END
+           * (1 + p_jitter * (2 * random() - 1)))) / 1000.0)
+$$;
+
+-- SPEC §4, outcomes, as before, with the history written as above. Outcomes
+-- that apply are written from the rows the update returns; only stale ones
+-- (rare) read the task again. Outcomes that leave a retry for later wake the
+-- nodes, which otherwise would not look before their next poll.
+CREATE FUNCTION taskmill.complete_many(p_ids bigint[], p_attempts integer[],
+                                                  p_outcomes text[], p_results jsonb[],
+                                                  p_errors text[], p_node text)
+RETURNS TABLE (task_id bigint, attempt integer, applied boolean, status taskmill.task_status)
+LANGUAGE plpgsql
+SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+  v_ids bigint[];
+  v_statuses taskmill.task_status[];
+BEGIN
+  WITH updated AS (
+    UPDATE taskmill.tasks t
+       SET status = CASE
+             WHEN i.outcome = 'succeeded' THEN 'succeeded'::taskmill.task_status
+             WHEN i.outcome = 'retry' AND t.retry_count < t.max_retries THEN 'failed'
+             ELSE 'dead' END,
+           retry_count = t.retry_count + CASE WHEN i.outcome = 'succeeded' THEN 0 ELSE 1 END,
+           error = CASE WHEN i.outcome = 'succeeded' THEN NULL ELSE i.error END,
+           result = i.result,
+           execute_at = CASE
+             WHEN i.outcome = 'retry' AND t.retry_count < t.max_retries
+               THEN now() + taskmill.backoff_delay(t.backoff_kind, t.backoff_base_ms,
+                                                   t.backoff_cap_ms, t.backoff_jitter,
+                                                   t.retry_count)
+             ELSE t.execute_at END,
+           heartbeat_at = NULL,
+           finished_at = CASE WHEN i.outcome = 'succeeded' THEN now() END,
+           updated_at = now()
+      FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
+             AS i(id, attempt, outcome, result, error)
+     WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
+    RETURNING t.id, t.status, i.attempt, i.outcome, i.error, t.picked_by, t.started_at
+  ),
+  history AS (
+    INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at,
+                                        outcome, error)
+    SELECT u.id, u.attempt, u.picked_by, u.started_at, now(), u.outcome, u.error
+      FROM updated u WHERE u.outcome <> 'succeeded'
+    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
+  )
+  SELECT array_agg(u.id), array_agg(u.status) INTO v_ids, v_statuses FROM updated u;
+  -- A retry is due again after its backoff: the nodes set their timers anew.
+  IF 'failed' = ANY (v_statuses) THEN
+    PERFORM taskmill.wake_nodes();
+  END IF;
+
+  IF coalesce(cardinality(v_ids), 0) < cardinality(p_ids) THEN
+    INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at,
+                                        outcome, error)
+    SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
+           CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
+      FROM unnest(p_ids, p_attempts, p_outcomes, p_errors) AS i(id, attempt, outcome, error)
+      JOIN taskmill.tasks t ON t.id = i.id
+     WHERE i.attempt BETWEEN 1 AND t.attempt
+       -- The attempt that succeeded is in the history already, as its task.
+       AND NOT (i.attempt = t.attempt AND t.finished_at IS NOT NULL)
+    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING;
+  END IF;
+
+  RETURN QUERY
+  SELECT i.id, i.attempt, u.id IS NOT NULL,
+         coalesce(u.status, (SELECT t.status FROM taskmill.tasks t WHERE t.id = i.id))
+    FROM unnest(p_ids, p_attempts) WITH ORDINALITY AS i(id, attempt, ord)
+    LEFT JOIN unnest(v_ids, v_statuses) AS u(id, status) ON u.id = i.id
+   ORDER BY i.ord;
+END
+$$;
+
+-- Executions that will not report (their node died, their time ran out) end
+-- as failed attempts: failed with backoff while retries remain, else dead.
+-- Answers how many changed.
+CREATE FUNCTION taskmill.lose_attempts(p_ids bigint[], p_attempts integer[], p_outcome text,
+                                       p_error text) RETURNS integer
+LANGUAGE sql AS $$
+  WITH input AS (
+    SELECT * FROM unnest(p_ids, p_attempts) AS u(id, attempt)
+  ),
+  lost AS (
+    UPDATE taskmill.tasks t
+       SET status = CASE WHEN t.retry_count < t.max_retries THEN 'failed'::taskmill.task_status
+                         ELSE 'dead' END,
+           retry_count = t.retry_count + 1,
+           error = p_error,
+           execute_at = CASE WHEN t.retry_count < t.max_retries
+                             THEN now() + taskmill.backoff_delay(t.backoff_kind, t.backoff_base_ms,
+                                                                 t.backoff_cap_ms, t.backoff_jitter,
+                                                                 t.retry_count)
+                             ELSE t.execute_at END,
+           heartbeat_at = NULL,
+           updated_at = now()
+      FROM input i
+     WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
+    RETURNING t.id, t.attempt, t.picked_by, t.started_at
+  ),
+  history AS (
+    INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
+    SELECT l.id, l.attempt, l.picked_by, l.started_at, now(), p_outcome, p_error FROM lost l
+    ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
+  )
+  SELECT count(*)::integer FROM lost
+$$;
+
+-- Reconciler: of these executions, the ones that are over by the database
+-- (no longer running under that attempt).
+CREATE FUNCTION taskmill.finished_executions(p_ids bigint[], p_attempts integer[])
+RETURNS TABLE (task_id bigint, attempt integer)
+LANGUAGE sql STABLE AS $$
+  SELECT i.id, i.attempt FROM unnest(p_ids, p_attempts) AS i(id, attempt)
+   WHERE NOT EXISTS (SELECT 1 FROM taskmill.tasks t
+                      WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt)
+$$;
+
+CREATE VIEW taskmill.attempt_history AS
+SELECT a.task_id, a.attempt, a.node, a.started_at, a.finished_at, a.outcome, a.error
+  FROM taskmill.attempts a
+UNION ALL
+SELECT t.id, t.attempt, t.picked_by, t.started_at, t.finished_at, 'succeeded', NULL
+  FROM taskmill.tasks t
+ WHERE t.status IN ('succeeded', 'stopped') AND t.finished_at IS NOT NULL;
+
+-- A task that runs again after its success (a replacing submit, a retry by
+-- id) keeps that success in the history.
+CREATE FUNCTION taskmill.keep_success_in_history() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome)
+  VALUES (OLD.id, OLD.attempt, OLD.picked_by, OLD.started_at, OLD.finished_at, 'succeeded')
+  ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING;
+  NEW.finished_at := NULL;
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER tasks_success_leaves BEFORE UPDATE ON taskmill.tasks
+  FOR EACH ROW
+  WHEN (OLD.finished_at IS NOT NULL AND NEW.status NOT IN ('succeeded', 'stopped'))
+  EXECUTE FUNCTION taskmill.keep_success_in_history();

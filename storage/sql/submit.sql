@@ -1,0 +1,523 @@
+-- Submit, reschedule, cancel and retry (SPEC §3): the rules a node and a
+-- business transaction share. Per-type defaults come from taskmill.task_types,
+-- which the nodes write from their configuration.
+
+CREATE FUNCTION taskmill.type_settings(p_type text) RETURNS taskmill.task_types
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  s taskmill.task_types;
+BEGIN
+  SELECT * INTO s FROM taskmill.task_types t
+   WHERE t.type IN (p_type, '') ORDER BY t.type = p_type DESC LIMIT 1;
+  IF NOT FOUND THEN
+    s := ROW(p_type, 5000, 3, 'exponential', 1000, 3600000, 0.1, NULL, NULL, now());
+  END IF;
+  RETURN s;
+END
+$$;
+
+-- Per-type settings from a node's configuration (the empty type: defaults).
+CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
+                                           p_max_retries integer[], p_backoff_kinds text[],
+                                           p_backoff_bases integer[], p_backoff_caps integer[],
+                                           p_backoff_jitters real[], p_deadlines bigint[],
+                                           p_limits integer[]) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
+                                        backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                                        pending_deadline_ms, running_limit, updated_at)
+  SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
+                                p_backoff_bases, p_backoff_caps, p_backoff_jitters,
+                                p_deadlines, p_limits) AS u
+  ON CONFLICT (type) DO UPDATE
+     SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
+         backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
+         backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
+         pending_deadline_ms = excluded.pending_deadline_ms,
+         running_limit = excluded.running_limit, updated_at = now()
+$$;
+
+CREATE FUNCTION taskmill.deadline_after(p_execute_at timestamptz, p_type text) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+  SELECT p_execute_at + s.pending_deadline_ms * interval '1 millisecond'
+    FROM taskmill.type_settings(p_type) s
+$$;
+
+CREATE FUNCTION taskmill.wake_nodes() RETURNS void
+LANGUAGE sql AS $$
+  SELECT pg_notify('taskmill_tasks', '')
+$$;
+
+-- SPEC §3, submit. Outcome: created | replaced | duplicate | stale.
+CREATE FUNCTION taskmill.submit(
+  type text, key text, version bigint DEFAULT 0, payload jsonb DEFAULT NULL,
+  execute_at timestamptz DEFAULT NULL, priority integer DEFAULT NULL,
+  max_retries integer DEFAULT NULL, timeout_ms integer DEFAULT NULL,
+  backoff_kind text DEFAULT NULL, backoff_base_ms integer DEFAULT NULL,
+  backoff_cap_ms integer DEFAULT NULL, backoff_jitter real DEFAULT NULL,
+  batch text DEFAULT NULL, trace_id text DEFAULT NULL,
+  shard_index integer DEFAULT NULL, shard_total integer DEFAULT NULL,
+  OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  s taskmill.task_types := taskmill.type_settings(type);
+  cur taskmill.tasks;
+  v_version bigint := coalesce(version, 0);
+  v_payload jsonb := coalesce(payload, '{}'::jsonb);
+  v_execute_at timestamptz := coalesce(execute_at, now());
+  v_priority integer := coalesce(priority, 3);
+  v_max_retries integer := coalesce(max_retries, s.max_retries);
+  v_timeout_ms integer := coalesce(timeout_ms, s.timeout_ms);
+  v_kind text := coalesce(backoff_kind, s.backoff_kind);
+  v_base integer := coalesce(backoff_base_ms, s.backoff_base_ms);
+  v_cap integer := coalesce(backoff_cap_ms, s.backoff_cap_ms);
+  v_jitter real := coalesce(backoff_jitter, s.backoff_jitter);
+  v_deadline timestamptz;
+  v_trace text := coalesce(nullif(trace_id, ''), replace(gen_random_uuid()::text, '-', ''));
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  IF v_version < 0 THEN
+    PERFORM taskmill.bad_argument(format('version must be 0 or more, got %s', v_version));
+  END IF;
+  IF v_priority NOT BETWEEN 1 AND 5 THEN
+    PERFORM taskmill.bad_argument(format('priority must be between 1 and 5, got %s', v_priority));
+  END IF;
+  IF v_max_retries NOT BETWEEN 0 AND 1000 THEN
+    PERFORM taskmill.bad_argument(format('max_retries must be between 0 and 1000, got %s', v_max_retries));
+  END IF;
+  IF v_timeout_ms <= 0 THEN
+    PERFORM taskmill.bad_argument(format('timeout_ms must be positive, got %s', v_timeout_ms));
+  END IF;
+  IF v_kind NOT IN ('fixed', 'exponential') THEN
+    PERFORM taskmill.bad_argument(format('backoff kind must be fixed or exponential, got %s', v_kind));
+  END IF;
+  IF v_base <= 0 OR v_cap <= 0 THEN
+    PERFORM taskmill.bad_argument('backoff base_ms and cap_ms must be positive');
+  END IF;
+  IF v_jitter NOT BETWEEN 0 AND 1 THEN
+    PERFORM taskmill.bad_argument(format('backoff jitter must be between 0 and 1, got %s', v_jitter));
+  END IF;
+  IF (shard_index IS NULL) <> (shard_total IS NULL)
+     OR shard_total < 1 OR shard_index < 0 OR shard_index >= shard_total THEN
+    PERFORM taskmill.bad_argument('shard_index and shard_total go together, with 0 <= shard_index < shard_total');
+  END IF;
+  v_deadline := v_execute_at + s.pending_deadline_ms * interval '1 millisecond';
+
+  PERFORM taskmill.lock_unit(type, key);
+  LOOP
+    cur := taskmill.current_task(type, key);
+    IF cur.id IS NOT NULL AND cur.version > v_version THEN
+      outcome := 'stale';
+      task := cur;
+      RETURN;
+    END IF;
+    IF cur.id IS NOT NULL AND cur.version = v_version THEN
+      IF cur.status IN ('running', 'succeeded') THEN
+        outcome := 'duplicate';
+        task := cur;
+        RETURN;
+      END IF;
+      UPDATE taskmill.tasks t
+         SET status = 'pending', payload = v_payload, execute_at = v_execute_at,
+             priority = v_priority, max_retries = v_max_retries, timeout_ms = v_timeout_ms,
+             backoff_kind = v_kind, backoff_base_ms = v_base, backoff_cap_ms = v_cap,
+             backoff_jitter = v_jitter, deadline_at = v_deadline, batch = submit.batch,
+             trace_id = v_trace, shard_index = submit.shard_index,
+             shard_total = submit.shard_total, retry_count = 0, result = NULL,
+             heartbeat_at = NULL, updated_at = now()
+       WHERE t.id = cur.id AND t.status IN ('pending', 'failed', 'dead', 'stopped')
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'replaced';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+      -- Claimed between reading and writing: decide again.
+      CONTINUE;
+    END IF;
+    IF cur.id IS NOT NULL THEN
+      UPDATE taskmill.tasks t
+         SET status = 'cancelled', error = format('superseded by version %s', v_version),
+             updated_at = now()
+       WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
+                       WHERE k.type = type AND k.key = key AND k.version < v_version)
+         AND t.status IN ('pending', 'failed');
+    END IF;
+    INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
+                                timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                backoff_jitter, deadline_at, batch, trace_id, shard_index,
+                                shard_total)
+    VALUES (type, key, v_version, v_payload, v_execute_at, v_priority, v_max_retries,
+            v_timeout_ms, v_kind, v_base, v_cap, v_jitter, v_deadline, batch, v_trace,
+            shard_index, shard_total)
+    RETURNING * INTO task;
+    outcome := 'created';
+    PERFORM taskmill.wake_nodes();
+    RETURN;
+  END LOOP;
+END
+$$;
+
+-- Submitting a batch costs a handful of set-based statements instead of one
+-- function call (and several queries) per task. New units, the common case,
+-- are inserted together; a unit that already has a live task, appears twice in the
+-- batch or is invalid goes through taskmill.submit one by one, so the rules of
+-- SPEC §3 and their error messages stay in one place. Every unit of the batch
+-- is locked first, in hash order, so the check for existing tasks holds until
+-- commit and concurrent batches cannot deadlock.
+CREATE FUNCTION taskmill.submit_many(
+  p_types text[], p_keys text[], p_versions bigint[], p_payloads jsonb[],
+  p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
+  p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
+  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
+  p_shard_indexes integer[], p_shard_totals integer[])
+RETURNS TABLE (ordinal bigint, outcome text, task taskmill.tasks)
+LANGUAGE plpgsql
+-- A plan cached while the table was empty scans it in full for every row
+-- once it is not; planned for each call, it uses the index.
+SET plan_cache_mode = force_custom_plan AS $$
+DECLARE
+  r record;
+  res record;
+  v_ords bigint[];
+  v_tasks taskmill.tasks[];
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended(coalesce(k.type, '') || E'\x1f' || coalesce(k.key, ''),
+                                            7345) AS h
+             FROM unnest(p_types, p_keys) AS k(type, key)
+            ORDER BY 1) l;
+
+  WITH input AS (
+    SELECT u.*, count(*) OVER (PARTITION BY u.type, u.key) AS copies
+      FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
+                  p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
+                  p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
+                  p_shard_indexes, p_shard_totals)
+        WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
+                             timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                             backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+  ),
+  settings AS MATERIALIZED (
+    SELECT ty.type AS for_type, s.max_retries, s.timeout_ms, s.backoff_kind, s.backoff_base_ms,
+           s.backoff_cap_ms, s.backoff_jitter, s.pending_deadline_ms
+      FROM (SELECT DISTINCT i.type FROM input i) ty,
+           LATERAL taskmill.type_settings(ty.type) s
+  ),
+  prepared AS (
+    SELECT i.ord, i.type, i.key, coalesce(i.version, 0) AS version,
+           coalesce(i.payload, '{}'::jsonb) AS payload,
+           coalesce(i.execute_at, now()) AS execute_at, coalesce(i.priority, 3) AS priority,
+           coalesce(i.max_retries, s.max_retries) AS max_retries,
+           coalesce(i.timeout_ms, s.timeout_ms) AS timeout_ms,
+           coalesce(i.backoff_kind, s.backoff_kind) AS backoff_kind,
+           coalesce(i.backoff_base_ms, s.backoff_base_ms) AS backoff_base_ms,
+           coalesce(i.backoff_cap_ms, s.backoff_cap_ms) AS backoff_cap_ms,
+           coalesce(i.backoff_jitter, s.backoff_jitter) AS backoff_jitter,
+           s.pending_deadline_ms, i.batch,
+           coalesce(nullif(i.trace_id, ''), replace(gen_random_uuid()::text, '-', '')) AS trace_id,
+           i.shard_index, i.shard_total
+      FROM input i JOIN settings s ON s.for_type = i.type
+     WHERE i.copies = 1
+       AND i.type <> '' AND length(i.type) <= 200 AND i.key <> '' AND length(i.key) <= 500
+       -- Cancelled tasks do not count for submit (see taskmill.current_task).
+       AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
+                        WHERE k.type = i.type AND k.key = i.key)
+  ),
+  fresh AS (
+    SELECT p.* FROM prepared p
+     WHERE p.version >= 0 AND p.priority BETWEEN 1 AND 5 AND p.max_retries BETWEEN 0 AND 1000
+       AND p.timeout_ms > 0 AND p.backoff_kind IN ('fixed', 'exponential')
+       AND p.backoff_base_ms > 0 AND p.backoff_cap_ms > 0 AND p.backoff_jitter BETWEEN 0 AND 1
+       AND (p.shard_index IS NULL) = (p.shard_total IS NULL)
+       AND (p.shard_total IS NULL
+            OR (p.shard_total >= 1 AND p.shard_index >= 0 AND p.shard_index < p.shard_total))
+  ),
+  inserted AS (
+    INSERT INTO taskmill.tasks AS t (type, key, version, payload, execute_at, priority,
+                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                     trace_id, shard_index, shard_total)
+    SELECT f.type, f.key, f.version, f.payload, f.execute_at, f.priority, f.max_retries,
+           f.timeout_ms, f.backoff_kind, f.backoff_base_ms, f.backoff_cap_ms, f.backoff_jitter,
+           f.execute_at + f.pending_deadline_ms * interval '1 millisecond', f.batch,
+           f.trace_id, f.shard_index, f.shard_total
+      FROM fresh f ORDER BY f.ord
+    RETURNING t.type, t.key, t AS whole
+  )
+  -- Units are unique among fresh rows and each one was inserted, so both
+  -- sides in unit order line up without a join.
+  SELECT (SELECT array_agg(f.ord ORDER BY f.type, f.key) FROM fresh f),
+         (SELECT array_agg(ins.whole ORDER BY ins.type, ins.key) FROM inserted ins)
+    INTO v_ords, v_tasks;
+
+  IF v_ords IS NOT NULL THEN
+    PERFORM taskmill.wake_nodes();
+    RETURN QUERY SELECT v_ords[g.i], 'created'::text, v_tasks[g.i]
+                   FROM generate_subscripts(v_ords, 1) AS g(i);
+  END IF;
+
+  FOR r IN
+    SELECT u.* FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
+                           p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
+                           p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
+                           p_shard_indexes, p_shard_totals)
+        WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
+                             timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                             backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+      LEFT JOIN unnest(v_ords) AS done(ord) ON done.ord = u.ord
+     WHERE done.ord IS NULL
+     ORDER BY hashtextextended(coalesce(u.type, '') || E'\x1f' || coalesce(u.key, ''), 7345), u.ord
+  LOOP
+    SELECT * INTO res FROM taskmill.submit(r.type, r.key, r.version, r.payload, r.execute_at,
+      r.priority, r.max_retries, r.timeout_ms, r.backoff_kind, r.backoff_base_ms,
+      r.backoff_cap_ms, r.backoff_jitter, r.batch, r.trace_id, r.shard_index, r.shard_total);
+    ordinal := r.ord;
+    outcome := res.outcome;
+    task := res.task;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- SPEC §3, reschedule. Outcome: updated | recreated | ignored | created.
+CREATE FUNCTION taskmill.reschedule(type text, key text, execute_at timestamptz,
+                                    payload jsonb DEFAULT NULL,
+                                    OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+  prev taskmill.tasks;
+  s taskmill.task_types;
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  IF execute_at IS NULL THEN
+    PERFORM taskmill.bad_argument('execute_at is required');
+  END IF;
+  PERFORM taskmill.lock_unit(type, key);
+  LOOP
+    cur := taskmill.current_task(type, key);
+    IF cur.id IS NULL THEN
+      SELECT t.* INTO prev FROM taskmill.tasks t
+       WHERE t.type = type AND t.key = key AND t.status = 'cancelled'
+       ORDER BY t.id DESC LIMIT 1;
+      IF prev.id IS NULL THEN
+        s := taskmill.type_settings(type);
+        INSERT INTO taskmill.tasks (type, key, payload, execute_at, max_retries, timeout_ms,
+                                    backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                    backoff_jitter, deadline_at, trace_id)
+        VALUES (type, key, coalesce(payload, '{}'::jsonb), execute_at, s.max_retries,
+                s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
+                s.backoff_jitter, taskmill.deadline_after(execute_at, type),
+                replace(gen_random_uuid()::text, '-', ''))
+        RETURNING * INTO task;
+      ELSE
+        INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
+                                    max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                    backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                    trace_id, shard_index, shard_total)
+        VALUES (type, key, prev.version, coalesce(payload, prev.payload), execute_at,
+                prev.priority, prev.max_retries, prev.timeout_ms, prev.backoff_kind,
+                prev.backoff_base_ms, prev.backoff_cap_ms, prev.backoff_jitter,
+                taskmill.deadline_after(execute_at, type), prev.batch, prev.trace_id,
+                prev.shard_index, prev.shard_total)
+        RETURNING * INTO task;
+      END IF;
+      outcome := 'created';
+      PERFORM taskmill.wake_nodes();
+      RETURN;
+    END IF;
+
+    IF cur.status IN ('succeeded', 'stopped') THEN
+      outcome := 'ignored';
+      task := cur;
+      RETURN;
+    END IF;
+
+    IF cur.status IN ('pending', 'failed') THEN
+      UPDATE taskmill.tasks t
+         SET execute_at = reschedule.execute_at, payload = coalesce(payload, t.payload),
+             deadline_at = taskmill.deadline_after(reschedule.execute_at, type),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status IN ('pending', 'failed')
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'updated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    ELSIF cur.status = 'dead' THEN
+      UPDATE taskmill.tasks t
+         SET status = 'pending', execute_at = reschedule.execute_at,
+             payload = coalesce(payload, t.payload), retry_count = 0,
+             deadline_at = taskmill.deadline_after(reschedule.execute_at, type),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status = 'dead'
+      RETURNING t.* INTO task;
+      IF FOUND THEN
+        outcome := 'updated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    ELSIF cur.status = 'running' THEN
+      UPDATE taskmill.tasks t
+         SET status = 'cancelled',
+             error = format('rescheduled to %s while running', reschedule.execute_at),
+             updated_at = now()
+       WHERE t.id = cur.id AND t.status = 'running' AND t.attempt = cur.attempt;
+      IF FOUND THEN
+        INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
+                                    max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                    backoff_cap_ms, backoff_jitter, deadline_at, batch,
+                                    trace_id, shard_index, shard_total)
+        VALUES (type, key, cur.version, coalesce(payload, cur.payload), execute_at,
+                cur.priority, cur.max_retries, cur.timeout_ms, cur.backoff_kind,
+                cur.backoff_base_ms, cur.backoff_cap_ms, cur.backoff_jitter,
+                taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
+                cur.shard_index, cur.shard_total)
+        RETURNING * INTO task;
+        outcome := 'recreated';
+        PERFORM taskmill.wake_nodes();
+        RETURN;
+      END IF;
+    END IF;
+    -- The task changed between reading and writing it: decide again.
+  END LOOP;
+END
+$$;
+
+-- SPEC §3, cancel by type and key: every live version of the unit. Outcome:
+-- cancelled | unchanged; the task answered is the highest version cancelled,
+-- else the current one.
+CREATE FUNCTION taskmill.cancel(type text, key text, OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+BEGIN
+  PERFORM taskmill.check_unit(type, key);
+  PERFORM taskmill.lock_unit(type, key);
+  WITH cancelled AS (
+    UPDATE taskmill.tasks t
+       SET status = 'cancelled', error = 'cancelled', updated_at = now()
+     WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k WHERE k.type = type AND k.key = key)
+       AND t.status IN ('pending', 'failed', 'running')
+    RETURNING t.*)
+  SELECT c.* INTO task FROM cancelled c ORDER BY c.version DESC LIMIT 1;
+  IF task.id IS NOT NULL THEN
+    outcome := 'cancelled';
+    RETURN;
+  END IF;
+  task := taskmill.current_task(type, key);
+  IF task.id IS NULL THEN
+    SELECT t.* INTO task FROM taskmill.tasks t
+     WHERE t.type = type AND t.key = key AND t.status = 'cancelled' ORDER BY t.id DESC LIMIT 1;
+  END IF;
+  IF task.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found',
+      MESSAGE = format('no task with type %s and key %s', type, key);
+  END IF;
+  outcome := 'unchanged';
+END
+$$;
+
+-- SPEC §3, cancel by id.
+CREATE FUNCTION taskmill.cancel(id bigint, OUT outcome text, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+BEGIN
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
+  END IF;
+  PERFORM taskmill.lock_unit(cur.type, cur.key);
+  UPDATE taskmill.tasks t
+     SET status = 'cancelled', error = 'cancelled', updated_at = now()
+   WHERE t.id = id AND t.status IN ('pending', 'failed', 'running')
+  RETURNING t.* INTO task;
+  IF FOUND THEN
+    outcome := 'cancelled';
+    RETURN;
+  END IF;
+  SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = id;
+  outcome := 'unchanged';
+END
+$$;
+
+-- POST /v1/tasks/{id}/retry brings back only the current version of a unit:
+-- a task that a higher version superseded stays finished, or the old work
+-- would run again beside (or after) the new one. A task brought back is its
+-- unit's highest version again: like a submit of that version, it supersedes
+-- the lower versions that have not run (one submitted after it was
+-- cancelled, say). Retrying a batch re-arms only tasks no higher version has
+-- superseded, taking the unit locks first, in hash order as submit_many does.
+CREATE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
+LANGUAGE plpgsql AS $$
+#variable_conflict use_variable
+DECLARE
+  cur taskmill.tasks;
+  live taskmill.tasks;
+BEGIN
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.id IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
+  END IF;
+  PERFORM taskmill.lock_unit(cur.type, cur.key);
+  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
+  IF cur.status = 'running' THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s is running; cancel it first', id);
+  END IF;
+  live := taskmill.current_task(cur.type, cur.key);
+  IF live.id IS NOT NULL AND live.version > cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was superseded by version %s (task %s)', id, live.version, live.id);
+  END IF;
+  IF cur.status = 'cancelled' AND live.id IS NOT NULL AND live.version = cur.version THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s was replaced by a live task of the same version (task %s)', id,
+                       live.id);
+  END IF;
+  UPDATE taskmill.tasks t
+     SET status = 'cancelled', error = format('superseded by version %s', cur.version),
+         updated_at = now()
+   WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
+                   WHERE k.type = cur.type AND k.key = cur.key AND k.version < cur.version)
+     AND t.status IN ('pending', 'failed');
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
+         updated_at = now()
+   WHERE t.id = id
+  RETURNING t.* INTO task;
+  PERFORM taskmill.wake_nodes();
+END
+$$;
+
+-- POST /v1/batches/{batch}/retry-failed: failed and dead tasks of a batch run
+-- again now. Answers how many.
+CREATE FUNCTION taskmill.retry_batch(p_batch text) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_count integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(l.h)
+     FROM (SELECT DISTINCT hashtextextended(t.type || E'\x1f' || t.key, 7345) AS h
+             FROM taskmill.tasks t
+            WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+            ORDER BY 1) l;
+  UPDATE taskmill.tasks t
+     SET status = 'pending', execute_at = now(), retry_count = 0,
+         deadline_at = taskmill.deadline_after(now(), t.type), updated_at = now()
+   WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
+     AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
+                      WHERE k.type = t.type AND k.key = t.key AND k.version > t.version);
+  GET DIAGNOSTICS v_count = ROW_COUNT;
+  IF v_count > 0 THEN
+    PERFORM taskmill.wake_nodes();
+  END IF;
+  RETURN v_count;
+END
+$$;

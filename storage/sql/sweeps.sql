@@ -1,0 +1,89 @@
+-- The leader's watcher (SPEC §5): lost leases, timeouts, pending deadlines,
+-- retention and purge, each in bounded batches.
+
+-- Watcher: running tasks of nodes that are not alive (silent longer than the
+-- lease, stopped, or unknown) end as failed attempts.
+CREATE FUNCTION taskmill.sweep_lost(p_lease_ms bigint, p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[];
+  v_attempts integer[];
+BEGIN
+  UPDATE taskmill.nodes n SET stopped_at = now(), leader = false
+   WHERE n.stopped_at IS NULL AND n.heartbeat_at < now() - p_lease_ms * interval '1 ms';
+  SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
+    SELECT t.id, t.attempt FROM taskmill.tasks t
+     WHERE t.status = 'running'
+       AND NOT EXISTS (SELECT 1 FROM taskmill.nodes n
+                        WHERE n.name = t.picked_by AND n.stopped_at IS NULL)
+     ORDER BY t.started_at LIMIT p_limit
+       FOR UPDATE OF t SKIP LOCKED) c;
+  RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'lost',
+                                          'the node running it lost its lease'), 0);
+END
+$$;
+
+-- Watcher: running tasks past their timeout (with grace for the node's own,
+-- earlier, timeout) end as failed attempts.
+CREATE FUNCTION taskmill.sweep_timeouts(p_grace_ms bigint, p_limit integer) RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[];
+  v_attempts integer[];
+BEGIN
+  SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
+    SELECT t.id, t.attempt FROM taskmill.tasks t
+     WHERE t.status = 'running'
+       AND t.started_at + (t.timeout_ms + p_grace_ms) * interval '1 ms' < now()
+     ORDER BY t.started_at LIMIT p_limit
+       FOR UPDATE SKIP LOCKED) c;
+  RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'timeout',
+                                          'timed out: no outcome within the task timeout'), 0);
+END
+$$;
+
+-- Watcher: tasks still waiting after their pending deadline are dead.
+CREATE FUNCTION taskmill.sweep_deadlines(p_limit integer) RETURNS integer
+LANGUAGE sql AS $$
+  WITH expired AS (
+    UPDATE taskmill.tasks t SET status = 'dead', error = 'pending deadline passed', updated_at = now()
+     WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
+                     WHERE x.status IN ('pending', 'failed') AND x.deadline_at < now()
+                     ORDER BY x.deadline_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
+    RETURNING 1)
+  SELECT count(*)::integer FROM expired
+$$;
+
+-- Watcher: succeeded tasks older than the success retention are stopped.
+CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer) RETURNS integer
+LANGUAGE sql AS $$
+  WITH stopped AS (
+    UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
+     WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
+                     WHERE x.status = 'succeeded'
+                       AND x.updated_at < now() - p_retention_ms * interval '1 ms'
+                     ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
+    RETURNING 1)
+  SELECT count(*)::integer FROM stopped
+$$;
+
+-- Watcher: stopped, dead and cancelled tasks older than the purge retention
+-- are deleted with their history; so are long-dead nodes.
+CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer) RETURNS integer
+LANGUAGE sql AS $$
+  WITH gone AS (
+    DELETE FROM taskmill.tasks t
+     WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
+                     WHERE x.status IN ('stopped', 'dead', 'cancelled')
+                       AND x.updated_at < now() - p_retention_ms * interval '1 ms'
+                     ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
+    RETURNING t.id),
+  history AS (
+    DELETE FROM taskmill.attempts a USING gone g WHERE a.task_id = g.id
+  ),
+  nodes AS (
+    DELETE FROM taskmill.nodes n
+     WHERE n.stopped_at < now() - p_retention_ms * interval '1 ms'
+  )
+  SELECT count(*)::integer FROM gone
+$$;

@@ -1,0 +1,188 @@
+// Pure logic without a database, run before everything else: text checks,
+// times, the JSON codec, validation and fair shares.
+#define BOOST_TEST_MODULE units
+#include <boost/test/unit_test.hpp>
+
+#include "actors/fair_shares.hpp"
+#include "messages/errors.hpp"
+#include "messages/json_codec.hpp"
+#include "messages/text.hpp"
+#include "messages/time.hpp"
+#include "messages/validate.hpp"
+
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+using namespace taskmill;
+
+namespace {
+
+std::string error_of(const caf::error& err) {
+  return err ? error_message(err) : std::string{"no error"};
+}
+
+template <class T>
+std::string error_of(const caf::expected<T>& x) {
+  return x ? std::string{"no error"} : error_message(x.error());
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(text)
+
+BOOST_AUTO_TEST_CASE(utf8_is_checked_as_rfc_3629_says) {
+  for (const char* good : {"", "plain", "caf\xc3\xa9", "\xe2\x82\xac", "\xf0\x9f\x98\x80",
+                           "\xef\xbf\xbf", "\xf4\x8f\xbf\xbf"})
+    BOOST_CHECK_MESSAGE(is_utf8(good), quote_input(good));
+  for (const char* bad : {"\xff", "\xc3", "\xc3\x28", "\xc0\xaf", "\xe0\x80\xaf", "\xed\xa0\x80",
+                          "\xf0\x80\x80\xaf", "\xf4\x90\x80\x80", "\xf5\x80\x80\x80", "ab\x80"})
+    BOOST_CHECK_MESSAGE(!is_utf8(bad), quote_input(bad));
+}
+
+BOOST_AUTO_TEST_CASE(quoted_input_is_valid_utf8_and_bounded) {
+  BOOST_CHECK_EQUAL(quote_input("ok"), "\"ok\"");
+  BOOST_CHECK_EQUAL(quote_input("a\xff\"b\n"), "\"a\\xff\\\"b\\x0a\"");
+  BOOST_CHECK_EQUAL(quote_input("caf\xc3\xa9"), "\"caf\xc3\xa9\"");
+  BOOST_CHECK_EQUAL(quote_input(std::string(100, 'x'), 5), "\"xxxxx...\"");
+  BOOST_CHECK(text_problem(std::string{"a\0b", 3}) != nullptr);
+  BOOST_CHECK(text_problem("fine") == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(times)
+
+BOOST_AUTO_TEST_CASE(rfc3339_round_trips_and_refuses_what_is_not) {
+  auto t = parse_rfc3339("2026-11-21T23:52:00.5+01:00");
+  BOOST_REQUIRE(t);
+  BOOST_CHECK_EQUAL(format_rfc3339(*t), "2026-11-21T22:52:00.5Z");
+  BOOST_CHECK(parse_rfc3339("2024-02-29T00:00:00Z"));
+  for (const char* bad :
+       {"2023-02-29T00:00:00Z", "2026-13-01T00:00:00Z", "2026-11-21T24:00:00Z", "2026-11-21",
+        "tomorrow", "9999-12-31T23:59:59-01:00", "0000-12-31T23:59:59Z", "2026-11-21T22:52:00"})
+    BOOST_CHECK_MESSAGE(!parse_rfc3339(bad), bad);
+  BOOST_CHECK(parse_rfc3339("9999-12-31T23:59:59Z"));
+  BOOST_CHECK(parse_rfc3339("0001-01-01T00:00:00Z"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(codec)
+
+BOOST_AUTO_TEST_CASE(bodies_decode_and_name_the_field_of_every_problem) {
+  bool batch = false;
+  auto ok =
+      json::decode_submit(R"({"type": "T", "key": "k", "priority": 2, "payload": [1]})", batch);
+  BOOST_REQUIRE(ok);
+  BOOST_CHECK(!batch);
+  BOOST_CHECK_EQUAL(ok->tasks(0).payload(), "[1]");
+  BOOST_CHECK_EQUAL(error_of(json::decode_submit(R"({"tasks": [{"type": "T", "key": "k"},
+                                                   {"type": "T", "key": "k", "priority": 1e999}]})",
+                                                 batch)),
+                    "tasks[1].priority is a number out of range");
+  BOOST_CHECK_EQUAL(error_of(json::decode_submit(R"({"type": "T", "key": "k\u0000"})", batch)),
+                    "key must not contain the NUL character");
+  BOOST_CHECK_EQUAL(error_of(json::decode_submit("{\"type\": \"T\xff\"}", batch)),
+                    "type is not valid UTF-8 (at byte 12)");
+  BOOST_CHECK_EQUAL(
+      error_of(json::decode_submit(R"({"type": "T", "key": "k", "colour": 1})", batch)),
+      "unknown field colour");
+  auto deep = [](int levels) {
+    return std::string(static_cast<size_t>(levels), '[') +
+           std::string(static_cast<size_t>(levels), ']');
+  };
+  auto too_deep = error_of(
+      json::decode_submit(R"({"type": "T", "key": "k", "payload": )" + deep(100) + "}", batch));
+  BOOST_CHECK_EQUAL(too_deep.substr(0, 14), "payload[0][0][");
+  BOOST_CHECK(too_deep.find("... is nested deeper than 64 levels") != std::string::npos);
+  BOOST_CHECK_EQUAL(error_of(json::decode_cancel(deep(100000))).substr(0, 14), "the body[0][0]");
+}
+
+BOOST_AUTO_TEST_CASE(executor_answers_are_results_overrides_or_nothing) {
+  auto plain = json::decode_executor_answer("not json");
+  BOOST_REQUIRE(plain);
+  BOOST_CHECK(plain->result.empty());
+  auto result = json::decode_executor_answer(R"({"rows": 3})");
+  BOOST_REQUIRE(result);
+  BOOST_CHECK_EQUAL(result->result, R"({"rows":3})");
+  auto override = json::decode_executor_answer(R"({"outcome": "fail", "error": "no"})");
+  BOOST_REQUIRE(override);
+  BOOST_CHECK_EQUAL(override->outcome, pb::OUTCOME_FAIL);
+  BOOST_CHECK(!json::decode_executor_answer(R"({"outcome": "maybe"})"));
+  // A number no parser can hold makes the body no JSON: it says nothing.
+  auto huge = json::decode_executor_answer(R"({"result": 1e400})");
+  BOOST_REQUIRE(huge);
+  BOOST_CHECK(huge->result.empty());
+  BOOST_CHECK(!json::decode_executor_answer(R"({"result": "\u0000"})"));
+}
+
+BOOST_AUTO_TEST_CASE(errors_are_valid_json_whatever_their_message) {
+  auto body = json::encode_error("invalid_argument", "bad \xff byte");
+  BOOST_CHECK(is_utf8(body));
+  BOOST_CHECK(body.find("invalid_argument") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(validation)
+
+BOOST_AUTO_TEST_CASE(submissions_are_checked_field_by_field) {
+  pb::SubmitTasks tasks;
+  auto t = tasks.add_tasks();
+  t->set_type("T");
+  t->set_key("k");
+  BOOST_CHECK(!validate(tasks, input_limits{}));
+  t->set_timeout_ms(static_cast<int32_t>(max_timeout_ms + 1));
+  BOOST_CHECK_NE(error_of(validate(tasks, input_limits{})).find("timeout_ms"), std::string::npos);
+  t->clear_timeout_ms();
+  t->mutable_backoff()->set_jitter(std::numeric_limits<double>::quiet_NaN());
+  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})),
+                    "backoff.jitter must be between 0 and 1");
+  t->clear_backoff();
+  t->set_payload(R"({"a": "b)" + std::string{"\0", 1} + "\"}");
+  BOOST_CHECK_NE(error_of(validate(tasks, input_limits{})).find("payload"), std::string::npos);
+  t->set_payload(std::string(200, 'x'));
+  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{100})),
+                    "payload is 200 bytes, more than the limit of 100");
+  t->set_payload("{}");
+  t->set_batch("b\xff");
+  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})), "batch must be valid UTF-8");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fairness)
+
+BOOST_AUTO_TEST_CASE(levels_with_work_share_claims_by_their_weights) {
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  fair_shares::counts total{};
+  for (int round = 0; round < 100; ++round) {
+    auto asked = shares.quotas(31);
+    BOOST_CHECK_EQUAL(std::accumulate(asked.begin(), asked.end(), 0), 31);
+    shares.settle(asked, asked);
+    for (int i = 0; i < fair_shares::levels; ++i) total[i] += asked[i];
+  }
+  // 3100 claims over weights summing to 31: 1600, 800, 400, 200, 100, each
+  // within a claim or so per round.
+  std::array<int, fair_shares::levels> expected{1600, 800, 400, 200, 100};
+  for (int i = 0; i < fair_shares::levels; ++i)
+    BOOST_CHECK_MESSAGE(std::abs(total[i] - expected[i]) <= 5,
+                        "level " << i + 1 << " got " << total[i]);
+}
+
+BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  auto asked = shares.quotas(50);
+  // Only level 5 had work: every other level claimed nothing.
+  shares.settle(asked, {0, 0, 0, 0, asked[4]});
+  int claimed = 0;
+  for (int round = 0; round < 10; ++round) {
+    asked = shares.quotas(50);
+    claimed = asked[4];
+    shares.settle(asked, {0, 0, 0, 0, asked[4]});
+  }
+  BOOST_CHECK_GE(claimed, 46);  // all but the probes of the idle levels
+}
+
+BOOST_AUTO_TEST_SUITE_END()
