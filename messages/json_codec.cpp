@@ -146,38 +146,40 @@ class object_reader {
   caf::error error_;
 };
 
+// Numbers are only checked to fit their fields here: the rules on their
+// values are taskmill.task_problem's (storage/sql/submit.sql).
 caf::error read_submit_task(const json& value, const std::string& where, pb::SubmitTask& out) {
   object_reader r{value, where};
   if (auto v = r.text("type")) out.set_type(*v);
   if (auto v = r.text("key")) out.set_key(*v);
-  if (auto v = r.integer("version", 0, INT64_MAX)) out.set_version(*v);
+  if (auto v = r.integer("version", INT64_MIN, INT64_MAX)) out.set_version(*v);
   if (auto v = r.raw("payload")) out.set_payload(*v);
   if (auto v = r.time("execute_at")) *out.mutable_execute_at() = *v;
-  if (auto v = r.integer("priority", 1, 5)) out.set_priority(static_cast<int32_t>(*v));
-  if (auto v = r.integer("max_retries", 0, 1000)) out.set_max_retries(static_cast<int32_t>(*v));
-  if (auto v = r.integer("timeout_ms", 1, INT32_MAX)) out.set_timeout_ms(static_cast<int32_t>(*v));
+  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
+    out.set_priority(static_cast<int32_t>(*v));
+  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
+    out.set_max_retries(static_cast<int32_t>(*v));
+  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
+    out.set_timeout_ms(static_cast<int32_t>(*v));
   if (auto backoff = r.find("backoff")) {
     object_reader b{*backoff, r.path("backoff")};
     auto* out_backoff = out.mutable_backoff();
     if (auto kind = b.name<pb::BackoffKind>("kind", &parse_backoff_kind, "fixed, exponential"))
       out_backoff->set_kind(*kind);
-    if (auto v = b.integer("base_ms", 1, INT32_MAX))
+    if (auto v = b.integer("base_ms", INT32_MIN, INT32_MAX))
       out_backoff->set_base_ms(static_cast<int32_t>(*v));
-    if (auto v = b.integer("cap_ms", 1, INT32_MAX))
+    if (auto v = b.integer("cap_ms", INT32_MIN, INT32_MAX))
       out_backoff->set_cap_ms(static_cast<int32_t>(*v));
     if (auto v = b.number("jitter")) out_backoff->set_jitter(*v);
     if (auto err = b.finish()) return err;
   }
   if (auto v = r.text("batch")) out.set_batch(*v);
   if (auto v = r.text("trace_id")) out.set_trace_id(*v);
-  if (auto v = r.integer("shard_index", 0, INT32_MAX))
+  if (auto v = r.integer("shard_index", INT32_MIN, INT32_MAX))
     out.set_shard_index(static_cast<int32_t>(*v));
-  if (auto v = r.integer("shard_total", 1, INT32_MAX))
+  if (auto v = r.integer("shard_total", INT32_MIN, INT32_MAX))
     out.set_shard_total(static_cast<int32_t>(*v));
-  if (auto err = r.finish()) return err;
-  if (out.type().empty()) return bad(r.path("type") + " is required");
-  if (out.key().empty()) return bad(r.path("key") + " is required");
-  return caf::none;
+  return r.finish();
 }
 
 json time_or_null(const google::protobuf::Timestamp& ts, bool present) {

@@ -18,16 +18,6 @@ caf::error check_text(const std::string& text, const std::string& where, const s
   return caf::none;
 }
 
-caf::error check_unit(const std::string& type, const std::string& key, const std::string& where) {
-  if (auto err = check_text(type, where, "type")) return err;
-  if (auto err = check_text(key, where, "key")) return err;
-  if (type.empty()) return bad(where, "type", "is required");
-  if (type.size() > 200) return bad(where, "type", "must be at most 200 characters");
-  if (key.empty()) return bad(where, "key", "is required");
-  if (key.size() > 500) return bad(where, "key", "must be at most 500 characters");
-  return caf::none;
-}
-
 caf::error check_json(const std::string& text, const input_limits& limits, const std::string& where,
                       const std::string& field) {
   if (static_cast<int64_t>(text.size()) > limits.max_payload_bytes)
@@ -38,6 +28,8 @@ caf::error check_json(const std::string& text, const input_limits& limits, const
   return json::check_bounded(text, where + field, max_json_depth);
 }
 
+/// Whether PostgreSQL can take the time at all; its range is a rule of
+/// taskmill.task_problem.
 caf::error check_time(const google::protobuf::Timestamp& ts, const std::string& where,
                       const std::string& field) {
   if (ts.seconds() < first_time_seconds || ts.seconds() > last_time_seconds || ts.nanos() < 0 ||
@@ -46,48 +38,24 @@ caf::error check_time(const google::protobuf::Timestamp& ts, const std::string& 
   return caf::none;
 }
 
-bool is_trace_id(const std::string& id) {
-  if (id.size() != 32 || id == std::string(32, '0')) return false;
-  for (char c : id)
-    if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return false;
-  return true;
-}
-
 }  // namespace
 
+// The rules on the values of a task's fields live in SQL
+// (taskmill.task_problem in storage/sql/submit.sql), so that the API and a
+// business transaction accept and refuse the same, in the same words. Here is
+// only what SQL cannot see: text PostgreSQL cannot hold, and the node's own
+// bounds on payloads.
 caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const std::string& where) {
-  if (auto err = check_unit(t.type(), t.key(), where)) return err;
-  if (t.has_version() && t.version() < 0) return bad(where, "version", "must be 0 or more");
+  if (auto err = check_text(t.type(), where, "type")) return err;
+  if (auto err = check_text(t.key(), where, "key")) return err;
+  if (t.has_batch())
+    if (auto err = check_text(t.batch(), where, "batch")) return err;
+  if (t.has_trace_id())
+    if (auto err = check_text(t.trace_id(), where, "trace_id")) return err;
   if (t.has_payload())
     if (auto err = check_json(t.payload(), limits, where, "payload")) return err;
   if (t.has_execute_at())
     if (auto err = check_time(t.execute_at(), where, "execute_at")) return err;
-  if (t.has_priority() && (t.priority() < 1 || t.priority() > 5))
-    return bad(where, "priority",
-               "must be between 1 and 5 (got " + std::to_string(t.priority()) + ")");
-  if (t.has_max_retries() && (t.max_retries() < 0 || t.max_retries() > 1000))
-    return bad(where, "max_retries", "must be between 0 and 1000");
-  if (t.has_timeout_ms() && (t.timeout_ms() < 1 || t.timeout_ms() > max_timeout_ms))
-    return bad(where, "timeout_ms", "must be between 1 and " + std::to_string(max_timeout_ms));
-  if (t.has_backoff()) {
-    const auto& b = t.backoff();
-    if (b.base_ms() < 0) return bad(where, "backoff.base_ms", "must be positive");
-    if (b.cap_ms() < 0) return bad(where, "backoff.cap_ms", "must be positive");
-    if (!(b.jitter() >= 0 && b.jitter() <= 1))
-      return bad(where, "backoff.jitter", "must be between 0 and 1");
-  }
-  if (t.has_batch())
-    if (auto err = check_text(t.batch(), where, "batch")) return err;
-  if (t.has_batch() && (t.batch().empty() || t.batch().size() > 200))
-    return bad(where, "batch", "must be 1 to 200 characters");
-  if (t.has_trace_id() && !is_trace_id(t.trace_id()))
-    return bad(where, "trace_id", "must be 32 lowercase hex digits, not all zero (W3C trace-id)");
-  if (t.has_shard_index() != t.has_shard_total())
-    return bad(where, "shard_index", "and shard_total go together");
-  if (t.has_shard_total() && (t.shard_total() < 1 || t.shard_total() > 10000))
-    return bad(where, "shard_total", "must be between 1 and 10000");
-  if (t.has_shard_index() && (t.shard_index() < 0 || t.shard_index() >= t.shard_total()))
-    return bad(where, "shard_index", "must be at least 0 and less than shard_total");
   return caf::none;
 }
 
@@ -103,9 +71,10 @@ caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits) {
 }
 
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits) {
-  if (auto err = check_unit(req.type(), req.key(), "")) return err;
-  if (!req.has_execute_at()) return bad("", "execute_at", "is required");
-  if (auto err = check_time(req.execute_at(), "", "execute_at")) return err;
+  if (auto err = check_text(req.type(), "", "type")) return err;
+  if (auto err = check_text(req.key(), "", "key")) return err;
+  if (req.has_execute_at())
+    if (auto err = check_time(req.execute_at(), "", "execute_at")) return err;
   if (req.has_payload())
     if (auto err = check_json(req.payload(), limits, "", "payload")) return err;
   return caf::none;
@@ -119,7 +88,8 @@ caf::error validate(const pb::CancelRequest& req) {
     return caf::none;
   }
   if (req.type().empty() && req.key().empty()) return bad("", "id", "or type and key is required");
-  return check_unit(req.type(), req.key(), "");
+  if (auto err = check_text(req.type(), "", "type")) return err;
+  return check_text(req.key(), "", "key");
 }
 
 caf::error validate(const pb::ResultReport& report, const input_limits& limits) {

@@ -93,7 +93,7 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
   auto column = [&](auto&& fn) { return param{array_literal_of(tasks, fn)}; };
   auto optional_number = [](bool has, auto value) { return has ? number_param(value) : param{}; };
   auto backoff_number = [](const pb::SubmitTask* t, auto value) {
-    return t->has_backoff() && value > 0 ? number_param(value) : param{};
+    return t->has_backoff() && value != 0 ? number_param(value) : param{};
   };
   return {
       column([](auto t) { return text_param(t->type()); }),

@@ -503,7 +503,8 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
           if (!self->state.conn) return unavailable(self);
           auto promise = self->make_response_promise<pb::RescheduleResult>();
           db::call c{&db::sql::reschedule,
-                     {req.type(), req.key(), db::timestamp_param(req.execute_at()),
+                     {req.type(), req.key(),
+                      req.has_execute_at() ? db::timestamp_param(req.execute_at()) : db::param{},
                       req.has_payload() ? db::param{req.payload()} : db::param{}}};
           enqueue<pb::RescheduleResult>(self, {std::move(c)}, promise, [](results& rs) {
             return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);

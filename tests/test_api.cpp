@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE api
 #include <boost/test/unit_test.hpp>
 
+#include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/raw_http.hpp"
 #include "tools/http_fetch.hpp"
@@ -375,6 +376,74 @@ BOOST_AUTO_TEST_CASE(bad_ids_queries_and_results) {
   expect_error(call("GET", "/v1/nothing-here"), 404, "no such endpoint");
   expect_error(call("DELETE", "/v1/tasks/" + id), 405, "not allowed");
   BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id), "running");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(one_rule_book, api_fixture)
+
+BOOST_AUTO_TEST_CASE(the_api_and_a_business_transaction_refuse_the_same_in_the_same_words) {
+  auto conn = db.connect();
+  std::vector<std::pair<std::string, std::string>> cases = {
+      {R"("priority": 9)", "priority => 9"},
+      {R"("priority": 0)", "priority => 0"},
+      {R"("version": -1)", "version => -1"},
+      {R"("max_retries": 1001)", "max_retries => 1001"},
+      {R"("max_retries": -1)", "max_retries => -1"},
+      {R"("timeout_ms": 604800001)", "timeout_ms => 604800001"},
+      {R"("timeout_ms": 0)", "timeout_ms => 0"},
+      {R"("backoff": {"kind": "fixed", "base_ms": -5})",
+       "backoff_kind => 'fixed', backoff_base_ms => -5"},
+      {R"("backoff": {"cap_ms": -1})", "backoff_cap_ms => -1"},
+      {R"("backoff": {"jitter": 2})", "backoff_jitter => 2"},
+      {R"("batch": "")", "batch => ''"},
+      {R"("batch": ")" + std::string(201, 'b') + "\"", "batch => repeat('b', 201)"},
+      {R"("trace_id": "XYZ")", "trace_id => 'XYZ'"},
+      {R"("trace_id": "00000000000000000000000000000000")",
+       "trace_id => '00000000000000000000000000000000'"},
+      {R"("shard_index": 1)", "shard_index => 1"},
+      {R"("shard_index": 3, "shard_total": 2)", "shard_index => 3, shard_total => 2"},
+      {R"("shard_index": 0, "shard_total": 10001)", "shard_index => 0, shard_total => 10001"},
+  };
+  auto before = count_tasks();
+  for (const auto& [json_fields, sql_args] : cases) {
+    BOOST_TEST_CONTEXT(json_fields) {
+      auto api = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "k", )" + json_fields + "}");
+      BOOST_CHECK_EQUAL(api.status, 400);
+      auto sql = conn.exec("SELECT * FROM taskmill.submit('NOOP', 'k', " + sql_args + ")");
+      BOOST_REQUIRE(!sql);
+      BOOST_CHECK_EQUAL(api.body["error"]["message"].get<std::string>(),
+                        error_message(sql.error()));
+    }
+  }
+  for (const auto& [json_body, sql_args] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"type": "", "key": "k"})", "'', 'k'"},
+           {R"({"type": "NOOP", "key": ""})", "'NOOP', ''"},
+           {R"({"type": "NOOP"})", "'NOOP', NULL"},
+           {R"({"type": ")" + std::string(201, 't') + R"(", "key": "k"})", "repeat('t', 201), 'k'"},
+           {R"({"type": "NOOP", "key": ")" + std::string(501, 'k') + "\"}",
+            "'NOOP', repeat('k', 501)"}}) {
+    BOOST_TEST_CONTEXT(json_body.substr(0, 60)) {
+      auto api = call("POST", "/v1/tasks", json_body);
+      BOOST_CHECK_EQUAL(api.status, 400);
+      auto sql = conn.exec("SELECT * FROM taskmill.submit(" + sql_args + ")");
+      BOOST_REQUIRE(!sql);
+      BOOST_CHECK_EQUAL(api.body["error"]["message"].get<std::string>(),
+                        error_message(sql.error()));
+    }
+  }
+  // In a batch, the API names the task by its place; so does the node's
+  // batch statement.
+  expect_error(call("POST", "/v1/tasks",
+                    R"({"tasks": [{"type": "NOOP", "key": "a"}, {"type": "NOOP", "key": "b",
+                        "shard_total": 3}]})"),
+               400, "tasks[1].shard_index and shard_total go together");
+  auto resched = call("POST", "/v1/tasks/reschedule", R"({"type": "NOOP", "key": ""})");
+  auto resched_sql = conn.exec("SELECT * FROM taskmill.reschedule('NOOP', '', NULL)");
+  BOOST_REQUIRE(!resched_sql);
+  BOOST_CHECK_EQUAL(resched.body["error"]["message"].get<std::string>(),
+                    error_message(resched_sql.error()));
+  BOOST_CHECK_EQUAL(count_tasks(), before);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

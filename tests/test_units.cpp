@@ -127,19 +127,16 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(validation)
 
-BOOST_AUTO_TEST_CASE(submissions_are_checked_field_by_field) {
+BOOST_AUTO_TEST_CASE(the_node_checks_only_what_sql_cannot_see) {
   pb::SubmitTasks tasks;
   auto t = tasks.add_tasks();
   t->set_type("T");
   t->set_key("k");
   BOOST_CHECK(!validate(tasks, input_limits{}));
-  t->set_timeout_ms(static_cast<int32_t>(max_timeout_ms + 1));
-  BOOST_CHECK_NE(error_of(validate(tasks, input_limits{})).find("timeout_ms"), std::string::npos);
-  t->clear_timeout_ms();
+  // Values are the rules' (taskmill.task_problem): not checked here.
+  t->set_priority(9);
   t->mutable_backoff()->set_jitter(std::numeric_limits<double>::quiet_NaN());
-  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})),
-                    "backoff.jitter must be between 0 and 1");
-  t->clear_backoff();
+  BOOST_CHECK(!validate(tasks, input_limits{}));
   t->set_payload(R"({"a": "b)" + std::string{"\0", 1} + "\"}");
   BOOST_CHECK_NE(error_of(validate(tasks, input_limits{})).find("payload"), std::string::npos);
   t->set_payload(std::string(200, 'x'));
@@ -148,6 +145,14 @@ BOOST_AUTO_TEST_CASE(submissions_are_checked_field_by_field) {
   t->set_payload("{}");
   t->set_batch("b\xff");
   BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})), "batch must be valid UTF-8");
+  t->set_batch("b");
+  t->set_key(std::string{"k\0", 2});
+  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})),
+                    "key must not contain the NUL character");
+  t->set_key("k");
+  t->mutable_execute_at()->set_seconds(last_time_seconds + 1);
+  BOOST_CHECK_EQUAL(error_of(validate(tasks, input_limits{})),
+                    "execute_at must be a time between years 1 and 9999");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

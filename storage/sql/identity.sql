@@ -10,14 +10,24 @@ BEGIN
 END
 $$;
 
+-- What is wrong with a (type, key), in the words of the API, or NULL.
+CREATE FUNCTION taskmill.unit_problem(p_type text, p_key text) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE
+    WHEN p_type IS NULL OR p_type = '' THEN 'type is required'
+    WHEN length(p_type) > 200 THEN 'type must be at most 200 characters'
+    WHEN p_key IS NULL OR p_key = '' THEN 'key is required'
+    WHEN length(p_key) > 500 THEN 'key must be at most 500 characters'
+  END
+$$;
+
 CREATE FUNCTION taskmill.check_unit(p_type text, p_key text) RETURNS void
 LANGUAGE plpgsql AS $$
+DECLARE
+  problem text := taskmill.unit_problem(p_type, p_key);
 BEGIN
-  IF p_type IS NULL OR p_type = '' OR length(p_type) > 200 THEN
-    PERFORM taskmill.bad_argument('type must be a non-empty string of at most 200 characters');
-  END IF;
-  IF p_key IS NULL OR p_key = '' OR length(p_key) > 500 THEN
-    PERFORM taskmill.bad_argument('key must be a non-empty string of at most 500 characters');
+  IF problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(problem);
   END IF;
 END
 $$;

@@ -48,6 +48,39 @@ LANGUAGE sql AS $$
   SELECT pg_notify('taskmill_tasks', '')
 $$;
 
+-- What is wrong with the fields of a task, in the words of the API, or NULL
+-- (unset fields are NULL). The one home of these rules: taskmill.submit and
+-- the node's batch submits, and so the HTTP API, accept and refuse the same.
+CREATE FUNCTION taskmill.task_problem(
+  p_type text, p_key text, p_version bigint, p_execute_at timestamptz, p_priority integer,
+  p_max_retries integer, p_timeout_ms integer, p_backoff_kind text, p_backoff_base_ms integer,
+  p_backoff_cap_ms integer, p_backoff_jitter real, p_batch text, p_trace_id text,
+  p_shard_index integer, p_shard_total integer) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(taskmill.unit_problem(p_type, p_key), CASE
+    WHEN p_version < 0 THEN 'version must be 0 or more'
+    WHEN p_execute_at < '0001-01-01 00:00:00+00' OR p_execute_at >= '10000-01-01 00:00:00+00'
+      THEN 'execute_at must be a time between years 1 and 9999'
+    WHEN p_priority NOT BETWEEN 1 AND 5
+      THEN format('priority must be between 1 and 5 (got %s)', p_priority)
+    WHEN p_max_retries NOT BETWEEN 0 AND 1000 THEN 'max_retries must be between 0 and 1000'
+    WHEN p_timeout_ms NOT BETWEEN 1 AND 604800000 THEN 'timeout_ms must be between 1 and 604800000'
+    WHEN p_backoff_kind NOT IN ('fixed', 'exponential')
+      THEN format('backoff.kind must be one of fixed, exponential (got "%s")', p_backoff_kind)
+    WHEN p_backoff_base_ms < 1 THEN 'backoff.base_ms must be positive'
+    WHEN p_backoff_cap_ms < 1 THEN 'backoff.cap_ms must be positive'
+    WHEN NOT p_backoff_jitter BETWEEN 0 AND 1 THEN 'backoff.jitter must be between 0 and 1'
+    WHEN p_batch = '' OR length(p_batch) > 200 THEN 'batch must be 1 to 200 characters'
+    WHEN p_trace_id !~ '^[0-9a-f]{32}$' OR p_trace_id = repeat('0', 32)
+      THEN 'trace_id must be 32 lowercase hex digits, not all zero (W3C trace-id)'
+    WHEN (p_shard_index IS NULL) <> (p_shard_total IS NULL)
+      THEN 'shard_index and shard_total go together'
+    WHEN p_shard_total NOT BETWEEN 1 AND 10000 THEN 'shard_total must be between 1 and 10000'
+    WHEN p_shard_index < 0 OR p_shard_index >= p_shard_total
+      THEN 'shard_index must be at least 0 and less than shard_total'
+  END)
+$$;
+
 -- SPEC §3, submit. Outcome: created | replaced | duplicate | stale.
 CREATE FUNCTION taskmill.submit(
   type text, key text, version bigint DEFAULT 0, payload jsonb DEFAULT NULL,
@@ -74,33 +107,14 @@ DECLARE
   v_cap integer := coalesce(backoff_cap_ms, s.backoff_cap_ms);
   v_jitter real := coalesce(backoff_jitter, s.backoff_jitter);
   v_deadline timestamptz;
-  v_trace text := coalesce(nullif(trace_id, ''), replace(gen_random_uuid()::text, '-', ''));
+  v_trace text := coalesce(trace_id, replace(gen_random_uuid()::text, '-', ''));
+  v_problem text;
 BEGIN
-  PERFORM taskmill.check_unit(type, key);
-  IF v_version < 0 THEN
-    PERFORM taskmill.bad_argument(format('version must be 0 or more, got %s', v_version));
-  END IF;
-  IF v_priority NOT BETWEEN 1 AND 5 THEN
-    PERFORM taskmill.bad_argument(format('priority must be between 1 and 5, got %s', v_priority));
-  END IF;
-  IF v_max_retries NOT BETWEEN 0 AND 1000 THEN
-    PERFORM taskmill.bad_argument(format('max_retries must be between 0 and 1000, got %s', v_max_retries));
-  END IF;
-  IF v_timeout_ms <= 0 THEN
-    PERFORM taskmill.bad_argument(format('timeout_ms must be positive, got %s', v_timeout_ms));
-  END IF;
-  IF v_kind NOT IN ('fixed', 'exponential') THEN
-    PERFORM taskmill.bad_argument(format('backoff kind must be fixed or exponential, got %s', v_kind));
-  END IF;
-  IF v_base <= 0 OR v_cap <= 0 THEN
-    PERFORM taskmill.bad_argument('backoff base_ms and cap_ms must be positive');
-  END IF;
-  IF v_jitter NOT BETWEEN 0 AND 1 THEN
-    PERFORM taskmill.bad_argument(format('backoff jitter must be between 0 and 1, got %s', v_jitter));
-  END IF;
-  IF (shard_index IS NULL) <> (shard_total IS NULL)
-     OR shard_total < 1 OR shard_index < 0 OR shard_index >= shard_total THEN
-    PERFORM taskmill.bad_argument('shard_index and shard_total go together, with 0 <= shard_index < shard_total');
+  v_problem := taskmill.task_problem(type, key, version, execute_at, priority, max_retries,
+                                     timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                     backoff_jitter, batch, trace_id, shard_index, shard_total);
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
   END IF;
   v_deadline := v_execute_at + s.pending_deadline_ms * interval '1 millisecond';
 
@@ -182,7 +196,31 @@ DECLARE
   res record;
   v_ords bigint[];
   v_tasks taskmill.tasks[];
+  v_problem text;
 BEGIN
+  -- The first task with a problem, named by its place in the request.
+  SELECT CASE WHEN cardinality(p_types) = 1 THEN c.problem
+              ELSE format('tasks[%s].%s', c.ord - 1, c.problem) END
+    INTO v_problem
+    FROM (SELECT u.ord,
+                 taskmill.task_problem(u.type, u.key, u.version, u.execute_at, u.priority,
+                                       u.max_retries, u.timeout_ms, u.backoff_kind,
+                                       u.backoff_base_ms, u.backoff_cap_ms, u.backoff_jitter,
+                                       u.batch, u.trace_id, u.shard_index, u.shard_total) AS problem
+            FROM unnest(p_types, p_keys, p_versions, p_execute_ats, p_priorities, p_max_retries,
+                        p_timeouts, p_backoff_kinds, p_backoff_bases, p_backoff_caps,
+                        p_backoff_jitters, p_batches, p_trace_ids, p_shard_indexes, p_shard_totals)
+                 WITH ORDINALITY AS u(type, key, version, execute_at, priority, max_retries,
+                                      timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
+                                      backoff_jitter, batch, trace_id, shard_index, shard_total,
+                                      ord)) c
+   WHERE c.problem IS NOT NULL
+   ORDER BY c.ord
+   LIMIT 1;
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
+  END IF;
+
   PERFORM pg_advisory_xact_lock(l.h)
      FROM (SELECT DISTINCT hashtextextended(coalesce(k.type, '') || E'\x1f' || coalesce(k.key, ''),
                                             7345) AS h
@@ -291,10 +329,13 @@ DECLARE
   cur taskmill.tasks;
   prev taskmill.tasks;
   s taskmill.task_types;
+  problem text := coalesce(
+    taskmill.task_problem(type, key, NULL, execute_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+                          NULL, NULL, NULL, NULL),
+    CASE WHEN execute_at IS NULL THEN 'execute_at is required' END);
 BEGIN
-  PERFORM taskmill.check_unit(type, key);
-  IF execute_at IS NULL THEN
-    PERFORM taskmill.bad_argument('execute_at is required');
+  IF problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(problem);
   END IF;
   PERFORM taskmill.lock_unit(type, key);
   LOOP
