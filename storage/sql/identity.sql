@@ -11,8 +11,10 @@ END
 $$;
 
 -- What is wrong with a (type, key), in the words of the API, or NULL.
+-- STABLE, not IMMUTABLE: only then is it inlined (format() is stable), which
+-- takes a check from 15 µs to a fraction of one.
 CREATE FUNCTION taskmill.unit_problem(p_type text, p_key text) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+LANGUAGE sql STABLE AS $$
   SELECT CASE
     WHEN p_type IS NULL OR p_type = '' THEN 'type is required'
     WHEN length(p_type) > 200 THEN 'type must be at most 200 characters'

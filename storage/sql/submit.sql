@@ -56,7 +56,8 @@ CREATE FUNCTION taskmill.task_problem(
   p_max_retries integer, p_timeout_ms integer, p_backoff_kind text, p_backoff_base_ms integer,
   p_backoff_cap_ms integer, p_backoff_jitter real, p_batch text, p_trace_id text,
   p_shard_index integer, p_shard_total integer) RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
+-- STABLE, so that it is inlined into the batch statement (see unit_problem).
+LANGUAGE sql STABLE AS $$
   SELECT coalesce(taskmill.unit_problem(p_type, p_key), CASE
     WHEN p_version < 0 THEN 'version must be 0 or more'
     WHEN p_execute_at < '0001-01-01 00:00:00+00' OR p_execute_at >= '10000-01-01 00:00:00+00'
