@@ -462,7 +462,8 @@ void ready(self_ptr self, call_ptr c) {
 
 void metrics(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
-  self->request(o.storage, ask_timeout, status_atom_v)
+  // The first storage is the node's main connection.
+  self->request(o.storages.front().second, ask_timeout, status_atom_v)
       .then(
           [self, c](const pb::StorageStatus& status) {
             const auto& o = self->state.options;

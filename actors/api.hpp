@@ -20,14 +20,15 @@ struct api_options {
   std::shared_ptr<node_metrics> metrics;
   /// A node silent this long counts as dead in answers.
   std::chrono::milliseconds lease;
-  storage_actor storage;
+  query_storage_actor storage;
   inserter_actor inserter;
   dispatcher_actor dispatcher;
   limiter_actor limiter;
   wake_listener_actor pusher;
-  /// What /readyz asks: every storage connection must be up and migrated,
-  /// every other actor must answer a ping.
-  std::vector<std::pair<std::string, storage_actor>> storages;
+  /// What /readyz asks: every storage connection must be up and migrated
+  /// (the first is the node's main one, which /metrics reports), every other
+  /// actor must answer a ping.
+  std::vector<std::pair<std::string, storage_status_actor>> storages;
   std::vector<std::pair<std::string, pingable_actor>> pingables;
 };
 

@@ -17,7 +17,7 @@ struct cluster_options {
   std::chrono::milliseconds heartbeat_interval{1000};
   /// A node silent this long is dead (heartbeat interval x missed beats).
   std::chrono::milliseconds lease{5000};
-  storage_actor storage;
+  membership_storage_actor storage;
   pusher_actor pusher;
   /// Told when this node starts or stops leading.
   std::vector<leader_duty_actor> leader_duties;

@@ -17,7 +17,7 @@ struct dispatcher_options {
   std::string node;
   /// Executors and timeouts per type; read only.
   std::shared_ptr<const config> cfg;
-  storage_actor storage;
+  outcome_storage_actor storage;
   limiter_actor limiter;
   std::shared_ptr<http_client> http;
   std::shared_ptr<node_metrics> metrics;

@@ -13,7 +13,7 @@ struct node_metrics;
 
 struct inserter_options {
   input_limits limits;
-  storage_actor storage;
+  submission_storage_actor storage;
   wake_listener_actor pusher;
   std::shared_ptr<node_metrics> metrics;
 };

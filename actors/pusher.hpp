@@ -19,7 +19,7 @@ struct pusher_options {
   int32_t batch_size = 512;
   std::chrono::milliseconds poll_interval{1000};
   std::array<int, 5> weights{16, 8, 4, 2, 1};
-  storage_actor storage;
+  claim_storage_actor storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
   std::shared_ptr<node_metrics> metrics;

@@ -14,7 +14,7 @@ struct reconciler_options {
   std::chrono::milliseconds interval{30000};
   /// Names of the compensation rules, in storage's order.
   std::vector<std::string> rules;
-  storage_actor storage;
+  compensation_storage_actor storage;
   dispatcher_actor dispatcher;
 };
 

@@ -16,7 +16,7 @@ struct watcher_options {
   std::chrono::milliseconds success_retention{std::chrono::hours{24}};
   std::chrono::milliseconds purge_retention{std::chrono::hours{24 * 7}};
   int32_t batch_size = 1000;
-  storage_actor storage;
+  sweep_storage_actor storage;
 };
 
 watcher_actor spawn_watcher(caf::actor_system& sys, watcher_options options);

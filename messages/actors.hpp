@@ -130,46 +130,85 @@ using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok
 /// Anything that can be told that due work may exist.
 using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
 
-/// Owns every PostgreSQL connection of the node. Requests that arrive while a
-/// round trip is under way are sent together in the next one.
-using storage_actor = caf::typed_actor<
+// -- storage: one actor type, several narrow views -----------------------------
+// A node runs three storage actors (claims and the rest; submissions;
+// outcomes), each owning one PostgreSQL connection. Every other actor holds
+// only the view it needs, so that, say, the inserter cannot claim.
+
+/// Applies the rules of SPEC §3 (the inserter's view).
+using submission_storage_actor = caf::typed_actor<
     caf::replies_to<submit_atom, pb::SubmitTasks>::with<pb::SubmitResults>,
     caf::replies_to<reschedule_atom, pb::RescheduleRequest>::with<pb::RescheduleResult>,
-    caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>,
-    caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
-    caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
-    caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
-    caf::replies_to<list_atom, pb::ListTasksRequest>::with<pb::TaskList>,
-    caf::replies_to<attempts_atom, int64_t>::with<pb::AttemptList>,
-    // Makes a task pending and due now.
-    caf::replies_to<retry_atom, int64_t>::with<pb::Task>,
-    caf::replies_to<batch_atom, std::string>::with<pb::BatchCounts>,
-    // Makes the failed and dead tasks of a batch pending; answers how many.
-    caf::replies_to<retry_atom, std::string>::with<int32_t>,
-    // Task counts per type and status.
-    caf::replies_to<stats_atom>::with<pb::Stats>,
-    // The nodes, with those silent longer than the given milliseconds dead.
-    caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>,
-    caf::replies_to<status_atom>::with<pb::StorageStatus>,
+    caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>>;
+
+/// Claims due tasks (the pusher's view).
+using claim_storage_actor =
+    caf::typed_actor<caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>>;
+
+/// Stores outcomes, fenced by attempt (the dispatcher's view).
+using outcome_storage_actor =
+    caf::typed_actor<caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
+                     // Of these executions, those that are over by the database.
+                     caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>>;
+
+/// Reads tasks, batches, stats and nodes, and retries by hand (the API's view).
+using query_storage_actor =
+    caf::typed_actor<caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
+                     caf::replies_to<list_atom, pb::ListTasksRequest>::with<pb::TaskList>,
+                     caf::replies_to<attempts_atom, int64_t>::with<pb::AttemptList>,
+                     // Makes a task pending and due now.
+                     caf::replies_to<retry_atom, int64_t>::with<pb::Task>,
+                     caf::replies_to<batch_atom, std::string>::with<pb::BatchCounts>,
+                     // Makes the failed and dead tasks of a batch pending; answers how many.
+                     caf::replies_to<retry_atom, std::string>::with<int32_t>,
+                     // Task counts per type and status.
+                     caf::replies_to<stats_atom>::with<pb::Stats>,
+                     // The nodes, with those silent longer than the given milliseconds dead.
+                     caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>>;
+
+/// Whether the connection is up and migrated (readiness).
+using storage_status_actor =
+    caf::typed_actor<caf::replies_to<status_atom>::with<pb::StorageStatus>>;
+
+/// A node's membership (the cluster's view).
+using membership_storage_actor = caf::typed_actor<
     // A node takes its name; answers how many tasks of its earlier
     // incarnations ended as lost attempts.
     caf::replies_to<register_atom, pb::NodeRegistration>::with<int32_t>,
     // Renews a node's heartbeat and takes, keeps or gives up leadership.
-    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>,
-    // A node stops: what it still runs goes back to pending; answers how many.
-    caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
-    // One pass of the watcher.
-    caf::replies_to<sweep_atom, pb::SweepRequest>::with<pb::SweepResult>,
-    // Of these executions, those that are over by the database.
-    caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>,
-    // Runs compensation rule i; answers how many tasks it submitted.
-    caf::replies_to<compensate_atom, int32_t>::with<int32_t>,
-    // Writes the per-type settings of the node's configuration; answers how many.
-    caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
-    // Starts forwarding NOTIFY wake-ups to the listener.
-    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
-    // Internal: the next round trip, and reconnect attempts.
-    caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
+    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>>;
+
+/// One pass of the watcher (the watcher's view).
+using sweep_storage_actor =
+    caf::typed_actor<caf::replies_to<sweep_atom, pb::SweepRequest>::with<pb::SweepResult>>;
+
+/// Runs compensation rule i; answers how many tasks it submitted (the
+/// reconciler's view).
+using compensation_storage_actor =
+    caf::typed_actor<caf::replies_to<compensate_atom, int32_t>::with<int32_t>>;
+
+/// Owns one PostgreSQL connection. Requests that arrive while a round trip is
+/// under way are sent together in the next one. The node itself uses the
+/// whole of it: start (settings, name) and stop (leave).
+// clang-format off
+using storage_actor = submission_storage_actor
+    ::extend_with<claim_storage_actor>
+    ::extend_with<outcome_storage_actor>
+    ::extend_with<query_storage_actor>
+    ::extend_with<storage_status_actor>
+    ::extend_with<membership_storage_actor>
+    ::extend_with<sweep_storage_actor>
+    ::extend_with<compensation_storage_actor>
+    ::extend<
+        // A node stops: what it still runs goes back to pending; answers how many.
+        caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
+        // Writes the per-type settings of the node's configuration; answers how many.
+        caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
+        // Starts forwarding NOTIFY wake-ups to the listener.
+        caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
+        // Internal: the next round trip, and reconnect attempts.
+        caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
+// clang-format on
 
 /// Validates submissions, reschedules and cancels, has storage apply the rules
 /// of SPEC §3, and wakes the pusher when due work may have arrived.

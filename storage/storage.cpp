@@ -335,6 +335,18 @@ void enqueue(self_ptr self, std::vector<db::call> calls, caf::typed_response_pro
   schedule_flush(self);
 }
 
+/// Answers a request with what `read` makes of the results of `calls`, sent
+/// in the next round trip; at once with an error while PostgreSQL is away.
+template <class T>
+caf::result<T> ask_db(self_ptr self, std::vector<db::call> calls,
+                      std::function<caf::expected<T>(results&)> read,
+                      size_t must_succeed = std::numeric_limits<size_t>::max()) {
+  if (!self->state.conn) return unavailable(self);
+  auto promise = self->make_response_promise<T>();
+  enqueue<T>(self, std::move(calls), promise, std::move(read), must_succeed);
+  return promise;
+}
+
 // -- the round trip -------------------------------------------------------------
 
 void fail_queued(self_ptr self, const caf::error& err) {
@@ -500,30 +512,22 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
         },
         [self](reschedule_atom,
                const pb::RescheduleRequest& req) -> caf::result<pb::RescheduleResult> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::RescheduleResult>();
           db::call c{&db::sql::reschedule,
                      {req.type(), req.key(),
                       req.has_execute_at() ? db::timestamp_param(req.execute_at()) : db::param{},
                       req.has_payload() ? db::param{req.payload()} : db::param{}}};
-          enqueue<pb::RescheduleResult>(self, {std::move(c)}, promise, [](results& rs) {
+          return ask_db<pb::RescheduleResult>(self, {std::move(c)}, [](results& rs) {
             return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);
           });
-          return promise;
         },
         [self](cancel_atom, const pb::CancelRequest& req) -> caf::result<pb::CancelResult> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::CancelResult>();
           db::call c = req.id() != 0 ? db::call{&db::sql::cancel_by_id, {std::to_string(req.id())}}
                                      : db::call{&db::sql::cancel_by_key, {req.type(), req.key()}};
-          enqueue<pb::CancelResult>(self, {std::move(c)}, promise, [](results& rs) {
+          return ask_db<pb::CancelResult>(self, {std::move(c)}, [](results& rs) {
             return outcome_and_task<pb::CancelResult>(*rs[0], &parse_cancel_outcome);
           });
-          return promise;
         },
         [self](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::ClaimedTasks>();
           auto types = req.any_type() ? db::param{} : db::param{text_array(req.types())};
           db::call claim{&db::sql::claim,
                          {req.node(), std::to_string(req.limit()), int_array(req.level_quotas()),
@@ -532,23 +536,17 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                           int_array(req.local_room())}};
           db::call next{&db::sql::next_due,
                         {types, std::to_string(self->state.options.next_due_horizon.count())}};
-          enqueue<pb::ClaimedTasks>(
-              self, {std::move(claim), std::move(next)}, promise,
+          return ask_db<pb::ClaimedTasks>(
+              self, {std::move(claim), std::move(next)},
               [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
-          return promise;
         },
         [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::Task>();
-          enqueue<pb::Task>(self, {db::call{&db::sql::get_task, {std::to_string(id)}}}, promise,
-                            [id](results& rs) {
-                              return single_task(*rs[0], "no task with id " + std::to_string(id));
-                            });
-          return promise;
+          return ask_db<pb::Task>(
+              self, {db::call{&db::sql::get_task, {std::to_string(id)}}}, [id](results& rs) {
+                return single_task(*rs[0], "no task with id " + std::to_string(id));
+              });
         },
         [self](list_atom, const pb::ListTasksRequest& req) -> caf::result<pb::TaskList> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::TaskList>();
           auto optional_text = [](const std::string& s) {
             return s.empty() ? db::param{} : db::param{s};
           };
@@ -561,59 +559,43 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                                                            : db::param{status_name(req.status())},
                optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
                std::to_string(limit + 1)}};
-          enqueue<pb::TaskList>(self, {std::move(c)}, promise,
-                                [limit](results& rs) -> caf::expected<pb::TaskList> {
-                                  return read_task_page(*rs[0], limit);
-                                });
-          return promise;
+          return ask_db<pb::TaskList>(self, {std::move(c)},
+                                      [limit](results& rs) -> caf::expected<pb::TaskList> {
+                                        return read_task_page(*rs[0], limit);
+                                      });
         },
         [self](attempts_atom, int64_t id) -> caf::result<pb::AttemptList> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::AttemptList>();
-          enqueue<pb::AttemptList>(self, {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
-                                   promise,
-                                   [id](results& rs) { return read_attempts(*rs[0], id); });
-          return promise;
+          return ask_db<pb::AttemptList>(self,
+                                         {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
+                                         [id](results& rs) { return read_attempts(*rs[0], id); });
         },
         [self](retry_atom, int64_t id) -> caf::result<pb::Task> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::Task>();
-          enqueue<pb::Task>(self, {db::call{&db::sql::retry_task, {std::to_string(id)}}}, promise,
-                            [id](results& rs) {
-                              return single_task(*rs[0], "no task with id " + std::to_string(id));
-                            });
-          return promise;
+          return ask_db<pb::Task>(
+              self, {db::call{&db::sql::retry_task, {std::to_string(id)}}}, [id](results& rs) {
+                return single_task(*rs[0], "no task with id " + std::to_string(id));
+              });
         },
         [self](batch_atom, const std::string& batch) -> caf::result<pb::BatchCounts> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::BatchCounts>();
-          enqueue<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}}, promise,
-                                   [batch](results& rs) -> caf::expected<pb::BatchCounts> {
-                                     const auto& res = *rs[0];
-                                     if (res.rows() == 0)
-                                       return make_error(errc::not_found, "no batch " + batch);
-                                     pb::BatchCounts out;
-                                     out.set_batch(batch);
-                                     for (int row = 0; row < res.rows(); ++row)
-                                       (*out.mutable_counts())[res.string(row, 0)] =
-                                           res.int64(row, 1);
-                                     return out;
-                                   });
-          return promise;
+          return ask_db<pb::BatchCounts>(
+              self, {db::call{&db::sql::batch_counts, {batch}}},
+              [batch](results& rs) -> caf::expected<pb::BatchCounts> {
+                const auto& res = *rs[0];
+                if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
+                pb::BatchCounts out;
+                out.set_batch(batch);
+                for (int row = 0; row < res.rows(); ++row)
+                  (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
+                return out;
+              });
         },
         [self](retry_atom, const std::string& batch) -> caf::result<int32_t> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<int32_t>();
-          enqueue<int32_t>(
-              self, {db::call{&db::sql::retry_batch, {batch}}}, promise,
+          return ask_db<int32_t>(
+              self, {db::call{&db::sql::retry_batch, {batch}}},
               [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
-          return promise;
         },
         [self](stats_atom) -> caf::result<pb::Stats> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::Stats>();
-          enqueue<pb::Stats>(
-              self, {db::call{&db::sql::status_counts, {}}}, promise,
+          return ask_db<pb::Stats>(
+              self, {db::call{&db::sql::status_counts, {}}},
               [](results& rs) -> caf::expected<pb::Stats> {
                 const auto& res = *rs[0];
                 pb::Stats out;
@@ -626,54 +608,39 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
                 }
                 return out;
               });
-          return promise;
         },
         [self](nodes_atom, int64_t lease_ms) -> caf::result<pb::NodeList> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::NodeList>();
-          enqueue<pb::NodeList>(
-              self, {db::call{&db::sql::list_nodes, {std::to_string(lease_ms)}}}, promise,
+          return ask_db<pb::NodeList>(
+              self, {db::call{&db::sql::list_nodes, {std::to_string(lease_ms)}}},
               [](results& rs) -> caf::expected<pb::NodeList> { return read_nodes(*rs[0]); });
-          return promise;
         },
         [self](status_atom) -> pb::StorageStatus { return self->state.status; },
         [self](register_atom, const pb::NodeRegistration& node) -> caf::result<int32_t> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<int32_t>();
           db::call c{
               &db::sql::register_node,
               {node.name(), node.incarnation(), node.address(), std::to_string(node.lease_ms())}};
-          enqueue<int32_t>(
-              self, {std::move(c)}, promise,
-              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
-          return promise;
+          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
+            return rs[0]->int32(0, 0);
+          });
         },
         [self](heartbeat_atom, const pb::Heartbeat& beat) -> caf::result<pb::HeartbeatAck> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::HeartbeatAck>();
           db::call c{&db::sql::heartbeat,
                      {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}};
-          enqueue<pb::HeartbeatAck>(self, {std::move(c)}, promise,
-                                    [](results& rs) -> caf::expected<pb::HeartbeatAck> {
-                                      pb::HeartbeatAck ack;
-                                      ack.set_leader(rs[0]->boolean(0, 0));
-                                      ack.set_alive(rs[0]->boolean(0, 1));
-                                      return ack;
-                                    });
-          return promise;
+          return ask_db<pb::HeartbeatAck>(self, {std::move(c)},
+                                          [](results& rs) -> caf::expected<pb::HeartbeatAck> {
+                                            pb::HeartbeatAck ack;
+                                            ack.set_leader(rs[0]->boolean(0, 0));
+                                            ack.set_alive(rs[0]->boolean(0, 1));
+                                            return ack;
+                                          });
         },
         [self](leave_atom, const pb::Heartbeat& node) -> caf::result<int32_t> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<int32_t>();
           db::call c{&db::sql::leave, {node.name(), node.incarnation()}};
-          enqueue<int32_t>(
-              self, {std::move(c)}, promise,
-              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
-          return promise;
+          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
+            return rs[0]->int32(0, 0);
+          });
         },
         [self](sweep_atom, const pb::SweepRequest& req) -> caf::result<pb::SweepResult> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::SweepResult>();
           auto batch = std::to_string(req.batch_size());
           std::vector<db::call> calls{
               {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch}},
@@ -682,59 +649,49 @@ storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
               {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
               {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
           };
-          enqueue<pb::SweepResult>(self, std::move(calls), promise,
-                                   [](results& rs) -> caf::expected<pb::SweepResult> {
-                                     pb::SweepResult out;
-                                     out.set_lost(rs[0]->int32(0, 0));
-                                     out.set_timed_out(rs[1]->int32(0, 0));
-                                     out.set_expired(rs[2]->int32(0, 0));
-                                     out.set_stopped(rs[3]->int32(0, 0));
-                                     out.set_purged(rs[4]->int32(0, 0));
-                                     return out;
-                                   });
-          return promise;
+          return ask_db<pb::SweepResult>(self, std::move(calls),
+                                         [](results& rs) -> caf::expected<pb::SweepResult> {
+                                           pb::SweepResult out;
+                                           out.set_lost(rs[0]->int32(0, 0));
+                                           out.set_timed_out(rs[1]->int32(0, 0));
+                                           out.set_expired(rs[2]->int32(0, 0));
+                                           out.set_stopped(rs[3]->int32(0, 0));
+                                           out.set_purged(rs[4]->int32(0, 0));
+                                           return out;
+                                         });
         },
         [self](check_atom, const pb::Executions& executions) -> caf::result<pb::Executions> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::Executions>();
           db::call c{
               &db::sql::finished_executions,
               {db::array_literal_of(executions.task_ids(),
                                     [](int64_t id) { return db::param{std::to_string(id)}; }),
                int_array(executions.attempts())}};
-          enqueue<pb::Executions>(self, {std::move(c)}, promise,
-                                  [](results& rs) -> caf::expected<pb::Executions> {
-                                    pb::Executions out;
-                                    for (int row = 0; row < rs[0]->rows(); ++row) {
-                                      out.add_task_ids(rs[0]->int64(row, 0));
-                                      out.add_attempts(rs[0]->int32(row, 1));
-                                    }
-                                    return out;
-                                  });
-          return promise;
+          return ask_db<pb::Executions>(self, {std::move(c)},
+                                        [](results& rs) -> caf::expected<pb::Executions> {
+                                          pb::Executions out;
+                                          for (int row = 0; row < rs[0]->rows(); ++row) {
+                                            out.add_task_ids(rs[0]->int64(row, 0));
+                                            out.add_attempts(rs[0]->int32(row, 1));
+                                          }
+                                          return out;
+                                        });
         },
         [self](compensate_atom, int32_t rule) -> caf::result<int32_t> {
           auto& st = self->state;
           if (rule < 0 || rule >= static_cast<int32_t>(st.rule_statements.size()))
             return make_error(errc::invalid_argument,
                               "no compensation rule " + std::to_string(rule));
-          if (!st.conn) return unavailable(self);
-          auto promise = self->make_response_promise<int32_t>();
           db::call c{&st.rule_statements[rule],
                      {st.options.rules[rule].type, std::to_string(st.options.compensation_batch)}};
-          enqueue<int32_t>(
-              self, {std::move(c)}, promise,
-              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
-          return promise;
+          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
+            return rs[0]->int32(0, 0);
+          });
         },
         [self](configure_atom, const pb::TypeSettingsList& settings) -> caf::result<int32_t> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<int32_t>();
           db::call c{&db::sql::put_type_settings, db::type_settings_params(settings)};
-          enqueue<int32_t>(
-              self, {std::move(c)}, promise,
+          return ask_db<int32_t>(
+              self, {std::move(c)},
               [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
-          return promise;
         },
         [self](caf::subscribe_atom, wake_listener_actor target) {
           auto& st = self->state;

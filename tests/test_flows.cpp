@@ -1,0 +1,202 @@
+// Deterministic actor flows without a database: the pusher, limiter and
+// dispatcher of a node against stand-in storage actors, on CAF's testing
+// scheduler, which runs one message at a time and only when told to.
+#define BOOST_TEST_MODULE flows
+#include <boost/test/unit_test.hpp>
+
+#include "actors/dispatcher.hpp"
+#include "actors/limiter.hpp"
+#include "actors/metrics.hpp"
+#include "actors/pusher.hpp"
+#include "messages/types.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <deque>
+#include <numeric>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// What the stand-in storage actors were asked, and the due tasks they hold.
+struct recorder {
+  std::deque<pb::Task> due;
+  std::vector<pb::ClaimRequest> claims;
+  std::vector<pb::TaskOutcome> outcomes;
+};
+
+claim_storage_actor::behavior_type claim_stand_in(claim_storage_actor::pointer,
+                                                  std::shared_ptr<recorder> rec) {
+  return {
+      [rec](claim_atom, const pb::ClaimRequest& req) {
+        rec->claims.push_back(req);
+        pb::ClaimedTasks out;
+        int attempt = 0;
+        while (!rec->due.empty() && out.tasks_size() < req.limit()) {
+          auto task = rec->due.front();
+          rec->due.pop_front();
+          task.set_attempt(++attempt);
+          *out.add_tasks() = task;
+        }
+        return out;
+      },
+  };
+}
+
+outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::pointer,
+                                                      std::shared_ptr<recorder> rec) {
+  return {
+      [rec](complete_atom, const pb::TaskOutcomes& outcomes) {
+        pb::OutcomeAcks acks;
+        for (const auto& o : outcomes.outcomes()) {
+          rec->outcomes.push_back(o);
+          auto ack = acks.add_acks();
+          ack->set_task_id(o.task_id());
+          ack->set_attempt(o.attempt());
+          ack->set_applied(true);
+        }
+        return acks;
+      },
+      [](check_atom, const pb::Executions&) { return pb::Executions{}; },
+  };
+}
+
+pb::Task noop_task(int64_t id, int priority) {
+  pb::Task t;
+  t.set_id(id);
+  t.set_type("NOOP");
+  t.set_key(std::to_string(id));
+  t.set_priority(priority);
+  t.set_timeout_ms(5000);
+  return t;
+}
+
+struct flow_fixture {
+  flow_fixture()
+      : sys(init(cfg)), sched(dynamic_cast<caf::scheduler::test_coordinator&>(sys.scheduler())) {}
+
+  static caf::actor_system_config& init(caf::actor_system_config& cfg) {
+    register_message_types(cfg);
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    return cfg;
+  }
+
+  /// Starts the three actors; `node_limit` permits in all.
+  void start(int64_t node_limit, int32_t batch_size) {
+    limiter_options lo;
+    lo.node_limit = node_limit;
+    lo.any_type = true;
+    limiter = spawn_limiter(sys, lo);
+    claims = caf::actor_cast<caf::actor>(sys.spawn(claim_stand_in, rec));
+    outcomes = caf::actor_cast<caf::actor>(sys.spawn(outcome_stand_in, rec));
+    auto node_cfg = std::make_shared<config>();
+    task_type_config noop;
+    noop.name = "NOOP";
+    noop.executor = "noop";
+    node_cfg->types["NOOP"] = noop;
+    metrics = std::make_shared<node_metrics>();
+    dispatcher =
+        spawn_dispatcher(sys, {"n1", node_cfg, caf::actor_cast<outcome_storage_actor>(outcomes),
+                               limiter, nullptr, metrics});
+    pusher_options po;
+    po.node = "n1";
+    po.batch_size = batch_size;
+    po.poll_interval = 1h;
+    po.storage = caf::actor_cast<claim_storage_actor>(claims);
+    po.limiter = limiter;
+    po.dispatcher = dispatcher;
+    po.metrics = metrics;
+    pusher = spawn_pusher(sys, po);
+    caf::anon_send(limiter, caf::subscribe_atom_v, caf::actor_cast<wake_listener_actor>(pusher));
+  }
+
+  /// The limiter's count of tasks in flight, asked by a helper actor.
+  int64_t in_flight() {
+    auto n = std::make_shared<int64_t>(-1);
+    sys.spawn([n, limiter = limiter](caf::event_based_actor* self) {
+      self->request(limiter, caf::infinite, caf::get_atom_v).then([n](int64_t x) { *n = x; });
+    });
+    sched.run();
+    return *n;
+  }
+
+  ~flow_fixture() {
+    for (const auto& a :
+         {caf::actor_cast<caf::actor>(pusher), caf::actor_cast<caf::actor>(dispatcher),
+          caf::actor_cast<caf::actor>(limiter), claims, outcomes})
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  caf::actor_system_config cfg;
+  caf::actor_system sys;
+  caf::scheduler::test_coordinator& sched;
+  std::shared_ptr<recorder> rec = std::make_shared<recorder>();
+  std::shared_ptr<node_metrics> metrics;
+  limiter_actor limiter;
+  dispatcher_actor dispatcher;
+  pusher_actor pusher;
+  caf::actor claims;
+  caf::actor outcomes;
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(pusher_limiter_dispatcher, flow_fixture)
+
+BOOST_AUTO_TEST_CASE(a_claim_runs_its_tasks_and_their_permits_come_back_once_stored) {
+  for (int i = 1; i <= 3; ++i) rec->due.push_back(noop_task(i, 3));
+  start(100, 50);
+  sched.run();
+  // One claim, with permits for the batch.
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  const auto& claim = rec->claims.front();
+  BOOST_CHECK_EQUAL(claim.limit(), 50);
+  BOOST_CHECK_EQUAL(claim.node(), "n1");
+  // Quotas per level; what they leave unused the claim fills in priority order.
+  BOOST_CHECK_EQUAL(claim.level_quotas_size(), 5);
+  BOOST_CHECK_LE(std::accumulate(claim.level_quotas().begin(), claim.level_quotas().end(), 0), 50);
+  // Each task ran once, under the attempt it was claimed with, and succeeded.
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 3u);
+  for (const auto& o : rec->outcomes) {
+    BOOST_CHECK_EQUAL(o.outcome(), pb::OUTCOME_SUCCEEDED);
+    BOOST_CHECK_GE(o.attempt(), 1);
+  }
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_claim_asks_for_no_more_than_the_permits_left) {
+  for (int i = 1; i <= 5; ++i) rec->due.push_back(noop_task(i, 1));
+  start(2, 50);
+  sched.run();
+  BOOST_REQUIRE(!rec->claims.empty());
+  for (const auto& c : rec->claims) BOOST_CHECK_LE(c.limit(), 2);
+  // Freed permits wake the pusher, which claims the rest: nothing waits for
+  // the (hour-long) poll.
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
+  BOOST_CHECK(rec->due.empty());
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
+  start(100, 10);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  BOOST_CHECK(rec->outcomes.empty());
+  rec->due.push_back(noop_task(7, 5));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), 2u);
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->outcomes.front().task_id(), 7);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
