@@ -11,7 +11,7 @@
 //   limiter --wake--> pusher
 
 #include "messages/http.hpp"
-#include "taskmill.pb.h"
+#include "node.pb.h"
 
 #include <caf/meta/load_callback.hpp>
 #include <caf/meta/type_name.hpp>

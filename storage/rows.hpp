@@ -3,7 +3,7 @@
 // Converting between protobuf messages and statement rows and parameters.
 
 #include "storage/pg.hpp"
-#include "taskmill.pb.h"
+#include "node.pb.h"
 
 namespace taskmill::db {
 
