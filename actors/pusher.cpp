@@ -10,6 +10,8 @@
 #include <prometheus/counter.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 namespace taskmill {
 
 struct pusher_state {
@@ -47,7 +49,11 @@ void finish_round(self_ptr self, bool again, std::chrono::milliseconds next) {
     claim_round(self);
     return;
   }
-  arm_timer(self, std::min(next, st.options.poll_interval));
+  // Work already due that this round did not take (see taskmill.next_due) is
+  // tried again after a short pause, not at once.
+  constexpr auto least = std::chrono::milliseconds{5};
+  arm_timer(self,
+            std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
 }
 
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed) {

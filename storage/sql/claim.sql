@@ -152,7 +152,13 @@ BEGIN
    CROSS JOIN LATERAL (
      SELECT t.execute_at FROM taskmill.tasks t
       WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
-        AND t.execute_at > now() AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
+        -- The claim ran in a transaction of its own that started a moment
+        -- earlier: a task that came due in between was neither claimed nor
+        -- would it be told here, and waited for the poll. A second back
+        -- covers that gap; the pusher waits at least a few milliseconds
+        -- before it claims again, so due work it may not claim costs no spin.
+        AND t.execute_at > now() - interval '1 second'
+        AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
         AND (p_types IS NULL OR t.type = ANY (p_types))
       ORDER BY t.execute_at LIMIT 1) n;
 END
