@@ -2,8 +2,8 @@
 
 // Converting between protobuf messages and statement rows and parameters.
 
-#include "storage/pg.hpp"
 #include "node.pb.h"
+#include "storage/pg.hpp"
 
 namespace taskmill::db {
 
