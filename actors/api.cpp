@@ -1,12 +1,11 @@
 #include "actors/api.hpp"
 
-#include "actors/metrics.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
 #include "messages/text.hpp"
 #include "messages/validate.hpp"
-#include "storage/migrations.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -444,8 +443,7 @@ void ready(self_ptr self, call_ptr c) {
             [done, name = name](const pb::StorageStatus& status) {
               if (!status.connected())
                 return done("PostgreSQL is not connected (" + name + "): " + status.last_error());
-              if (status.schema_version() < db::all_migrations().back().version)
-                return done("migrations are not applied");
+              if (!status.schema_current()) return done("migrations are not applied");
               done({});
             },
             [done, name = name](const caf::error&) {

@@ -1,9 +1,11 @@
 #include "actors/dispatcher.hpp"
 
-#include "actors/http_client.hpp"
-#include "actors/metrics.hpp"
+#include "actors/executors/builtin.hpp"
+#include "actors/executors/caf_executors.hpp"
+#include "actors/executors/http_executor.hpp"
+#include "actors/executors/outcome.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
-#include "messages/json_codec.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -13,7 +15,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <charconv>
 #include <optional>
 #include <random>
 #include <unordered_map>
@@ -31,13 +32,6 @@ struct execution {
   bool accepted = false;     // an HTTP executor answered 202
 };
 
-struct caf_executor {
-  executor_actor handle;
-  std::vector<std::string> types;
-  int32_t capacity = 0;
-  int32_t busy = 0;
-};
-
 }  // namespace
 
 struct dispatcher_state {
@@ -45,7 +39,7 @@ struct dispatcher_state {
 
   dispatcher_options options;
   std::unordered_map<int64_t, execution> running;
-  std::vector<caf_executor> executors;
+  caf_executor_pool executors;
   pb::TaskOutcomes unreported;
   bool flush_scheduled = false;
   bool storage_failing = false;
@@ -61,19 +55,6 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 constexpr auto storage_timeout = std::chrono::seconds{120};
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
-constexpr const char* executor_went_away = "the executor went away";
-
-pb::TaskOutcome outcome_of(const pb::Task& task, pb::ExecutionOutcome kind, std::string error = {},
-                           std::string result = {}) {
-  pb::TaskOutcome out;
-  out.set_task_id(task.id());
-  out.set_attempt(task.attempt());
-  out.set_type(task.type());
-  out.set_outcome(kind);
-  out.set_error(std::move(error));
-  out.set_result(std::move(result));
-  return out;
-}
 
 void count_outcome(const node_metrics& m, pb::ExecutionOutcome kind) {
   switch (kind) {
@@ -150,9 +131,7 @@ void forget(self_ptr self, std::unordered_map<int64_t, execution>::iterator it) 
   auto& st = self->state;
   auto elapsed = std::chrono::steady_clock::now() - it->second.started;
   st.options.metrics->execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
-  if (it->second.executor)
-    for (auto& e : st.executors)
-      if (e.handle.address() == it->second.executor) --e.busy;
+  if (it->second.executor) st.executors.release(it->second.executor);
   st.running.erase(it);
 }
 
@@ -174,144 +153,63 @@ void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor =
                      task.id(), task.attempt());
 }
 
-// -- built-in executors -----------------------------------------------------------
+// -- executors ------------------------------------------------------------------
 
-/// Milliseconds to sleep: the payload is a number, or an object with "ms".
-int64_t sleep_millis(const std::string& payload) {
-  auto pos = payload.find_first_of("0123456789");
-  auto key = payload.find("\"ms\"");
-  if (key != std::string::npos) pos = payload.find_first_of("0123456789", key);
-  if (pos == std::string::npos) return 0;
-  int64_t ms = 0;
-  std::from_chars(payload.data() + pos, payload.data() + payload.size(), ms);
-  return ms;
-}
-
-void run_now(self_ptr self, const pb::Task& task, pb::ExecutionOutcome kind,
-             std::string error = {}) {
+void record_at_once(self_ptr self, pb::TaskOutcome outcome) {
   self->state.options.metrics->execution_seconds.Observe(0);
-  count_outcome(*self->state.options.metrics, kind);
-  record(self, outcome_of(task, kind, std::move(error)));
+  count_outcome(*self->state.options.metrics, outcome.outcome());
+  record(self, std::move(outcome));
 }
 
-// -- HTTP executor ----------------------------------------------------------------
-
-std::string hex(uint64_t value, int digits) {
-  std::string out(digits, '0');
-  for (int i = digits - 1; i >= 0; --i, value >>= 4) out[i] = "0123456789abcdef"[value & 15];
-  return out;
-}
-
-/// What an HTTP executor's answer means (SPEC §4); nullopt: accepted (202).
-std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer) {
-  if (answer.status == 0) return outcome_of(task, pb::OUTCOME_RETRY, answer.error);
-  auto status = answer.status;
-  auto decoded = json::decode_executor_answer(answer.body);
-  if (decoded && decoded->outcome != pb::EXECUTION_OUTCOME_UNSPECIFIED)
-    return outcome_of(task, decoded->outcome, decoded->error, decoded->result);
-  auto snippet = "HTTP " + std::to_string(status) +
-                 (answer.body.empty() ? "" : ": " + answer.body.substr(0, 500));
-  if (status == 202) return std::nullopt;
-  if (status >= 200 && status < 300) {
-    if (!decoded)
-      return outcome_of(task, pb::OUTCOME_RETRY,
-                        "malformed answer: " + error_message(decoded.error()));
-    return outcome_of(task, pb::OUTCOME_SUCCEEDED, {}, decoded->result);
-  }
-  if (status == 408 || status == 425 || status == 429 || status >= 500)
-    return outcome_of(task, pb::OUTCOME_RETRY, snippet);
-  return outcome_of(task, pb::OUTCOME_FAIL, snippet);
+void run_sleep(self_ptr self, const pb::Task& task) {
+  start_async(self, task);
+  self->delayed_send(self, sleep_time(task), finished_atom_v,
+                     outcome_of(task, pb::OUTCOME_SUCCEEDED));
 }
 
 void run_http(self_ptr self, const pb::Task& task, const std::string& url) {
   auto& st = self->state;
-  http_call call;
-  call.url = url;
-  call.body = json::encode_execution(task);
-  call.timeout = std::chrono::milliseconds{task.timeout_ms()};
-  call.headers.emplace_back("Idempotency-Key",
-                            std::to_string(task.id()) + "-" + std::to_string(task.attempt()));
-  auto trace =
-      task.trace_id().size() == 32 ? task.trace_id() : hex(st.rng(), 16) + hex(st.rng(), 16);
-  call.headers.emplace_back("traceparent", "00-" + trace + "-" + hex(st.rng(), 16) + "-01");
   start_async(self, task);
-  st.options.http->post(std::move(call), [dispatcher = caf::actor_cast<dispatcher_actor>(self),
-                                          task](http_answer answer) {
-    auto outcome = outcome_of_answer(task, answer);
-    if (outcome)
-      caf::anon_send(dispatcher, finished_atom_v, std::move(*outcome));
-    else
-      caf::anon_send(dispatcher, accepted_atom_v, task.id(), task.attempt());
-  });
+  st.options.http->post(
+      http_call_for(task, url, st.rng),
+      [dispatcher = caf::actor_cast<dispatcher_actor>(self), task](http_answer answer) {
+        auto outcome = outcome_of_answer(task, answer);
+        if (outcome)
+          caf::anon_send(dispatcher, finished_atom_v, std::move(*outcome));
+        else
+          caf::anon_send(dispatcher, accepted_atom_v, task.id(), task.attempt());
+      });
 }
 
 // -- CAF executors ----------------------------------------------------------------
 
 void update_capacity(self_ptr self, const std::string& type) {
-  int32_t capacity = 0;
-  for (const auto& e : self->state.executors)
-    if (std::find(e.types.begin(), e.types.end(), type) != e.types.end()) capacity += e.capacity;
-  self->send(self->state.options.limiter, capacity_atom_v, type, capacity);
-}
-
-caf_executor* pick_executor(self_ptr self, const std::string& type) {
-  caf_executor* best = nullptr;
-  for (auto& e : self->state.executors) {
-    if (std::find(e.types.begin(), e.types.end(), type) == e.types.end()) continue;
-    if (!best || e.busy - e.capacity < best->busy - best->capacity) best = &e;
-  }
-  return best;
+  self->send(self->state.options.limiter, capacity_atom_v, type,
+             self->state.executors.capacity(type));
 }
 
 void run_caf(self_ptr self, const pb::Task& task) {
-  auto executor = pick_executor(self, task.type());
+  auto executor = self->state.executors.take(task.type());
   if (!executor) {
-    run_now(self, task, pb::OUTCOME_RETRY, "no executor registered for type " + task.type());
+    record_at_once(self, outcome_of(task, pb::OUTCOME_RETRY,
+                                    "no executor registered for type " + task.type()));
     return;
   }
-  ++executor->busy;
-  start_async(self, task, executor->handle.address());
-  self->request(executor->handle, std::chrono::milliseconds{task.timeout_ms()}, execute_atom_v,
-                task)
-      .then(
-          [self, task](pb::TaskOutcome& outcome) {
-            outcome.set_task_id(task.id());
-            outcome.set_attempt(task.attempt());
-            outcome.set_type(task.type());
-            if (outcome.outcome() == pb::EXECUTION_OUTCOME_UNSPECIFIED) {
-              outcome.set_outcome(pb::OUTCOME_RETRY);
-              outcome.set_error("the executor answered no outcome");
-            }
-            finish(self, std::move(outcome));
-          },
-          [self, task](const caf::error& err) {
-            // The answer to a request can beat the executor's down message.
-            auto error = err == caf::sec::request_receiver_down
-                             ? std::string{executor_went_away}
-                             : "executor failed: " + error_message(err);
-            finish(self, outcome_of(task, pb::OUTCOME_RETRY, std::move(error)));
-          });
+  start_async(self, task, executor.address());
+  self->request(executor, std::chrono::milliseconds{task.timeout_ms()}, execute_atom_v, task)
+      .then([self, task](
+                pb::TaskOutcome& reply) { finish(self, outcome_of_reply(task, std::move(reply))); },
+            [self, task](const caf::error& err) { finish(self, outcome_of_failure(task, err)); });
 }
 
 void forget_executor(self_ptr self, const caf::actor_addr& gone) {
   auto& st = self->state;
-  auto it = std::find_if(st.executors.begin(), st.executors.end(),
-                         [&](const caf_executor& e) { return e.handle.address() == gone; });
-  if (it == st.executors.end()) return;
-  auto types = it->types;
-  st.executors.erase(it);
-  for (const auto& type : types) update_capacity(self, type);
+  for (const auto& type : st.executors.remove(gone)) update_capacity(self, type);
   std::vector<pb::TaskOutcome> lost;
   for (const auto& [id, exec] : st.running)
-    if (exec.executor == gone) {
-      pb::TaskOutcome o;
-      o.set_task_id(id);
-      o.set_attempt(exec.attempt);
-      o.set_type(exec.type);
-      o.set_outcome(pb::OUTCOME_RETRY);
-      o.set_error(executor_went_away);
-      lost.push_back(std::move(o));
-    }
+    if (exec.executor == gone)
+      lost.push_back(
+          outcome_of(id, exec.attempt, exec.type, pb::OUTCOME_RETRY, executor_went_away));
   for (auto& o : lost) finish(self, std::move(o));
 }
 
@@ -319,19 +217,21 @@ void forget_executor(self_ptr self, const caf::actor_addr& gone) {
 
 void execute(self_ptr self, const pb::Task& task) {
   const auto& type = self->state.options.cfg->type_config(task.type());
-  const auto& executor = type.executor;
-  if (executor == "noop") {
-    run_now(self, task, pb::OUTCOME_SUCCEEDED);
-  } else if (executor == "fail") {
-    run_now(self, task, pb::OUTCOME_FAIL, "the fail executor fails every task");
-  } else if (executor == "sleep") {
-    start_async(self, task);
-    self->delayed_send(self, std::chrono::milliseconds{sleep_millis(task.payload())},
-                       finished_atom_v, outcome_of(task, pb::OUTCOME_SUCCEEDED));
-  } else if (executor == "http") {
-    run_http(self, task, type.url);
-  } else {
-    run_caf(self, task);
+  switch (type.executor) {
+    case executor_kind::noop:
+    case executor_kind::fail:
+      record_at_once(self, instant_outcome(type.executor, task));
+      return;
+    case executor_kind::sleep:
+      run_sleep(self, task);
+      return;
+    case executor_kind::http:
+      run_http(self, task, type.url);
+      return;
+    case executor_kind::caf:
+    case executor_kind::none:
+      run_caf(self, task);
+      return;
   }
 }
 
@@ -371,12 +271,8 @@ void reconcile(self_ptr self) {
 /// attempt; answered once storage says whether it applied.
 caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::ResultReport& report) {
   auto& st = self->state;
-  pb::TaskOutcome outcome;
-  outcome.set_task_id(id);
-  outcome.set_attempt(report.attempt());
-  outcome.set_outcome(report.outcome());
-  outcome.set_result(report.result());
-  outcome.set_error(report.error());
+  auto outcome =
+      outcome_of(id, report.attempt(), {}, report.outcome(), report.error(), report.result());
   auto it = st.running.find(id);
   bool ours = it != st.running.end() && it->second.attempt == report.attempt();
   if (ours) {
@@ -428,18 +324,11 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
       },
       [self](register_atom, executor_actor executor,
              const pb::ExecutorRegistration& registration) -> caf::result<int32_t> {
-        if (!executor || registration.types_size() == 0 || registration.capacity() < 1)
-          return make_error(errc::invalid_argument,
-                            "an executor needs types and a capacity of at least 1");
+        if (auto err = self->state.executors.add(executor, registration)) return err;
         self->monitor(executor);
-        caf_executor e{executor,
-                       {registration.types().begin(), registration.types().end()},
-                       registration.capacity(),
-                       0};
-        self->state.executors.push_back(e);
-        for (const auto& type : e.types) update_capacity(self, type);
-        spdlog::info("dispatcher: an executor runs {} at a time of {}", e.capacity,
-                     fmt::join(e.types, ", "));
+        for (const auto& type : registration.types()) update_capacity(self, type);
+        spdlog::info("dispatcher: an executor runs {} at a time of {}", registration.capacity(),
+                     fmt::join(registration.types(), ", "));
         return registration.types_size();
       },
       [self](result_atom, int64_t id, const pb::ResultReport& report) {
@@ -454,13 +343,9 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
       [self](caf::timeout_atom, int64_t id, int32_t attempt) {
         auto it = self->state.running.find(id);
         if (it == self->state.running.end() || it->second.attempt != attempt) return;
-        pb::TaskOutcome outcome;
-        outcome.set_task_id(id);
-        outcome.set_attempt(attempt);
-        outcome.set_type(it->second.type);
-        outcome.set_outcome(pb::OUTCOME_RETRY);
-        outcome.set_error(it->second.accepted ? "timed out waiting for the result" : "timed out");
-        finish(self, std::move(outcome));
+        finish(self,
+               outcome_of(id, attempt, it->second.type, pb::OUTCOME_RETRY,
+                          it->second.accepted ? "timed out waiting for the result" : "timed out"));
       },
       [self](caf::flush_atom) {
         auto& st = self->state;

@@ -1,6 +1,6 @@
 #include "actors/inserter.hpp"
 
-#include "actors/metrics.hpp"
+#include "actors/metrics/node_metrics.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>

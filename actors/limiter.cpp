@@ -38,32 +38,30 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
   self->state.options = std::move(options);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
-      [self](acquire_atom, int32_t wanted) -> pb::ClaimRequest {
+      [self](acquire_atom, int32_t wanted) -> pb::ClaimGrant {
         auto& st = self->state;
-        auto granted =
+        auto permits =
             static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(wanted, st.room())));
-        st.reserved += granted;
-        if (granted < wanted) st.short_of_room = true;
-        pb::ClaimRequest req;
-        req.set_limit(granted);
-        req.set_global_limit(st.options.global_limit);
-        for (const auto& [type, limit] : st.options.type_limits) {
-          req.add_capped_types(type);
-          req.add_capped_limits(limit);
-        }
-        req.set_any_type(st.options.any_type);
-        for (const auto& type : st.options.types) req.add_types(type);
+        st.reserved += permits;
+        if (permits < wanted) st.short_of_room = true;
+        pb::ClaimGrant grant;
+        grant.set_permits(permits);
+        grant.set_global_limit(st.options.global_limit);
+        grant.mutable_type_limits()->insert(st.options.type_limits.begin(),
+                                            st.options.type_limits.end());
+        grant.set_any_type(st.options.any_type);
+        for (const auto& type : st.options.types) grant.add_types(type);
         for (const auto& [type, capacity] : st.capacity) {
           auto used = st.by_type.count(type) ? st.by_type.at(type) : 0;
-          req.add_types(type);
-          req.add_local_types(type);
-          req.add_local_room(static_cast<int32_t>(std::max<int64_t>(0, capacity - used)));
+          grant.add_types(type);
+          (*grant.mutable_executor_room())[type] =
+              static_cast<int32_t>(std::max<int64_t>(0, capacity - used));
         }
-        return req;
+        return grant;
       },
       [self](settle_atom, const pb::PermitUse& use) {
         auto& st = self->state;
-        st.reserved -= use.granted();
+        st.reserved -= use.permits();
         for (const auto& type : use.claimed_types()) {
           ++st.in_flight;
           ++st.by_type[type];

@@ -1,7 +1,7 @@
 #include "actors/pusher.hpp"
 
-#include "actors/fair_shares.hpp"
-#include "actors/metrics.hpp"
+#include "actors/limits/fair_shares.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -66,7 +66,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   for (int l = 0; l < fair_shares::levels; ++l) asked[l] = req.level_quotas(l);
   fair_shares::counts got{};
   pb::PermitUse use;
-  use.set_granted(req.limit());
+  use.set_permits(req.grant().permits());
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -76,7 +76,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   st.options.metrics->claim_rounds.Increment();
   st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
-  bool full = claimed.tasks_size() >= req.limit();
+  bool full = claimed.tasks_size() >= req.grant().permits();
   if (claimed.tasks_size() > 0) {
     pb::TaskList list;
     list.mutable_tasks()->Swap(claimed.mutable_tasks());
@@ -87,22 +87,25 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   finish_round(self, full, next);
 }
 
-void claim_with(self_ptr self, pb::ClaimRequest req) {
+void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto& st = self->state;
-  if (req.limit() <= 0) {
+  auto permits = grant.permits();
+  if (permits <= 0) {
     // No permits: the limiter wakes us when some come back.
     self->send(st.options.limiter, settle_atom_v, pb::PermitUse{});
     st.claiming = false;
     return;
   }
+  pb::ClaimRequest req;
   req.set_node(st.options.node);
-  for (auto quota : st.shares.quotas(req.limit())) req.add_level_quotas(quota);
+  *req.mutable_grant() = std::move(grant);
+  for (auto quota : st.shares.quotas(permits)) req.add_level_quotas(quota);
   self->request(st.options.storage, storage_timeout, claim_atom_v, req)
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
-            [self, granted = req.limit()](const caf::error& err) {
+            [self, permits](const caf::error& err) {
               auto& st = self->state;
               pb::PermitUse nothing;
-              nothing.set_granted(granted);
+              nothing.set_permits(permits);
               self->send(st.options.limiter, settle_atom_v, std::move(nothing));
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
@@ -124,7 +127,7 @@ void claim_round(self_ptr self) {
   st.claiming = true;
   st.wake_pending = false;
   self->request(st.options.limiter, storage_timeout, acquire_atom_v, st.options.batch_size)
-      .then([self](pb::ClaimRequest& req) { claim_with(self, std::move(req)); },
+      .then([self](pb::ClaimGrant& grant) { claim_with(self, std::move(grant)); },
             [self](const caf::error& err) {
               spdlog::error("pusher: limiter failed: {}", error_message(err));
               self->state.claiming = false;

@@ -8,6 +8,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <charconv>
 #include <cstdlib>
 #include <set>
@@ -138,26 +139,36 @@ class table_reader {
   std::string error_;
 };
 
+constexpr std::array executor_kinds{executor_kind::none, executor_kind::noop, executor_kind::sleep,
+                                    executor_kind::fail, executor_kind::http, executor_kind::caf};
+
+void read_executor(table_reader& r, executor_kind& kind) {
+  std::string name = executor_name(kind);
+  r.read("executor", name);
+  for (auto k : executor_kinds)
+    if (name == executor_name(k)) {
+      kind = k;
+      return;
+    }
+  r.fail("executor", "must be one of noop, sleep, fail, http, caf or empty (got \"" + name + "\")");
+}
+
 void read_type(table_reader& r, task_type_config& t) {
-  r.read("executor", t.executor);
+  read_executor(r, t.executor);
   r.read("url", t.url);
-  r.read("timeout", t.timeout, milliseconds{1}, std::chrono::milliseconds{max_timeout_ms});
+  r.read("timeout", t.timeout, milliseconds{1}, max_int32_ms);
   r.read("max_retries", t.max_retries, 0, 1000);
   r.read("running_limit", t.running_limit, 0, 1'000'000);
   r.read("pending_deadline", t.pending_deadline);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
-  r.read("backoff_base", t.backoff.base, milliseconds{1}, max_backoff);
-  r.read("backoff_cap", t.backoff.cap, milliseconds{1}, max_backoff);
+  r.read("backoff_base", t.backoff.base, milliseconds{1}, max_int32_ms);
+  r.read("backoff_cap", t.backoff.cap, milliseconds{1}, max_int32_ms);
   r.read("backoff_jitter", t.backoff.jitter, 0.0, 1.0);
   if (kind != "exponential" && kind != "fixed")
     r.fail("backoff", "must be \"fixed\" or \"exponential\"");
   t.backoff.exponential = kind == "exponential";
-  static const std::set<std::string> executors{"", "noop", "sleep", "fail", "http", "caf"};
-  if (!executors.count(t.executor))
-    r.fail("executor",
-           "must be one of noop, sleep, fail, http, caf or empty (got \"" + t.executor + "\")");
-  if (t.executor == "http" && t.url.rfind("http://", 0) != 0)
+  if (t.executor == executor_kind::http && t.url.rfind("http://", 0) != 0)
     r.fail("url", "must be an http:// URL when executor = \"http\"");
 }
 
@@ -341,6 +352,24 @@ std::string default_node_name(const config& cfg) {
 }
 
 }  // namespace
+
+const char* executor_name(executor_kind kind) {
+  switch (kind) {
+    case executor_kind::noop:
+      return "noop";
+    case executor_kind::sleep:
+      return "sleep";
+    case executor_kind::fail:
+      return "fail";
+    case executor_kind::http:
+      return "http";
+    case executor_kind::caf:
+      return "caf";
+    case executor_kind::none:
+      break;
+  }
+  return "";
+}
 
 const task_type_config& config::type_config(const std::string& type) const {
   auto it = types.find(type);

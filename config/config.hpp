@@ -24,11 +24,17 @@ struct backoff_config {
   double jitter = 0.1;
 };
 
+/// Who runs a type's tasks on this node (SPEC §4). `none`: not this node,
+/// unless a CAF executor registers for the type.
+enum class executor_kind { none, noop, sleep, fail, http, caf };
+
+/// The kind's name in the config ("" for none).
+const char* executor_name(executor_kind kind);
+
 /// How tasks of one type are run.
 struct task_type_config {
   std::string name;
-  /// noop | sleep | fail | http | caf; empty: this node does not run the type.
-  std::string executor;
+  executor_kind executor = executor_kind::none;
   std::string url;  // http executor only
   milliseconds timeout{5000};
   int max_retries = 3;
@@ -119,8 +125,11 @@ caf::expected<config> load_config(const std::string& path,
 
 /// The longest duration any option takes.
 inline constexpr milliseconds max_duration{100LL * 365 * 24 * 3600 * 1000};
-/// Backoff times travel as 32-bit milliseconds.
-inline constexpr milliseconds max_backoff{INT32_MAX};
+/// Timeouts and backoff times travel and are stored as 32-bit milliseconds;
+/// what a task may hold within that is the database's rule
+/// (taskmill.task_problem), which a node's type settings are held to as it
+/// starts.
+inline constexpr milliseconds max_int32_ms{INT32_MAX};
 
 /// Parses "250ms", "5s", "2m", "24h", "7d" or a number of milliseconds.
 caf::expected<milliseconds> parse_duration(const std::string& text);

@@ -221,8 +221,8 @@ using inserter_actor = pingable_actor::extend<
 /// more, with the cluster-wide limits, which the claim enforces in the
 /// database.
 using limiter_actor = pingable_actor::extend<
-    // Permits for up to n claims, as the skeleton of a claim request.
-    caf::replies_to<acquire_atom, int32_t>::with<pb::ClaimRequest>,
+    // What this node may claim now, for up to n tasks.
+    caf::replies_to<acquire_atom, int32_t>::with<pb::ClaimGrant>,
     // What a claim used of its permits; the rest go back.
     caf::reacts_to<settle_atom, pb::PermitUse>,
     // Outcomes of these tasks are stored: their permits go back.

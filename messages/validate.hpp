@@ -19,8 +19,6 @@ namespace taskmill {
 inline constexpr int max_json_depth = 64;
 /// The levels a request body puts around a payload: {"tasks": [{"payload": ...}]}.
 inline constexpr int max_envelope_depth = 3;
-/// The longest execution timeout a task or a task type may have.
-inline constexpr int64_t max_timeout_ms = 7LL * 24 * 3600 * 1000;
 /// The most tasks one submit request may carry.
 inline constexpr int max_batch_size = 10000;
 

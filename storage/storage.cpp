@@ -121,6 +121,7 @@ bool connect(self_ptr self) {
   st.conn = std::move(*conn);
   st.status.set_connected(true);
   st.status.set_schema_version(*version);
+  st.status.set_schema_current(*version >= db::all_migrations().back().version);
   st.status.clear_last_error();
   st.reconnect_delay = std::chrono::milliseconds{0};
   spdlog::info("storage: connected to {}, schema version {}",
@@ -475,6 +476,26 @@ pb::NodeList read_nodes(const db::result& res) {
   return out;
 }
 
+caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const std::string& batch) {
+  if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
+  pb::BatchCounts out;
+  out.set_batch(batch);
+  for (int row = 0; row < res.rows(); ++row)
+    (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
+  return out;
+}
+
+pb::Stats read_stats(const db::result& res) {
+  pb::Stats out;
+  for (int row = 0; row < res.rows(); ++row) {
+    auto c = out.add_counts();
+    c->set_type(res.string(row, 0));
+    c->set_status(parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+    c->set_count(res.int64(row, 2));
+  }
+  return out;
+}
+
 std::string int_array(const google::protobuf::RepeatedField<int32_t>& values) {
   return db::array_literal_of(values, [](int32_t v) { return db::param{std::to_string(v)}; });
 }
@@ -483,233 +504,255 @@ std::string text_array(const google::protobuf::RepeatedPtrField<std::string>& va
   return db::array_literal_of(values, [](const std::string& v) { return db::param{v}; });
 }
 
+/// A map as two arrays in the same order: keys, values.
+std::pair<std::string, std::string> key_value_arrays(
+    const google::protobuf::Map<std::string, int32_t>& map) {
+  std::vector<db::param> keys, values;
+  for (const auto& [key, value] : map) {
+    keys.emplace_back(key);
+    values.emplace_back(std::to_string(value));
+  }
+  return {db::array_literal(keys), db::array_literal(values)};
+}
+
+/// The types a grant lets this node claim; null: any.
+db::param claimable_types(const pb::ClaimGrant& grant) {
+  return grant.any_type() ? db::param{} : db::param{text_array(grant.types())};
+}
+
+db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
+  const auto& grant = req.grant();
+  auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
+  auto [room_types, room] = key_value_arrays(grant.executor_room());
+  return {&db::sql::claim,
+          {req.node(), std::to_string(grant.permits()), int_array(req.level_quotas()),
+           std::move(capped_types), std::move(capped_limits), std::to_string(grant.global_limit()),
+           types, std::move(room_types), std::move(room)}};
+}
+
+// -- requests -----------------------------------------------------------------
+// Each request is one pipelined call (or a few), answered from its rows.
+
+caf::result<pb::SubmitResults> queue_submit(self_ptr self, pb::SubmitTasks&& tasks) {
+  if (!self->state.conn) return unavailable(self);
+  auto promise = self->make_response_promise<pb::SubmitResults>();
+  self->state.submits.push_back(submit_request{std::move(tasks), promise});
+  schedule_flush(self);
+  return promise;
+}
+
+caf::result<pb::OutcomeAcks> queue_complete(self_ptr self, pb::TaskOutcomes&& outcomes) {
+  if (!self->state.conn) return unavailable(self);
+  auto promise = self->make_response_promise<pb::OutcomeAcks>();
+  self->state.completes.push_back(complete_request{std::move(outcomes), promise});
+  schedule_flush(self);
+  return promise;
+}
+
+caf::result<pb::RescheduleResult> reschedule(self_ptr self, const pb::RescheduleRequest& req) {
+  db::call c{&db::sql::reschedule,
+             {req.type(), req.key(),
+              req.has_execute_at() ? db::timestamp_param(req.execute_at()) : db::param{},
+              req.has_payload() ? db::param{req.payload()} : db::param{}}};
+  return ask_db<pb::RescheduleResult>(self, {std::move(c)}, [](results& rs) {
+    return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);
+  });
+}
+
+caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req) {
+  db::call c = req.id() != 0 ? db::call{&db::sql::cancel_by_id, {std::to_string(req.id())}}
+                             : db::call{&db::sql::cancel_by_key, {req.type(), req.key()}};
+  return ask_db<pb::CancelResult>(self, {std::move(c)}, [](results& rs) {
+    return outcome_and_task<pb::CancelResult>(*rs[0], &parse_cancel_outcome);
+  });
+}
+
+caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
+  auto types = claimable_types(req.grant());
+  db::call next{&db::sql::next_due,
+                {types, std::to_string(self->state.options.next_due_horizon.count())}};
+  return ask_db<pb::ClaimedTasks>(
+      self, {claim_call(req, types), std::move(next)},
+      [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
+}
+
+caf::result<pb::Task> task_by_id(self_ptr self, const db::statement& statement, int64_t id) {
+  return ask_db<pb::Task>(self, {db::call{&statement, {std::to_string(id)}}}, [id](results& rs) {
+    return single_task(*rs[0], "no task with id " + std::to_string(id));
+  });
+}
+
+caf::result<pb::TaskList> list_tasks(self_ptr self, const pb::ListTasksRequest& req) {
+  auto optional_text = [](const std::string& s) { return s.empty() ? db::param{} : db::param{s}; };
+  auto limit = req.limit() > 0 ? req.limit() : 100;
+  bool one_unit = !req.type().empty() && !req.key().empty();
+  db::call c{one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
+             {optional_text(req.type()), optional_text(req.key()),
+              req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
+                                                          : db::param{status_name(req.status())},
+              optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
+              std::to_string(limit + 1)}};
+  return ask_db<pb::TaskList>(self, {std::move(c)},
+                              [limit](results& rs) { return read_task_page(*rs[0], limit); });
+}
+
+caf::result<pb::AttemptList> attempts(self_ptr self, int64_t id) {
+  return ask_db<pb::AttemptList>(self, {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
+                                 [id](results& rs) { return read_attempts(*rs[0], id); });
+}
+
+caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batch) {
+  return ask_db<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}},
+                                 [batch](results& rs) { return read_batch_counts(*rs[0], batch); });
+}
+
+/// A call whose answer is the integer in its first row and column.
+caf::result<int32_t> ask_count(self_ptr self, db::call c) {
+  return ask_db<int32_t>(self, {std::move(c)},
+                         [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
+}
+
+caf::result<pb::Stats> stats(self_ptr self) {
+  return ask_db<pb::Stats>(self, {db::call{&db::sql::status_counts, {}}},
+                           [](results& rs) { return read_stats(*rs[0]); });
+}
+
+caf::result<pb::NodeList> nodes(self_ptr self, int64_t lease_ms) {
+  return ask_db<pb::NodeList>(
+      self, {db::call{&db::sql::list_nodes, {std::to_string(lease_ms)}}},
+      [](results& rs) -> caf::expected<pb::NodeList> { return read_nodes(*rs[0]); });
+}
+
+caf::result<int32_t> register_node(self_ptr self, const pb::NodeRegistration& node) {
+  return ask_count(
+      self, {&db::sql::register_node,
+             {node.name(), node.incarnation(), node.address(), std::to_string(node.lease_ms())}});
+}
+
+caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
+  db::call c{&db::sql::heartbeat,
+             {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}};
+  return ask_db<pb::HeartbeatAck>(self, {std::move(c)},
+                                  [](results& rs) -> caf::expected<pb::HeartbeatAck> {
+                                    pb::HeartbeatAck ack;
+                                    ack.set_leader(rs[0]->boolean(0, 0));
+                                    ack.set_alive(rs[0]->boolean(0, 1));
+                                    return ack;
+                                  });
+}
+
+caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
+  auto batch = std::to_string(req.batch_size());
+  std::vector<db::call> calls{
+      {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch}},
+      {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch}},
+      {&db::sql::sweep_deadlines, {batch}},
+      {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
+      {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
+  };
+  return ask_db<pb::SweepResult>(self, std::move(calls),
+                                 [](results& rs) -> caf::expected<pb::SweepResult> {
+                                   pb::SweepResult out;
+                                   out.set_lost(rs[0]->int32(0, 0));
+                                   out.set_timed_out(rs[1]->int32(0, 0));
+                                   out.set_expired(rs[2]->int32(0, 0));
+                                   out.set_stopped(rs[3]->int32(0, 0));
+                                   out.set_purged(rs[4]->int32(0, 0));
+                                   return out;
+                                 });
+}
+
+caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions) {
+  db::call c{&db::sql::finished_executions,
+             {db::array_literal_of(executions.task_ids(),
+                                   [](int64_t id) { return db::param{std::to_string(id)}; }),
+              int_array(executions.attempts())}};
+  return ask_db<pb::Executions>(self, {std::move(c)},
+                                [](results& rs) -> caf::expected<pb::Executions> {
+                                  pb::Executions out;
+                                  for (int row = 0; row < rs[0]->rows(); ++row) {
+                                    out.add_task_ids(rs[0]->int64(row, 0));
+                                    out.add_attempts(rs[0]->int32(row, 1));
+                                  }
+                                  return out;
+                                });
+}
+
+caf::result<int32_t> compensate(self_ptr self, int32_t rule) {
+  auto& st = self->state;
+  if (rule < 0 || rule >= static_cast<int32_t>(st.rule_statements.size()))
+    return make_error(errc::invalid_argument, "no compensation rule " + std::to_string(rule));
+  return ask_count(self,
+                   {&st.rule_statements[rule],
+                    {st.options.rules[rule].type, std::to_string(st.options.compensation_batch)}});
+}
+
+caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings) {
+  db::call c{&db::sql::put_type_settings, db::type_settings_params(settings)};
+  return ask_db<int32_t>(
+      self, {std::move(c)},
+      [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
+}
+
+void subscribe(self_ptr self, wake_listener_actor target) {
+  auto& st = self->state;
+  if (!st.options.listen || st.listener) return;
+  st.listener = std::make_unique<db::notification_listener>(
+      st.options.conninfo, "taskmill_tasks", [target] { caf::anon_send(target, wake_atom_v); },
+      st.options.reconnect_min, st.options.reconnect_max);
+}
+
+void reconnect(self_ptr self) {
+  self->state.reconnect_scheduled = false;
+  if (self->state.conn) return;
+  if (!connect(self)) schedule_reconnect(self);
+}
+
+storage_actor::behavior_type storage(self_ptr self, storage_options options) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  for (size_t i = 0; i < st.options.rules.size(); ++i)
+    st.rule_text.emplace_back("compensate_" + std::to_string(i),
+                              db::sql::compensation_sql(st.options.rules[i].query));
+  for (const auto& [name, sql] : st.rule_text)
+    st.rule_statements.push_back({name.c_str(), sql.c_str()});
+  if (!connect(self)) schedule_reconnect(self);
+  return {
+      [self](submit_atom, pb::SubmitTasks& t) { return queue_submit(self, std::move(t)); },
+      [self](complete_atom, pb::TaskOutcomes& o) { return queue_complete(self, std::move(o)); },
+      [self](reschedule_atom, const pb::RescheduleRequest& r) { return reschedule(self, r); },
+      [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
+      [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
+      [self](caf::get_atom, int64_t id) { return task_by_id(self, db::sql::get_task, id); },
+      [self](list_atom, const pb::ListTasksRequest& r) { return list_tasks(self, r); },
+      [self](attempts_atom, int64_t id) { return attempts(self, id); },
+      [self](retry_atom, int64_t id) { return task_by_id(self, db::sql::retry_task, id); },
+      [self](batch_atom, const std::string& batch) { return batch_counts(self, batch); },
+      [self](retry_atom, const std::string& batch) {
+        return ask_count(self, {&db::sql::retry_batch, {batch}});
+      },
+      [self](stats_atom) { return stats(self); },
+      [self](nodes_atom, int64_t lease_ms) { return nodes(self, lease_ms); },
+      [self](status_atom) { return self->state.status; },
+      [self](register_atom, const pb::NodeRegistration& n) { return register_node(self, n); },
+      [self](heartbeat_atom, const pb::Heartbeat& beat) { return heartbeat(self, beat); },
+      [self](leave_atom, const pb::Heartbeat& n) {
+        return ask_count(self, {&db::sql::leave, {n.name(), n.incarnation()}});
+      },
+      [self](sweep_atom, const pb::SweepRequest& r) { return sweep(self, r); },
+      [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
+      [self](compensate_atom, int32_t rule) { return compensate(self, rule); },
+      [self](configure_atom, const pb::TypeSettingsList& s) { return put_type_settings(self, s); },
+      [self](caf::subscribe_atom, wake_listener_actor target) { subscribe(self, target); },
+      [self](caf::flush_atom) { flush(self); },
+      [self](reconnect_atom) { reconnect(self); },
+  };
+}
+
 }  // namespace
 
 storage_actor spawn_storage(caf::actor_system& sys, storage_options options) {
-  auto behavior = [](self_ptr self, storage_options opts) -> storage_actor::behavior_type {
-    self->state.options = std::move(opts);
-    auto& st = self->state;
-    for (size_t i = 0; i < st.options.rules.size(); ++i)
-      st.rule_text.emplace_back("compensate_" + std::to_string(i),
-                                db::sql::compensation_sql(st.options.rules[i].query));
-    for (const auto& [name, sql] : st.rule_text)
-      st.rule_statements.push_back({name.c_str(), sql.c_str()});
-    if (!connect(self)) schedule_reconnect(self);
-    return {
-        [self](submit_atom, pb::SubmitTasks& tasks) -> caf::result<pb::SubmitResults> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::SubmitResults>();
-          self->state.submits.push_back(submit_request{std::move(tasks), promise});
-          schedule_flush(self);
-          return promise;
-        },
-        [self](complete_atom, pb::TaskOutcomes& outcomes) -> caf::result<pb::OutcomeAcks> {
-          if (!self->state.conn) return unavailable(self);
-          auto promise = self->make_response_promise<pb::OutcomeAcks>();
-          self->state.completes.push_back(complete_request{std::move(outcomes), promise});
-          schedule_flush(self);
-          return promise;
-        },
-        [self](reschedule_atom,
-               const pb::RescheduleRequest& req) -> caf::result<pb::RescheduleResult> {
-          db::call c{&db::sql::reschedule,
-                     {req.type(), req.key(),
-                      req.has_execute_at() ? db::timestamp_param(req.execute_at()) : db::param{},
-                      req.has_payload() ? db::param{req.payload()} : db::param{}}};
-          return ask_db<pb::RescheduleResult>(self, {std::move(c)}, [](results& rs) {
-            return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);
-          });
-        },
-        [self](cancel_atom, const pb::CancelRequest& req) -> caf::result<pb::CancelResult> {
-          db::call c = req.id() != 0 ? db::call{&db::sql::cancel_by_id, {std::to_string(req.id())}}
-                                     : db::call{&db::sql::cancel_by_key, {req.type(), req.key()}};
-          return ask_db<pb::CancelResult>(self, {std::move(c)}, [](results& rs) {
-            return outcome_and_task<pb::CancelResult>(*rs[0], &parse_cancel_outcome);
-          });
-        },
-        [self](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
-          auto types = req.any_type() ? db::param{} : db::param{text_array(req.types())};
-          db::call claim{&db::sql::claim,
-                         {req.node(), std::to_string(req.limit()), int_array(req.level_quotas()),
-                          text_array(req.capped_types()), int_array(req.capped_limits()),
-                          std::to_string(req.global_limit()), types, text_array(req.local_types()),
-                          int_array(req.local_room())}};
-          db::call next{&db::sql::next_due,
-                        {types, std::to_string(self->state.options.next_due_horizon.count())}};
-          return ask_db<pb::ClaimedTasks>(
-              self, {std::move(claim), std::move(next)},
-              [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
-        },
-        [self](caf::get_atom, int64_t id) -> caf::result<pb::Task> {
-          return ask_db<pb::Task>(
-              self, {db::call{&db::sql::get_task, {std::to_string(id)}}}, [id](results& rs) {
-                return single_task(*rs[0], "no task with id " + std::to_string(id));
-              });
-        },
-        [self](list_atom, const pb::ListTasksRequest& req) -> caf::result<pb::TaskList> {
-          auto optional_text = [](const std::string& s) {
-            return s.empty() ? db::param{} : db::param{s};
-          };
-          auto limit = req.limit() > 0 ? req.limit() : 100;
-          bool one_unit = !req.type().empty() && !req.key().empty();
-          db::call c{
-              one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
-              {optional_text(req.type()), optional_text(req.key()),
-               req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
-                                                           : db::param{status_name(req.status())},
-               optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
-               std::to_string(limit + 1)}};
-          return ask_db<pb::TaskList>(self, {std::move(c)},
-                                      [limit](results& rs) -> caf::expected<pb::TaskList> {
-                                        return read_task_page(*rs[0], limit);
-                                      });
-        },
-        [self](attempts_atom, int64_t id) -> caf::result<pb::AttemptList> {
-          return ask_db<pb::AttemptList>(self,
-                                         {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
-                                         [id](results& rs) { return read_attempts(*rs[0], id); });
-        },
-        [self](retry_atom, int64_t id) -> caf::result<pb::Task> {
-          return ask_db<pb::Task>(
-              self, {db::call{&db::sql::retry_task, {std::to_string(id)}}}, [id](results& rs) {
-                return single_task(*rs[0], "no task with id " + std::to_string(id));
-              });
-        },
-        [self](batch_atom, const std::string& batch) -> caf::result<pb::BatchCounts> {
-          return ask_db<pb::BatchCounts>(
-              self, {db::call{&db::sql::batch_counts, {batch}}},
-              [batch](results& rs) -> caf::expected<pb::BatchCounts> {
-                const auto& res = *rs[0];
-                if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
-                pb::BatchCounts out;
-                out.set_batch(batch);
-                for (int row = 0; row < res.rows(); ++row)
-                  (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
-                return out;
-              });
-        },
-        [self](retry_atom, const std::string& batch) -> caf::result<int32_t> {
-          return ask_db<int32_t>(
-              self, {db::call{&db::sql::retry_batch, {batch}}},
-              [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
-        },
-        [self](stats_atom) -> caf::result<pb::Stats> {
-          return ask_db<pb::Stats>(
-              self, {db::call{&db::sql::status_counts, {}}},
-              [](results& rs) -> caf::expected<pb::Stats> {
-                const auto& res = *rs[0];
-                pb::Stats out;
-                for (int row = 0; row < res.rows(); ++row) {
-                  auto c = out.add_counts();
-                  c->set_type(res.string(row, 0));
-                  c->set_status(
-                      parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
-                  c->set_count(res.int64(row, 2));
-                }
-                return out;
-              });
-        },
-        [self](nodes_atom, int64_t lease_ms) -> caf::result<pb::NodeList> {
-          return ask_db<pb::NodeList>(
-              self, {db::call{&db::sql::list_nodes, {std::to_string(lease_ms)}}},
-              [](results& rs) -> caf::expected<pb::NodeList> { return read_nodes(*rs[0]); });
-        },
-        [self](status_atom) -> pb::StorageStatus { return self->state.status; },
-        [self](register_atom, const pb::NodeRegistration& node) -> caf::result<int32_t> {
-          db::call c{
-              &db::sql::register_node,
-              {node.name(), node.incarnation(), node.address(), std::to_string(node.lease_ms())}};
-          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
-            return rs[0]->int32(0, 0);
-          });
-        },
-        [self](heartbeat_atom, const pb::Heartbeat& beat) -> caf::result<pb::HeartbeatAck> {
-          db::call c{&db::sql::heartbeat,
-                     {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}};
-          return ask_db<pb::HeartbeatAck>(self, {std::move(c)},
-                                          [](results& rs) -> caf::expected<pb::HeartbeatAck> {
-                                            pb::HeartbeatAck ack;
-                                            ack.set_leader(rs[0]->boolean(0, 0));
-                                            ack.set_alive(rs[0]->boolean(0, 1));
-                                            return ack;
-                                          });
-        },
-        [self](leave_atom, const pb::Heartbeat& node) -> caf::result<int32_t> {
-          db::call c{&db::sql::leave, {node.name(), node.incarnation()}};
-          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
-            return rs[0]->int32(0, 0);
-          });
-        },
-        [self](sweep_atom, const pb::SweepRequest& req) -> caf::result<pb::SweepResult> {
-          auto batch = std::to_string(req.batch_size());
-          std::vector<db::call> calls{
-              {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch}},
-              {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch}},
-              {&db::sql::sweep_deadlines, {batch}},
-              {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
-              {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
-          };
-          return ask_db<pb::SweepResult>(self, std::move(calls),
-                                         [](results& rs) -> caf::expected<pb::SweepResult> {
-                                           pb::SweepResult out;
-                                           out.set_lost(rs[0]->int32(0, 0));
-                                           out.set_timed_out(rs[1]->int32(0, 0));
-                                           out.set_expired(rs[2]->int32(0, 0));
-                                           out.set_stopped(rs[3]->int32(0, 0));
-                                           out.set_purged(rs[4]->int32(0, 0));
-                                           return out;
-                                         });
-        },
-        [self](check_atom, const pb::Executions& executions) -> caf::result<pb::Executions> {
-          db::call c{
-              &db::sql::finished_executions,
-              {db::array_literal_of(executions.task_ids(),
-                                    [](int64_t id) { return db::param{std::to_string(id)}; }),
-               int_array(executions.attempts())}};
-          return ask_db<pb::Executions>(self, {std::move(c)},
-                                        [](results& rs) -> caf::expected<pb::Executions> {
-                                          pb::Executions out;
-                                          for (int row = 0; row < rs[0]->rows(); ++row) {
-                                            out.add_task_ids(rs[0]->int64(row, 0));
-                                            out.add_attempts(rs[0]->int32(row, 1));
-                                          }
-                                          return out;
-                                        });
-        },
-        [self](compensate_atom, int32_t rule) -> caf::result<int32_t> {
-          auto& st = self->state;
-          if (rule < 0 || rule >= static_cast<int32_t>(st.rule_statements.size()))
-            return make_error(errc::invalid_argument,
-                              "no compensation rule " + std::to_string(rule));
-          db::call c{&st.rule_statements[rule],
-                     {st.options.rules[rule].type, std::to_string(st.options.compensation_batch)}};
-          return ask_db<int32_t>(self, {std::move(c)}, [](results& rs) -> caf::expected<int32_t> {
-            return rs[0]->int32(0, 0);
-          });
-        },
-        [self](configure_atom, const pb::TypeSettingsList& settings) -> caf::result<int32_t> {
-          db::call c{&db::sql::put_type_settings, db::type_settings_params(settings)};
-          return ask_db<int32_t>(
-              self, {std::move(c)},
-              [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
-        },
-        [self](caf::subscribe_atom, wake_listener_actor target) {
-          auto& st = self->state;
-          if (!st.options.listen || st.listener) return;
-          st.listener = std::make_unique<db::notification_listener>(
-              st.options.conninfo, "taskmill_tasks",
-              [target] { caf::anon_send(target, wake_atom_v); }, st.options.reconnect_min,
-              st.options.reconnect_max);
-        },
-        [self](caf::flush_atom) { flush(self); },
-        [self](reconnect_atom) {
-          self->state.reconnect_scheduled = false;
-          if (self->state.conn) return;
-          if (!connect(self)) schedule_reconnect(self);
-        },
-    };
-  };
-  return sys.spawn<caf::detached>(behavior, std::move(options));
+  return sys.spawn<caf::detached>(storage, std::move(options));
 }
 
 }  // namespace taskmill

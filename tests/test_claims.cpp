@@ -3,7 +3,7 @@
 #define BOOST_TEST_MODULE claims
 #include <boost/test/unit_test.hpp>
 
-#include "actors/fair_shares.hpp"
+#include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/task_sql.hpp"
 
@@ -31,10 +31,13 @@ std::string claim_sql(const std::string& node, int limit, const std::string& quo
 
 void insert_due(const task_database& db, const std::string& type, int priority, int count,
                 const std::string& extra_columns = "", const std::string& extra_values = "") {
-  db.exec("INSERT INTO taskmill.tasks (type, key, priority, execute_at, trace_id" + extra_columns +
-          ") SELECT '" + type + "', '" + type + "-" + std::to_string(priority) + "-' || g, " +
-          std::to_string(priority) + ", now() - interval '1 minute', 't'" + extra_values +
-          " FROM generate_series(1, " + std::to_string(count) + ") g");
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, priority, execute_at, trace_id, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter" +
+      extra_columns + ") SELECT '" + type + "', '" + type + "-" + std::to_string(priority) +
+      "-' || g, " + std::to_string(priority) +
+      ", now() - interval '1 minute', 't', 3, 5000, 'exponential', 1000, 3600000, 0.1" +
+      extra_values + " FROM generate_series(1, " + std::to_string(count) + ") g");
 }
 
 }  // namespace
@@ -340,10 +343,9 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
   constexpr int tasks = 3000;
   constexpr int workers = 6;
   db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, max_retries, backoff_kind, "
-      "backoff_base_ms, "
-      "backoff_jitter, trace_id) SELECT 'R', g::text, now() - interval '1 s', 2, 'fixed', 1, 0, "
-      "'t' "
+      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
+      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
+      "SELECT 'R', g::text, now() - interval '1 s', 3, 2, 5000, 'fixed', 1, 1000, 0, 't' "
       "FROM generate_series(1, " +
       std::to_string(tasks) + ") g");
   std::mutex mtx;

@@ -58,7 +58,7 @@ BOOST_AUTO_TEST_CASE(the_example_file_documents_the_defaults) {
   BOOST_CHECK(example->watcher.success_retention == defaults.watcher.success_retention);
   BOOST_CHECK(example->watcher.purge_retention == defaults.watcher.purge_retention);
   BOOST_CHECK(example->reconciler.interval == defaults.reconciler.interval);
-  BOOST_CHECK_EQUAL(example->default_type.executor, defaults.default_type.executor);
+  BOOST_CHECK(example->default_type.executor == defaults.default_type.executor);
   BOOST_CHECK(example->default_type.timeout == defaults.default_type.timeout);
   BOOST_CHECK(example->default_type.backoff.cap == defaults.default_type.backoff.cap);
   BOOST_CHECK(!example->node.name.empty());
@@ -81,7 +81,7 @@ backoff_base = "250ms"
   auto cfg = load_config(file.path.string(), {});
   BOOST_REQUIRE(cfg);
   const auto& audit = cfg->type_config("AUDIT");
-  BOOST_CHECK_EQUAL(audit.executor, "http");
+  BOOST_CHECK(audit.executor == executor_kind::http);
   BOOST_CHECK(audit.timeout == 7s);
   BOOST_CHECK_EQUAL(audit.max_retries, 1);
   BOOST_CHECK_EQUAL(audit.running_limit, 20);
@@ -89,7 +89,7 @@ backoff_base = "250ms"
   BOOST_CHECK(audit.backoff.base == 250ms);
   const auto& other = cfg->type_config("OTHER");
   BOOST_CHECK_EQUAL(other.max_retries, 5);
-  BOOST_CHECK_EQUAL(other.executor, "");
+  BOOST_CHECK(other.executor == executor_kind::none);
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_option) {

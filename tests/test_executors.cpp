@@ -3,12 +3,12 @@
 #define BOOST_TEST_MODULE executors
 #include <boost/test/unit_test.hpp>
 
-#include "actors/http_server.hpp"
-#include "actors/node.hpp"
+#include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tools/http_fetch.hpp"
+#include "tools/node/node.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/send.hpp>
@@ -49,7 +49,7 @@ struct executor_fixture : test::nodes_fixture {
     // wake-ups (NOTIFY, freed permits), not by polling.
     cfg.scheduling.poll_interval = 60s;
     task_type_config t;
-    t.executor = "http";
+    t.executor = executor_kind::http;
     t.url = url;
     t.timeout = 2s;
     t.max_retries = 1;

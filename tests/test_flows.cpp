@@ -5,8 +5,9 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/dispatcher.hpp"
+#include "actors/executors/caf_executors.hpp"
 #include "actors/limiter.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "actors/pusher.hpp"
 #include "messages/types.hpp"
 
@@ -19,6 +20,7 @@
 
 #include <deque>
 #include <numeric>
+#include <optional>
 
 using namespace taskmill;
 using namespace std::chrono_literals;
@@ -39,7 +41,7 @@ claim_storage_actor::behavior_type claim_stand_in(claim_storage_actor::pointer,
         rec->claims.push_back(req);
         pb::ClaimedTasks out;
         int attempt = 0;
-        while (!rec->due.empty() && out.tasks_size() < req.limit()) {
+        while (!rec->due.empty() && out.tasks_size() < req.grant().permits()) {
           auto task = rec->due.front();
           rec->due.pop_front();
           task.set_attempt(++attempt);
@@ -100,7 +102,7 @@ struct flow_fixture {
     auto node_cfg = std::make_shared<config>();
     task_type_config noop;
     noop.name = "NOOP";
-    noop.executor = "noop";
+    noop.executor = executor_kind::noop;
     node_cfg->types["NOOP"] = noop;
     metrics = std::make_shared<node_metrics>();
     dispatcher =
@@ -116,6 +118,18 @@ struct flow_fixture {
     po.metrics = metrics;
     pusher = spawn_pusher(sys, po);
     caf::anon_send(limiter, caf::subscribe_atom_v, caf::actor_cast<wake_listener_actor>(pusher));
+  }
+
+  /// `handle`'s answer to `xs...`, asked by a helper actor.
+  template <class T, class Handle, class... Ts>
+  T ask(const Handle& handle, Ts... xs) {
+    auto out = std::make_shared<std::optional<T>>();
+    sys.spawn([out, handle, xs...](caf::event_based_actor* self) {
+      self->request(handle, caf::infinite, xs...).then([out](T x) { *out = std::move(x); });
+    });
+    sched.run();
+    BOOST_REQUIRE(out->has_value());
+    return std::move(**out);
   }
 
   /// The limiter's count of tasks in flight, asked by a helper actor.
@@ -159,7 +173,7 @@ BOOST_AUTO_TEST_CASE(a_claim_runs_its_tasks_and_their_permits_come_back_once_sto
   // One claim, with permits for the batch.
   BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
   const auto& claim = rec->claims.front();
-  BOOST_CHECK_EQUAL(claim.limit(), 50);
+  BOOST_CHECK_EQUAL(claim.grant().permits(), 50);
   BOOST_CHECK_EQUAL(claim.node(), "n1");
   // Quotas per level; what they leave unused the claim fills in priority order.
   BOOST_CHECK_EQUAL(claim.level_quotas_size(), 5);
@@ -178,7 +192,7 @@ BOOST_AUTO_TEST_CASE(a_claim_asks_for_no_more_than_the_permits_left) {
   start(2, 50);
   sched.run();
   BOOST_REQUIRE(!rec->claims.empty());
-  for (const auto& c : rec->claims) BOOST_CHECK_LE(c.limit(), 2);
+  for (const auto& c : rec->claims) BOOST_CHECK_LE(c.grant().permits(), 2);
   // Freed permits wake the pusher, which claims the rest: nothing waits for
   // the (hour-long) poll.
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
@@ -197,6 +211,86 @@ BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
   BOOST_CHECK_EQUAL(rec->claims.size(), 2u);
   BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
   BOOST_CHECK_EQUAL(rec->outcomes.front().task_id(), 7);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(limiter_grants, flow_fixture)
+
+BOOST_AUTO_TEST_CASE(a_grant_carries_the_limits_and_the_room_on_executors) {
+  limiter_options lo;
+  lo.node_limit = 4;
+  lo.global_limit = 10;
+  lo.type_limits = {{"A", 2}};
+  lo.types = {"A", "B"};
+  limiter = spawn_limiter(sys, lo);
+  caf::anon_send(limiter, capacity_atom_v, std::string{"C"}, int32_t{3});
+  auto grant = ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{3});
+  BOOST_CHECK_EQUAL(grant.permits(), 3);
+  BOOST_CHECK_EQUAL(grant.global_limit(), 10);
+  BOOST_CHECK_EQUAL(grant.type_limits().at("A"), 2);
+  BOOST_CHECK(!grant.any_type());
+  std::vector<std::string> types(grant.types().begin(), grant.types().end());
+  BOOST_CHECK((types == std::vector<std::string>{"A", "B", "C"}));
+  BOOST_CHECK_EQUAL(grant.executor_room().at("C"), 3);
+  // Two of C claimed, one permit unused: one permit and one place left.
+  pb::PermitUse use;
+  use.set_permits(3);
+  use.add_claimed_types("C");
+  use.add_claimed_types("C");
+  caf::anon_send(limiter, settle_atom_v, use);
+  auto next = ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{3});
+  BOOST_CHECK_EQUAL(next.permits(), 2);
+  BOOST_CHECK_EQUAL(next.executor_room().at("C"), 1);
+  // Permits of stored outcomes come back.
+  pb::PermitRelease release;
+  release.add_types("C");
+  caf::anon_send(limiter, release_atom_v, release);
+  use.Clear();
+  use.set_permits(2);
+  caf::anon_send(limiter, settle_atom_v, use);
+  BOOST_CHECK_EQUAL(in_flight(), 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_FIXTURE_TEST_SUITE(caf_executor_pools, flow_fixture)
+
+executor_actor::behavior_type idle_executor() {
+  return {[](execute_atom, const pb::Task&) { return pb::TaskOutcome{}; }};
+}
+
+BOOST_AUTO_TEST_CASE(tasks_go_to_the_executor_with_the_most_room) {
+  auto small = sys.spawn(idle_executor);
+  auto large = sys.spawn(idle_executor);
+  caf_executor_pool pool;
+  pb::ExecutorRegistration r;
+  BOOST_CHECK(pool.add(small, r));  // no types, no capacity: refused
+  r.add_types("T");
+  r.set_capacity(1);
+  BOOST_REQUIRE(!pool.add(small, r));
+  r.add_types("U");
+  r.set_capacity(3);
+  BOOST_REQUIRE(!pool.add(large, r));
+  BOOST_CHECK_EQUAL(pool.capacity("T"), 4);
+  BOOST_CHECK_EQUAL(pool.capacity("U"), 3);
+  BOOST_CHECK_EQUAL(pool.capacity("V"), 0);
+  BOOST_CHECK(!pool.take("V"));
+  // large has 3 free, small 1: large takes two before small gets one.
+  BOOST_CHECK(pool.take("T") == large);
+  BOOST_CHECK(pool.take("T") == large);
+  auto third = pool.take("T");
+  BOOST_CHECK(third == large || third == small);
+  pool.release(large.address());
+  pool.release(large.address());
+  BOOST_CHECK(pool.take("T") == large);
+  // An executor that goes away takes its types with it.
+  auto types = pool.remove(large.address());
+  BOOST_CHECK((types == std::vector<std::string>{"T", "U"}));
+  BOOST_CHECK_EQUAL(pool.capacity("T"), 1);
+  BOOST_CHECK(!pool.take("U"));
+  BOOST_CHECK(pool.remove(large.address()).empty());
+  for (const auto& a : {small, large}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

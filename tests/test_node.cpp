@@ -3,11 +3,11 @@
 #define BOOST_TEST_MODULE node
 #include <boost/test/unit_test.hpp>
 
-#include "actors/node.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tools/http_fetch.hpp"
+#include "tools/node/node.hpp"
 
 #include <caf/send.hpp>
 

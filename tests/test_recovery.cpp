@@ -3,13 +3,13 @@
 #define BOOST_TEST_MODULE recovery
 #include <boost/test/unit_test.hpp>
 
-#include "actors/node.hpp"
 #include "messages/errors.hpp"
-#include "storage/embedded_postgres.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tools/http_fetch.hpp"
+#include "tools/node/node.hpp"
 #include "tools/node_process.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include <signal.h>
 #include <unistd.h>
@@ -387,6 +387,16 @@ BOOST_AUTO_TEST_CASE(a_broken_compensation_query_stops_the_node_from_starting) {
   auto node = try_start(cfg, 3s);
   BOOST_REQUIRE(!node);
   BOOST_CHECK_MESSAGE(error_message(node.error()).find("compensate_0") != std::string::npos,
+                      error_message(node.error()));
+}
+
+BOOST_AUTO_TEST_CASE(type_settings_a_task_could_not_hold_stop_the_node_from_starting) {
+  auto cfg = quick_config("badtype");
+  cfg.types["SLEEP"].timeout = std::chrono::hours{24 * 8};
+  auto node = try_start(cfg, 3s);
+  BOOST_REQUIRE(!node);
+  BOOST_CHECK_MESSAGE(error_message(node.error()).find("task type \"SLEEP\": timeout_ms must be") !=
+                          std::string::npos,
                       error_message(node.error()));
 }
 

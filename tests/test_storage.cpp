@@ -2,11 +2,12 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/errors.hpp"
-#include "storage/embedded_postgres.hpp"
 #include "storage/migrations.hpp"
 #include "storage/storage.hpp"
 #include "tests/support/task_sql.hpp"
 #include "tests/support/test_database.hpp"
+#include "tools/node/node.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include <caf/event_based_actor.hpp>
 
@@ -20,6 +21,14 @@ using namespace std::chrono_literals;
 
 namespace {
 
+pb::StorageStatus status_of(caf::actor_system& sys, const storage_actor& storage) {
+  auto status = test::ask<pb::StorageStatus>(sys, storage, status_atom_v);
+  BOOST_REQUIRE(status);
+  return *status;
+}
+
+/// A connected storage actor that wrote the default type settings, as a
+/// node's does as it starts.
 storage_actor start_storage(caf::actor_system& sys, const std::string& conninfo) {
   storage_options opts;
   opts.conninfo = conninfo;
@@ -27,13 +36,11 @@ storage_actor start_storage(caf::actor_system& sys, const std::string& conninfo)
   opts.reconnect_min = 50ms;
   opts.reconnect_max = 200ms;
   opts.listen = false;
-  return spawn_storage(sys, opts);
-}
-
-pb::StorageStatus status_of(caf::actor_system& sys, const storage_actor& storage) {
-  auto status = test::ask<pb::StorageStatus>(sys, storage, status_atom_v);
-  BOOST_REQUIRE(status);
-  return *status;
+  auto storage = spawn_storage(sys, opts);
+  BOOST_REQUIRE(test::eventually([&] { return status_of(sys, storage).connected(); }));
+  auto configured = test::ask<int32_t>(sys, storage, configure_atom_v, type_settings(config{}));
+  BOOST_REQUIRE_MESSAGE(configured, test::describe(configured));
+  return storage;
 }
 
 pb::SubmitTasks one_task(const std::string& type, const std::string& key) {
@@ -136,6 +143,7 @@ BOOST_AUTO_TEST_CASE(definitions_are_applied_when_they_change_and_only_then) {
   auto result = db::apply_migrations(conn, db::all_migrations(), broken);
   BOOST_REQUIRE(!result);
   BOOST_CHECK_NE(error_message(result.error()).find("broken.sql"), std::string::npos);
+  test::write_default_type_settings(conn);
   BOOST_CHECK_EQUAL(database.scalar("SELECT (taskmill.submit('T', 'k')).outcome"), "created");
 }
 
@@ -183,11 +191,13 @@ BOOST_AUTO_TEST_CASE(a_database_of_the_releases_before_the_baseline_is_upgraded_
       BOOST_CHECK_EQUAL(legacy.scalar(catalog), fresh.scalar(catalog));
     }
   }
-  // The rules work on what was there before.
+  // The rules work on what was there before, once a node wrote its defaults.
+  test::write_default_type_settings(legacy_conn);
   BOOST_CHECK_EQUAL(legacy.scalar("SELECT (taskmill.submit('T', '1')).outcome"), "replaced");
   BOOST_CHECK_EQUAL(legacy.scalar("SELECT (taskmill.submit('T', '2')).outcome"), "created");
   BOOST_CHECK_EQUAL(legacy.scalar("SELECT count(*) FROM taskmill.task_keys"), "3");
-  BOOST_CHECK_EQUAL(legacy.scalar("SELECT count(*) FROM taskmill.schema_migrations"), "1");
+  BOOST_CHECK_EQUAL(legacy.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
+                    std::to_string(db::all_migrations().size()));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

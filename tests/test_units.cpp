@@ -1,9 +1,12 @@
 // Pure logic without a database, run before everything else: text checks,
-// times, the JSON codec, validation and fair shares.
+// times, the JSON codec, validation, fair shares and what executors make of
+// their answers.
 #define BOOST_TEST_MODULE units
 #include <boost/test/unit_test.hpp>
 
-#include "actors/fair_shares.hpp"
+#include "actors/executors/builtin.hpp"
+#include "actors/executors/http_executor.hpp"
+#include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/text.hpp"
@@ -12,7 +15,9 @@
 
 #include <cmath>
 #include <limits>
+#include <map>
 #include <numeric>
+#include <random>
 
 using namespace taskmill;
 
@@ -188,6 +193,84 @@ BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
     shares.settle(asked, {0, 0, 0, 0, asked[4]});
   }
   BOOST_CHECK_GE(claimed, 46);  // all but the probes of the idle levels
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(executors)
+
+namespace {
+
+pb::Task task_with(const std::string& payload) {
+  pb::Task t;
+  t.set_id(7);
+  t.set_attempt(2);
+  t.set_type("T");
+  t.set_payload(payload);
+  t.set_timeout_ms(1500);
+  return t;
+}
+
+http_answer answer(int status, std::string body = {}) {
+  http_answer a;
+  a.status = status;
+  a.body = std::move(body);
+  return a;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(http_answers_map_to_outcomes_as_spec_4_says) {
+  auto task = task_with("{}");
+  auto ok = outcome_of_answer(task, answer(200, R"({"rows": 3})"));
+  BOOST_REQUIRE(ok);
+  BOOST_CHECK_EQUAL(ok->outcome(), pb::OUTCOME_SUCCEEDED);
+  BOOST_CHECK_EQUAL(ok->result(), R"({"rows":3})");
+  BOOST_CHECK_EQUAL(ok->task_id(), 7);
+  BOOST_CHECK_EQUAL(ok->attempt(), 2);
+  BOOST_CHECK_EQUAL(ok->type(), "T");
+  // Accepted: the result comes later.
+  BOOST_CHECK(!outcome_of_answer(task, answer(202)));
+  // Worth another attempt, or not.
+  for (int status : {408, 425, 429, 500, 503})
+    BOOST_CHECK_EQUAL(outcome_of_answer(task, answer(status))->outcome(), pb::OUTCOME_RETRY);
+  for (int status : {400, 404, 409, 422}) {
+    auto failed = outcome_of_answer(task, answer(status, "no such thing"));
+    BOOST_CHECK_EQUAL(failed->outcome(), pb::OUTCOME_FAIL);
+    BOOST_CHECK_EQUAL(failed->error(), "HTTP " + std::to_string(status) + ": no such thing");
+  }
+  // The body may say otherwise, whatever the status.
+  auto overridden = outcome_of_answer(task, answer(500, R"({"outcome": "fail", "error": "x"})"));
+  BOOST_CHECK_EQUAL(overridden->outcome(), pb::OUTCOME_FAIL);
+  BOOST_CHECK_EQUAL(overridden->error(), "x");
+  // No answer at all.
+  http_answer none;
+  none.error = "connection refused";
+  auto lost = outcome_of_answer(task, none);
+  BOOST_CHECK_EQUAL(lost->outcome(), pb::OUTCOME_RETRY);
+  BOOST_CHECK_EQUAL(lost->error(), "connection refused");
+}
+
+BOOST_AUTO_TEST_CASE(an_http_call_names_its_attempt_and_carries_the_trace) {
+  auto task = task_with("{}");
+  task.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
+  std::mt19937_64 rng{1};
+  auto call = http_call_for(task, "http://127.0.0.1:1/x", rng);
+  BOOST_CHECK(call.timeout == std::chrono::milliseconds{1500});
+  std::map<std::string, std::string> headers(call.headers.begin(), call.headers.end());
+  BOOST_CHECK_EQUAL(headers["Idempotency-Key"], "7-2");
+  BOOST_CHECK_EQUAL(headers["traceparent"].substr(0, 36), "00-4bf92f3577b34da6a3ce929d0e0e4736-");
+  BOOST_CHECK_EQUAL(headers["traceparent"].size(), 55u);
+}
+
+BOOST_AUTO_TEST_CASE(builtin_executors_sleep_as_told_and_fail_at_once) {
+  BOOST_CHECK(sleep_time(task_with("250")) == std::chrono::milliseconds{250});
+  BOOST_CHECK(sleep_time(task_with(R"({"ms": 40, "other": 9})")) == std::chrono::milliseconds{40});
+  BOOST_CHECK(sleep_time(task_with("{}")) == std::chrono::milliseconds{0});
+  BOOST_CHECK_EQUAL(instant_outcome(executor_kind::fail, task_with("{}")).outcome(),
+                    pb::OUTCOME_FAIL);
+  BOOST_CHECK_EQUAL(instant_outcome(executor_kind::noop, task_with("{}")).outcome(),
+                    pb::OUTCOME_SUCCEEDED);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

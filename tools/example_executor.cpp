@@ -1,6 +1,6 @@
 #include "tools/example_executor.hpp"
 
-#include "actors/http_server.hpp"
+#include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
 #include "tools/http_fetch.hpp"
 

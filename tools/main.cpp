@@ -1,5 +1,5 @@
 #include "messages/errors.hpp"
-#include "tools/bench.hpp"
+#include "tools/bench/bench.hpp"
 #include "tools/client_commands.hpp"
 #include "tools/commands.hpp"
 #include "tools/example_executor.hpp"

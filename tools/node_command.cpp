@@ -1,8 +1,8 @@
-#include "actors/node.hpp"
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
-#include "storage/embedded_postgres.hpp"
 #include "tools/commands.hpp"
+#include "tools/node/node.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>

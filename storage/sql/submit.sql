@@ -1,6 +1,12 @@
 -- Submit, reschedule, cancel and retry (SPEC §3): the rules a node and a
 -- business transaction share. Per-type defaults come from taskmill.task_types,
--- which the nodes write from their configuration.
+-- which the nodes write from their configuration, the one home of defaults.
+
+-- The priority of a task submitted without one.
+CREATE FUNCTION taskmill.default_priority() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT 3
+$$;
 
 CREATE FUNCTION taskmill.type_settings(p_type text) RETURNS taskmill.task_types
 LANGUAGE plpgsql STABLE AS $$
@@ -10,19 +16,35 @@ BEGIN
   SELECT * INTO s FROM taskmill.task_types t
    WHERE t.type IN (p_type, '') ORDER BY t.type = p_type DESC LIMIT 1;
   IF NOT FOUND THEN
-    s := ROW(p_type, 5000, 3, 'exponential', 1000, 3600000, 0.1, NULL, NULL, now());
+    RAISE EXCEPTION 'no task type settings yet: a taskmill node writes them as it starts'
+      USING ERRCODE = '55000';
   END IF;
   RETURN s;
 END
 $$;
 
--- Per-type settings from a node's configuration (the empty type: defaults).
+-- Per-type settings from a node's configuration (the empty type: defaults),
+-- held to the same rules as a task's own.
 CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
                                            p_max_retries integer[], p_backoff_kinds text[],
                                            p_backoff_bases integer[], p_backoff_caps integer[],
                                            p_backoff_jitters real[], p_deadlines bigint[],
                                            p_limits integer[]) RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_problem text;
+BEGIN
+  SELECT format('task type "%s": %s', u.type, p) INTO v_problem
+    FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds, p_backoff_bases,
+                p_backoff_caps, p_backoff_jitters)
+           AS u(type, timeout_ms, max_retries, kind, base, cap, jitter),
+         taskmill.task_problem(coalesce(nullif(u.type, ''), 'any'), 'any', NULL, NULL, NULL,
+                               u.max_retries, u.timeout_ms, u.kind, u.base, u.cap, u.jitter,
+                               NULL, NULL, NULL, NULL) AS p
+   WHERE p IS NOT NULL LIMIT 1;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';
+  END IF;
   INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
                                         backoff_base_ms, backoff_cap_ms, backoff_jitter,
                                         pending_deadline_ms, running_limit, updated_at)
@@ -34,7 +56,8 @@ LANGUAGE sql AS $$
          backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
          backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
          pending_deadline_ms = excluded.pending_deadline_ms,
-         running_limit = excluded.running_limit, updated_at = now()
+         running_limit = excluded.running_limit, updated_at = now();
+END
 $$;
 
 CREATE FUNCTION taskmill.deadline_after(p_execute_at timestamptz, p_type text) RETURNS timestamptz
@@ -100,7 +123,7 @@ DECLARE
   v_version bigint := coalesce(version, 0);
   v_payload jsonb := coalesce(payload, '{}'::jsonb);
   v_execute_at timestamptz := coalesce(execute_at, now());
-  v_priority integer := coalesce(priority, 3);
+  v_priority integer := coalesce(priority, taskmill.default_priority());
   v_max_retries integer := coalesce(max_retries, s.max_retries);
   v_timeout_ms integer := coalesce(timeout_ms, s.timeout_ms);
   v_kind text := coalesce(backoff_kind, s.backoff_kind);
@@ -175,10 +198,11 @@ END
 $$;
 
 -- Submitting a batch costs a handful of set-based statements instead of one
--- function call (and several queries) per task. New units, the common case,
--- are inserted together; a unit that already has a live task, appears twice in the
--- batch or is invalid goes through taskmill.submit one by one, so the rules of
--- SPEC §3 and their error messages stay in one place. Every unit of the batch
+-- function call (and several queries) per task. A batch with an invalid task
+-- is refused whole, naming it. New units, the common case, are inserted
+-- together; a unit that already has a live task or appears twice in the batch
+-- goes through taskmill.submit one by one, so the rules of SPEC §3 stay in
+-- one place. Every unit of the batch
 -- is locked first, in hash order, so the check for existing tasks holds until
 -- commit and concurrent batches cannot deadlock.
 CREATE FUNCTION taskmill.submit_many(
@@ -244,10 +268,12 @@ BEGIN
       FROM (SELECT DISTINCT i.type FROM input i) ty,
            LATERAL taskmill.type_settings(ty.type) s
   ),
-  prepared AS (
+  -- Units new to the table, once in the batch, with their defaults.
+  fresh AS (
     SELECT i.ord, i.type, i.key, coalesce(i.version, 0) AS version,
            coalesce(i.payload, '{}'::jsonb) AS payload,
-           coalesce(i.execute_at, now()) AS execute_at, coalesce(i.priority, 3) AS priority,
+           coalesce(i.execute_at, now()) AS execute_at,
+           coalesce(i.priority, taskmill.default_priority()) AS priority,
            coalesce(i.max_retries, s.max_retries) AS max_retries,
            coalesce(i.timeout_ms, s.timeout_ms) AS timeout_ms,
            coalesce(i.backoff_kind, s.backoff_kind) AS backoff_kind,
@@ -259,19 +285,9 @@ BEGIN
            i.shard_index, i.shard_total
       FROM input i JOIN settings s ON s.for_type = i.type
      WHERE i.copies = 1
-       AND i.type <> '' AND length(i.type) <= 200 AND i.key <> '' AND length(i.key) <= 500
        -- Cancelled tasks do not count for submit (see taskmill.current_task).
        AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
                         WHERE k.type = i.type AND k.key = i.key)
-  ),
-  fresh AS (
-    SELECT p.* FROM prepared p
-     WHERE p.version >= 0 AND p.priority BETWEEN 1 AND 5 AND p.max_retries BETWEEN 0 AND 1000
-       AND p.timeout_ms > 0 AND p.backoff_kind IN ('fixed', 'exponential')
-       AND p.backoff_base_ms > 0 AND p.backoff_cap_ms > 0 AND p.backoff_jitter BETWEEN 0 AND 1
-       AND (p.shard_index IS NULL) = (p.shard_total IS NULL)
-       AND (p.shard_total IS NULL
-            OR (p.shard_total >= 1 AND p.shard_index >= 0 AND p.shard_index < p.shard_total))
   ),
   inserted AS (
     INSERT INTO taskmill.tasks AS t (type, key, version, payload, execute_at, priority,
@@ -347,10 +363,11 @@ BEGIN
        ORDER BY t.id DESC LIMIT 1;
       IF prev.id IS NULL THEN
         s := taskmill.type_settings(type);
-        INSERT INTO taskmill.tasks (type, key, payload, execute_at, max_retries, timeout_ms,
-                                    backoff_kind, backoff_base_ms, backoff_cap_ms,
+        INSERT INTO taskmill.tasks (type, key, payload, execute_at, priority, max_retries,
+                                    timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                     backoff_jitter, deadline_at, trace_id)
-        VALUES (type, key, coalesce(payload, '{}'::jsonb), execute_at, s.max_retries,
+        VALUES (type, key, coalesce(payload, '{}'::jsonb), execute_at,
+                taskmill.default_priority(), s.max_retries,
                 s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
                 s.backoff_jitter, taskmill.deadline_after(execute_at, type),
                 replace(gen_random_uuid()::text, '-', ''))

@@ -11,7 +11,9 @@ config test_node_config(const std::string& name) {
   cfg.node.name = name;
   cfg.api.listen = "127.0.0.1:0";
   cfg.scheduling.poll_interval = 500ms;
-  for (auto [type, executor] : {std::pair{"NOOP", "noop"}, {"SLEEP", "sleep"}, {"FAIL", "fail"}}) {
+  for (auto [type, executor] : {std::pair{"NOOP", executor_kind::noop},
+                                {"SLEEP", executor_kind::sleep},
+                                {"FAIL", executor_kind::fail}}) {
     task_type_config t;
     t.name = type;
     t.executor = executor;

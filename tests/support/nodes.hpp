@@ -2,8 +2,8 @@
 
 // Nodes running in the test process on a real PostgreSQL.
 
-#include "actors/node.hpp"
 #include "tests/support/task_sql.hpp"
+#include "tools/node/node.hpp"
 
 #include <chrono>
 #include <deque>

@@ -5,7 +5,7 @@
 // "fail_first": 1, "async": {<result for POST .../result>}}. It records every
 // request it gets.
 
-#include "actors/http_server.hpp"
+#include "actors/http/http_server.hpp"
 
 #include <nlohmann/json.hpp>
 

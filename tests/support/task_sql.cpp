@@ -1,11 +1,14 @@
 #include "tests/support/task_sql.hpp"
 
+#include "messages/errors.hpp"
+#include "storage/rows.hpp"
+#include "storage/statements.hpp"
+#include "tools/node/node.hpp"
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-
-#include "messages/errors.hpp"
 
 namespace taskmill::test {
 
@@ -85,6 +88,13 @@ task_database::task_database(const std::string& label) : scratch_database(label)
   if (std::getenv("TASKMILL_TEST_UPGRADED_SCHEMA")) apply_pre_baseline_migrations(conn);
   auto applied = db::apply_migrations(conn, db::all_migrations());
   BOOST_REQUIRE_MESSAGE(applied, describe(applied));
+  write_default_type_settings(conn);
+}
+
+void write_default_type_settings(db::connection& conn) {
+  auto defaults =
+      conn.exec(db::sql::put_type_settings.sql, db::type_settings_params(type_settings(config{})));
+  BOOST_REQUIRE_MESSAGE(defaults, describe(defaults));
 }
 
 namespace {

@@ -43,7 +43,11 @@ std::vector<std::tuple<int, std::string, std::string>> pre_baseline_migrations()
 /// Makes `conn`'s database as those releases did (migrations 1 to 8).
 void apply_pre_baseline_migrations(db::connection& conn);
 
-/// A scratch database with the schema applied. With
+/// Writes the default type settings of an unconfigured node, as a node
+/// writes its configuration's as it starts.
+void write_default_type_settings(db::connection& conn);
+
+/// A scratch database with the schema applied and the default type settings. With
 /// TASKMILL_TEST_UPGRADED_SCHEMA set it is first made as the releases before
 /// the baseline made it, then upgraded, so that the rule tests also run on an
 /// upgraded schema.

@@ -3,7 +3,7 @@
 // connection string to DIR/server.conninfo; `stop DIR` stops and removes it.
 
 #include "messages/errors.hpp"
-#include "storage/embedded_postgres.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include <cstdlib>
 #include <filesystem>

@@ -1,4 +1,4 @@
-#include "storage/bench_sql.hpp"
+#include "storage/bench/bench_sql.hpp"
 
 namespace taskmill::db::bench_sql {
 
@@ -53,9 +53,12 @@ const char* const vacuum_tasks =
 const char* const checkpoint = "CHECKPOINT";
 
 const char* const load_backlog = R"sql(
-INSERT INTO taskmill.tasks (type, key, execute_at, trace_id)
-SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text)
-  FROM generate_series(1, $2::integer) g
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                            backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter)
+SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text), taskmill.default_priority(),
+       s.max_retries, s.timeout_ms,
+       s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter
+  FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s
 )sql";
 
 const char* const now = "SELECT clock_timestamp()";

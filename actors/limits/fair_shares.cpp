@@ -1,4 +1,4 @@
-#include "actors/fair_shares.hpp"
+#include "actors/limits/fair_shares.hpp"
 
 #include <algorithm>
 #include <cmath>

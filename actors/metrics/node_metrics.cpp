@@ -1,4 +1,4 @@
-#include "actors/metrics.hpp"
+#include "actors/metrics/node_metrics.hpp"
 
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>

@@ -1,4 +1,4 @@
-#include "storage/embedded_postgres.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include "messages/errors.hpp"
 #include "storage/pg.hpp"

@@ -1,4 +1,4 @@
-#include "actors/http_server.hpp"
+#include "actors/http/http_server.hpp"
 
 #include "messages/errors.hpp"
 

@@ -1,12 +1,12 @@
-#include "tools/bench.hpp"
+#include "tools/bench/bench.hpp"
 
-#include "actors/http_server.hpp"
+#include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
-#include "storage/bench_sql.hpp"
-#include "storage/embedded_postgres.hpp"
+#include "storage/bench/bench_sql.hpp"
 #include "storage/pg.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
 
 #include <libpq-fe.h>
 #include <unistd.h>

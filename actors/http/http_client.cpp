@@ -1,4 +1,4 @@
-#include "actors/http_client.hpp"
+#include "actors/http/http_client.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -1,13 +1,13 @@
-#include "actors/node.hpp"
+#include "tools/node/node.hpp"
 
 #include "actors/api.hpp"
 #include "actors/cluster.hpp"
 #include "actors/dispatcher.hpp"
-#include "actors/http_client.hpp"
-#include "actors/http_server.hpp"
+#include "actors/http/http_client.hpp"
+#include "actors/http/http_server.hpp"
 #include "actors/inserter.hpp"
 #include "actors/limiter.hpp"
-#include "actors/metrics.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "actors/pusher.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/supervisor.hpp"
@@ -177,8 +177,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   for (const auto& [name, t] : cfg->types)
     if (t.running_limit > 0) limiter_opts.type_limits.emplace(name, t.running_limit);
   // Types run by CAF executors become claimable once one registers.
-  auto runs_here = [](const std::string& executor) {
-    return !executor.empty() && executor != "caf";
+  auto runs_here = [](executor_kind executor) {
+    return executor != executor_kind::none && executor != executor_kind::caf;
   };
   limiter_opts.any_type = runs_here(cfg->default_type.executor);
   for (const auto& [name, t] : cfg->types)

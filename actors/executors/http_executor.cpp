@@ -1,0 +1,53 @@
+#include "actors/executors/http_executor.hpp"
+
+#include "actors/executors/outcome.hpp"
+#include "messages/errors.hpp"
+#include "messages/json_codec.hpp"
+
+namespace taskmill {
+
+namespace {
+
+std::string hex(uint64_t value, int digits) {
+  std::string out(digits, '0');
+  for (int i = digits - 1; i >= 0; --i, value >>= 4) out[i] = "0123456789abcdef"[value & 15];
+  return out;
+}
+
+bool retryable(int status) {
+  return status == 408 || status == 425 || status == 429 || status >= 500;
+}
+
+}  // namespace
+
+http_call http_call_for(const pb::Task& task, const std::string& url, std::mt19937_64& rng) {
+  http_call call;
+  call.url = url;
+  call.body = json::encode_execution(task);
+  call.timeout = std::chrono::milliseconds{task.timeout_ms()};
+  call.headers.emplace_back("Idempotency-Key",
+                            std::to_string(task.id()) + "-" + std::to_string(task.attempt()));
+  auto trace = task.trace_id().size() == 32 ? task.trace_id() : hex(rng(), 16) + hex(rng(), 16);
+  call.headers.emplace_back("traceparent", "00-" + trace + "-" + hex(rng(), 16) + "-01");
+  return call;
+}
+
+std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer) {
+  if (answer.status == 0) return outcome_of(task, pb::OUTCOME_RETRY, answer.error);
+  auto status = answer.status;
+  auto decoded = json::decode_executor_answer(answer.body);
+  if (decoded && decoded->outcome != pb::EXECUTION_OUTCOME_UNSPECIFIED)
+    return outcome_of(task, decoded->outcome, decoded->error, decoded->result);
+  if (status == 202) return std::nullopt;
+  if (status >= 200 && status < 300) {
+    if (!decoded)
+      return outcome_of(task, pb::OUTCOME_RETRY,
+                        "malformed answer: " + error_message(decoded.error()));
+    return outcome_of(task, pb::OUTCOME_SUCCEEDED, {}, decoded->result);
+  }
+  auto snippet = "HTTP " + std::to_string(status) +
+                 (answer.body.empty() ? "" : ": " + answer.body.substr(0, 500));
+  return outcome_of(task, retryable(status) ? pb::OUTCOME_RETRY : pb::OUTCOME_FAIL, snippet);
+}
+
+}  // namespace taskmill

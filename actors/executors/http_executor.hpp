@@ -1,0 +1,23 @@
+#pragma once
+
+// The HTTP executor (SPEC §4): the task is POSTed to the type's URL; the
+// answer, or its absence, is the outcome.
+
+#include "actors/http/http_client.hpp"
+#include "node.pb.h"
+
+#include <optional>
+#include <random>
+#include <string>
+
+namespace taskmill {
+
+/// The request for `task`: the task as JSON, an Idempotency-Key naming the
+/// attempt, and a W3C traceparent (the task's trace id, or a new one).
+http_call http_call_for(const pb::Task& task, const std::string& url, std::mt19937_64& rng);
+
+/// What an executor's answer means; nullopt: accepted (202), the outcome
+/// comes later through POST /v1/tasks/{id}/result.
+std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer);
+
+}  // namespace taskmill
