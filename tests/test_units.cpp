@@ -1,6 +1,6 @@
 // Pure logic without a database, run before everything else: text checks,
-// times, the JSON codec, validation, fair shares and what executors make of
-// their answers.
+// times, the JSON codec, validation, fair shares, what executors make of
+// their answers, and cron schedules.
 #define BOOST_TEST_MODULE units
 #include <boost/test/unit_test.hpp>
 
@@ -9,6 +9,7 @@
 #include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
+#include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
@@ -271,6 +272,232 @@ BOOST_AUTO_TEST_CASE(builtin_executors_sleep_as_told_and_fail_at_once) {
                     pb::OUTCOME_FAIL);
   BOOST_CHECK_EQUAL(instant_outcome(executor_kind::noop, task_with("{}")).outcome(),
                     pb::OUTCOME_SUCCEEDED);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cron_schedules)
+
+namespace {
+
+cron::seconds_time utc(const std::string& rfc3339) {
+  auto micros = parse_rfc3339(rfc3339);
+  BOOST_REQUIRE_MESSAGE(micros, rfc3339);
+  return cron::seconds_time{std::chrono::seconds{*micros / 1'000'000}};
+}
+
+std::string text(cron::seconds_time t) {
+  return format_rfc3339(t.time_since_epoch().count() * 1'000'000);
+}
+
+/// The next `n` fire times of `expression` in `zone` after `after`.
+std::vector<std::string> fires(const std::string& expression, const std::string& zone,
+                               const std::string& after, int n = 1,
+                               const std::string& anchor = "1970-01-01T00:00:00Z") {
+  auto s = cron::parse(expression);
+  BOOST_REQUIRE_MESSAGE(s, expression << ": " << (s ? "" : error_of(s.error())));
+  auto z = cron::find_zone(zone);
+  BOOST_REQUIRE_MESSAGE(z, zone);
+  std::vector<std::string> out;
+  for (auto t : cron::next_times(*s, *z, utc(after), n, utc(anchor))) out.push_back(text(t));
+  return out;
+}
+
+using times = std::vector<std::string>;
+
+std::string joined(const times& t) {
+  std::string out;
+  for (const auto& x : t) out += (out.empty() ? "" : " ") + x;
+  return out;
+}
+
+}  // namespace
+
+// Expected times worked out by hand from the calendar (2026-01-01 is a
+// Thursday) and the zones' 2026 transitions: New York springs forward on
+// March 8 at 02:00 EST (07:00Z) and falls back on November 1 at 02:00 EDT
+// (06:00Z); Berlin on March 29 at 02:00 CET (01:00Z) and October 25 at
+// 03:00 CEST (01:00Z).
+BOOST_AUTO_TEST_CASE(fields_lists_ranges_steps_and_names) {
+  struct row {
+    const char* expression;
+    const char* after;
+    times expected;
+  };
+  const row table[] = {
+      {"*/15 * * * *", "2026-01-01T00:07:00Z", {"2026-01-01T00:15:00Z", "2026-01-01T00:30:00Z"}},
+      {"5,10-12 3 * * *",
+       "2026-01-01T00:00:00Z",
+       {"2026-01-01T03:05:00Z", "2026-01-01T03:10:00Z", "2026-01-01T03:11:00Z",
+        "2026-01-01T03:12:00Z", "2026-01-02T03:05:00Z"}},
+      {"10-50/20 * * * *",
+       "2026-01-01T00:00:00Z",
+       {"2026-01-01T00:10:00Z", "2026-01-01T00:30:00Z", "2026-01-01T00:50:00Z",
+        "2026-01-01T01:10:00Z"}},
+      {"7/20 0 * * *",
+       "2026-01-01T00:00:00Z",
+       {"2026-01-01T00:07:00Z", "2026-01-01T00:27:00Z", "2026-01-01T00:47:00Z",
+        "2026-01-02T00:07:00Z"}},
+      // Six fields: seconds first.
+      {"*/10 * * * * *", "2026-01-01T00:00:05Z", {"2026-01-01T00:00:10Z", "2026-01-01T00:00:20Z"}},
+      {"30 0 12 ? * WED", "2026-01-01T00:00:00Z", {"2026-01-07T12:00:30Z", "2026-01-14T12:00:30Z"}},
+      // Names, either case; 7 is Sunday too.
+      {"0 0 * jan,Jul SUN",
+       "2026-01-20T00:00:00Z",
+       {"2026-01-25T00:00:00Z", "2026-07-05T00:00:00Z"}},
+      {"0 0 * * 7", "2026-01-01T00:00:00Z", {"2026-01-04T00:00:00Z"}},
+      {"0 0 * * MON-FRI", "2026-01-02T12:00:00Z", {"2026-01-05T00:00:00Z", "2026-01-06T00:00:00Z"}},
+      // Day of month and day of week both restricted: either one.
+      {"0 0 13 * FRI",
+       "2026-01-01T00:00:00Z",
+       {"2026-01-02T00:00:00Z", "2026-01-09T00:00:00Z", "2026-01-13T00:00:00Z",
+        "2026-01-16T00:00:00Z"}},
+      // Macros.
+      {"@hourly", "2026-01-01T00:00:00Z", {"2026-01-01T01:00:00Z"}},
+      {"@daily", "2026-01-01T00:00:00Z", {"2026-01-02T00:00:00Z"}},
+      {"@weekly", "2026-01-01T00:00:00Z", {"2026-01-04T00:00:00Z"}},
+      {"@monthly", "2026-01-01T00:00:00Z", {"2026-02-01T00:00:00Z"}},
+      {"@yearly", "2026-01-01T00:00:00Z", {"2027-01-01T00:00:00Z"}},
+  };
+  for (const auto& r : table) BOOST_TEST_CONTEXT(r.expression) {
+      BOOST_CHECK_EQUAL(
+          joined(fires(r.expression, "UTC", r.after, static_cast<int>(r.expected.size()))),
+          joined(r.expected));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(leap_years_last_days_weekdays_and_nth_weekdays) {
+  struct row {
+    const char* expression;
+    const char* after;
+    times expected;
+  };
+  const row table[] = {
+      // Feb 29 only in leap years, and 2100 is none.
+      {"0 0 29 2 *", "2026-03-01T00:00:00Z", {"2028-02-29T00:00:00Z", "2032-02-29T00:00:00Z"}},
+      {"0 0 29 2 *", "2096-03-01T00:00:00Z", {"2104-02-29T00:00:00Z"}},
+      // L: the last day.
+      {"0 12 L * *",
+       "2026-02-01T00:00:00Z",
+       {"2026-02-28T12:00:00Z", "2026-03-31T12:00:00Z", "2026-04-30T12:00:00Z"}},
+      {"0 12 L 2 *", "2027-03-01T00:00:00Z", {"2028-02-29T12:00:00Z"}},
+      // LW: the last weekday (May 31, 2026 is a Sunday; Oct 31 a Saturday).
+      {"0 0 LW 5,10 *", "2026-01-01T00:00:00Z", {"2026-05-29T00:00:00Z", "2026-10-30T00:00:00Z"}},
+      // nW: the nearest weekday, never outside the month. Aug 15, 2026 is a
+      // Saturday, Nov 15 a Sunday, Aug 1 a Saturday, Jan 31, 2027 a Sunday.
+      {"0 9 15W 8,11 *", "2026-01-01T00:00:00Z", {"2026-08-14T09:00:00Z", "2026-11-16T09:00:00Z"}},
+      {"0 9 1W 8 *", "2026-01-01T00:00:00Z", {"2026-08-03T09:00:00Z"}},
+      {"0 9 31W 1 *", "2026-02-01T00:00:00Z", {"2027-01-29T09:00:00Z"}},
+      // 5L: the last Friday; 5#3 the third; 1#5 a fifth Monday, which
+      // January and February 2026 lack.
+      {"0 0 * * 5L", "2026-02-01T00:00:00Z", {"2026-02-27T00:00:00Z", "2026-03-27T00:00:00Z"}},
+      {"0 0 ? * 5#3", "2026-01-01T00:00:00Z", {"2026-01-16T00:00:00Z", "2026-02-20T00:00:00Z"}},
+      {"0 0 * * MON#5", "2026-01-01T00:00:00Z", {"2026-03-30T00:00:00Z"}},
+  };
+  for (const auto& r : table) BOOST_TEST_CONTEXT(r.expression << " after " << r.after) {
+      BOOST_CHECK_EQUAL(
+          joined(fires(r.expression, "UTC", r.after, static_cast<int>(r.expected.size()))),
+          joined(r.expected));
+    }
+  auto never = cron::parse("0 0 30 2 *");
+  BOOST_REQUIRE(never);
+  BOOST_CHECK(!cron::next_after(*never, *cron::find_zone("UTC"), utc("2026-01-01T00:00:00Z")));
+}
+
+BOOST_AUTO_TEST_CASE(daylight_saving_gaps_fire_after_them_and_overlaps_once) {
+  struct row {
+    const char* expression;
+    const char* zone;
+    const char* after;
+    times expected;
+  };
+  const row table[] = {
+      // 02:30 does not exist on March 8 in New York: the first instant after
+      // the gap (03:00 EDT), then 02:30 EDT.
+      {"30 2 * * *",
+       "America/New_York",
+       "2026-03-07T12:00:00Z",
+       {"2026-03-08T07:00:00Z", "2026-03-09T06:30:00Z"}},
+      // Every minute through the gap: 01:59 EST, then 03:00 EDT once.
+      {"* * * * *",
+       "America/New_York",
+       "2026-03-08T06:58:30Z",
+       {"2026-03-08T06:59:00Z", "2026-03-08T07:00:00Z", "2026-03-08T07:01:00Z"}},
+      // 01:30 happens twice on November 1: only the first (EDT) fires.
+      {"30 1 * * *",
+       "America/New_York",
+       "2026-10-31T12:00:00Z",
+       {"2026-11-01T05:30:00Z", "2026-11-02T06:30:00Z"}},
+      // Hourly through the overlap: 01:00 EDT, not 01:00 EST, then 02:00 EST.
+      {"0 * * * *",
+       "America/New_York",
+       "2026-11-01T04:30:00Z",
+       {"2026-11-01T05:00:00Z", "2026-11-01T07:00:00Z"}},
+      // Asked during the second pass, the next is after it.
+      {"*/20 * * * *", "America/New_York", "2026-11-01T06:30:00Z", {"2026-11-01T07:00:00Z"}},
+      {"30 2 * * *",
+       "Europe/Berlin",
+       "2026-03-28T12:00:00Z",
+       {"2026-03-29T01:00:00Z", "2026-03-30T00:30:00Z"}},
+      {"30 2 * * *",
+       "Europe/Berlin",
+       "2026-10-24T12:00:00Z",
+       {"2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"}},
+      {"0 9 * * *", "Europe/Berlin", "2026-01-01T00:00:00Z", {"2026-01-01T08:00:00Z"}},
+  };
+  for (const auto& r : table)
+    BOOST_TEST_CONTEXT(r.expression << " in " << r.zone << " after " << r.after) {
+      BOOST_CHECK_EQUAL(
+          joined(fires(r.expression, r.zone, r.after, static_cast<int>(r.expected.size()))),
+          joined(r.expected));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(every_fires_at_a_fixed_rate_from_its_anchor) {
+  BOOST_CHECK((fires("@every 90s", "UTC", "2026-01-01T00:02:00Z", 2, "2026-01-01T00:00:00Z") ==
+               times{"2026-01-01T00:03:00Z", "2026-01-01T00:04:30Z"}));
+  BOOST_CHECK((fires("@every 1h30m", "UTC", "2026-01-01T00:00:00Z", 1, "2026-01-01T00:00:00Z") ==
+               times{"2026-01-01T01:30:00Z"}));
+  BOOST_CHECK((fires("@every 1d", "UTC", "2025-12-01T00:00:00Z", 1, "2026-01-01T10:00:00Z") ==
+               times{"2026-01-01T10:00:00Z"}));
+}
+
+BOOST_AUTO_TEST_CASE(bad_schedules_and_zones_name_the_field_and_token) {
+  struct row {
+    const char* expression;
+    std::vector<const char*> says;
+  };
+  const row table[] = {
+      {"61 * * * *", {"\"61\"", "minute field", "between 0 and 59"}},
+      {"0 24 * * *", {"\"24\"", "hour field"}},
+      {"0 0 32 * *", {"\"32\"", "day-of-month field"}},
+      {"0 0 * FOO *", {"\"FOO\"", "month field"}},
+      {"0 0 * * 5#6", {"\"5#6\"", "day-of-week field"}},
+      {"0 0 * * XL", {"\"XL\"", "day-of-week field"}},
+      {"0 0 XW * *", {"\"XW\"", "day-of-month field"}},
+      {"*/0 * * * *", {"\"*/0\"", "minute field", "step"}},
+      {"30-10 * * * *", {"\"30-10\"", "ends before it starts"}},
+      {"* * * *", {"5 fields", "got 4"}},
+      {"* * * * * * *", {"got 7"}},
+      {"@sometimes", {"\"@sometimes\""}},
+      {"@every 0s", {"\"0s\"", "@every"}},
+      {"@every soon", {"\"soon\""}},
+      {"", {"empty"}},
+  };
+  for (const auto& r : table) {
+    auto parsed = cron::parse(r.expression);
+    BOOST_TEST_CONTEXT(r.expression) {
+      BOOST_REQUIRE(!parsed);
+      auto message = error_message(parsed.error());
+      BOOST_CHECK_MESSAGE(message.rfind("schedule: ", 0) == 0, message);
+      for (auto part : r.says)
+        BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos, message);
+    }
+  }
+  auto zone = cron::find_zone("Mars/Olympus_Mons");
+  BOOST_REQUIRE(!zone);
+  BOOST_CHECK_EQUAL(error_message(zone.error()),
+                    "time_zone: \"Mars/Olympus_Mons\" is not an IANA time zone name");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

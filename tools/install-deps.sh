@@ -10,6 +10,7 @@ packages=(
   libpq-dev postgresql
   libboost-dev libboost-test-dev
   nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev prometheus-cpp-dev
+  libhowardhinnant-date-dev tzdata
 )
 
 missing=()
