@@ -1,10 +1,12 @@
 #include "actors/api.hpp"
 
+#include "actors/jobs/job_times.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
 #include "messages/text.hpp"
+#include "messages/time.hpp"
 #include "messages/validate.hpp"
 
 #include <caf/actor_system.hpp>
@@ -415,6 +417,133 @@ void stats(self_ptr self, call_ptr c) {
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
+// -- recurring jobs (SPEC §6) --------------------------------------------------------
+
+/// A query parameter `name` from 1 to `max`, or `fallback` when absent.
+caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
+                                       int32_t max) {
+  for (const auto& [key, value] : c.query) {
+    if (key != name)
+      return make_error(errc::invalid_argument, "unknown query parameter " + quote_input(key));
+    int32_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > max)
+      return make_error(errc::invalid_argument,
+                        std::string{name} + " must be an integer from 1 to " + std::to_string(max));
+    return n;
+  }
+  return fallback;
+}
+
+void put_job(self_ptr self, call_ptr c, const std::string& name) {
+  const auto& o = self->state.options;
+  auto job = c->protobuf_in ? decode_protobuf<pb::Job>(*c) : json::decode_job(c->req.body, name);
+  if (!job) return fail(self, *c, job.error());
+  job->set_name(name);
+  job->set_source("api");
+  if (auto err = validate(*job, input_limits{o.cfg->api.max_payload_bytes}))
+    return fail(self, *c, err);
+  if (auto err = schedule_job(*job, seconds_now())) return fail(self, *c, err);
+  ask<pb::JobPutResult>(
+      self, c, o.jobs,
+      [self](const call& c, const pb::JobPutResult& r) {
+        answer(
+            self, c, r, [](const pb::JobPutResult& m) { return json::encode(m); },
+            r.created() ? 201 : 200);
+      },
+      job_atom_v, std::move(*job));
+}
+
+/// Answers a call with the job storage gave.
+auto job_answer(self_ptr self) {
+  return [self](const call& c, const pb::Job& job) { answer(self, c, job); };
+}
+
+/// Asks for the job, then `done` with it.
+template <class Done>
+void with_job(self_ptr self, call_ptr c, const std::string& name, Done&& done) {
+  ask<pb::Job>(self, c, self->state.options.jobs, std::forward<Done>(done), job_atom_v, name);
+}
+
+void resume_job(self_ptr self, call_ptr c, const std::string& name) {
+  with_job(self, c, name, [self, c, name](const call&, const pb::Job& job) {
+    auto next = upcoming_fire_times(job, seconds_now(), 1);
+    if (!next) return fail(self, *c, next.error());
+    if (next->empty())
+      return fail(self, *c, make_error(errc::conflict, "job " + name + " never fires again"));
+    auto micros =
+        std::chrono::duration_cast<std::chrono::microseconds>(next->front().time_since_epoch())
+            .count();
+    ask<pb::Job>(self, c, self->state.options.jobs, job_answer(self), enable_atom_v, name, true,
+                 static_cast<int64_t>(micros));
+  });
+}
+
+void next_fire_times(self_ptr self, call_ptr c, const std::string& name) {
+  auto count = count_parameter(*c, "count", 5, 100);
+  if (!count) return fail(self, *c, count.error());
+  with_job(self, c, name, [self, c, n = *count](const call&, const pb::Job& job) {
+    auto times = upcoming_fire_times(job, seconds_now(), job.enabled() ? n : 0);
+    if (!times) return fail(self, *c, times.error());
+    pb::FireTimes out;
+    for (auto t : *times)
+      set_micros(
+          out.add_times(),
+          std::chrono::duration_cast<std::chrono::microseconds>(t.time_since_epoch()).count());
+    answer(self, *c, out);
+  });
+}
+
+void trigger_job(self_ptr self, call_ptr c, const std::string& name) {
+  const auto& o = self->state.options;
+  auto req =
+      c->protobuf_in ? decode_protobuf<pb::TriggerRequest>(*c) : json::decode_trigger(c->req.body);
+  if (!req) return fail(self, *c, req.error());
+  if (auto err = validate(*req, input_limits{o.cfg->api.max_payload_bytes}))
+    return fail(self, *c, err);
+  ask<pb::JobFiring>(
+      self, c, o.jobs,
+      [self](const call& c, const pb::JobFiring& f) {
+        wake_pusher(self);
+        answer(
+            self, c, f, [](const pb::JobFiring& m) { return json::encode(m); }, 201);
+      },
+      trigger_atom_v, name, req->has_payload() ? req->payload() : std::string{});
+}
+
+void job_endpoint(self_ptr self, call_ptr c, const std::string& method) {
+  const auto& o = self->state.options;
+  const auto& p = c->path;
+  if (p.size() == 2)
+    return ask<pb::JobList>(
+        self, c, o.jobs, [self](const call& c, const pb::JobList& l) { answer(self, c, l); },
+        jobs_atom_v);
+  const auto& name = p[2];
+  if (p.size() == 3) {
+    if (method == "PUT") return put_job(self, c, name);
+    if (method == "DELETE")
+      return ask<bool>(
+          self, c, o.jobs,
+          [self, name](const call& c, bool deleted) {
+            if (!deleted) return fail(self, c, make_error(errc::not_found, "no job " + name));
+            send(self, c, http_response{200, "application/json", R"({"deleted":true})"});
+          },
+          drop_atom_v, name);
+    return with_job(self, c, name, job_answer(self));
+  }
+  const auto& action = p[3];
+  if (action == "trigger") return trigger_job(self, c, name);
+  if (action == "pause")
+    return ask<pb::Job>(self, c, o.jobs, job_answer(self), enable_atom_v, name, false, int64_t{0});
+  if (action == "resume") return resume_job(self, c, name);
+  if (action == "next") return next_fire_times(self, c, name);
+  auto limit = count_parameter(*c, "limit", 50, 1000);
+  if (!limit) return fail(self, *c, limit.error());
+  ask<pb::JobFirings>(
+      self, c, o.jobs, [self](const call& c, const pb::JobFirings& f) { answer(self, c, f); },
+      firings_atom_v, name, *limit);
+}
+
 /// The answers /readyz still waits for, and the first problem found.
 struct readiness {
   size_t waiting = 0;
@@ -503,6 +632,12 @@ const char* allowed_methods(const std::vector<std::string>& p) {
     return nullptr;
   }
   if (p.size() == 2 && (p[1] == "stats" || p[1] == "nodes")) return get;
+  if (p[1] == "jobs") {
+    if (p.size() == 2) return get;
+    if (p.size() == 3) return "GET, HEAD, PUT, DELETE";
+    if (p.size() == 4 && (p[3] == "trigger" || p[3] == "pause" || p[3] == "resume")) return post;
+    if (p.size() == 4 && (p[3] == "firings" || p[3] == "next")) return get;
+  }
   return nullptr;
 }
 
@@ -585,6 +720,7 @@ void route(self_ptr self, call_ptr c) {
   }
   if (p[1] == "batches") return batch_endpoint(self, c);
   if (p[1] == "stats") return stats(self, c);
+  if (p[1] == "jobs") return job_endpoint(self, c, method);
   return ask<pb::NodeList>(
       self, c, self->state.options.storage,
       [self](const call& c, const pb::NodeList& n) { answer(self, c, n); }, nodes_atom_v,

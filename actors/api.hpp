@@ -21,6 +21,7 @@ struct api_options {
   /// A node silent this long counts as dead in answers.
   std::chrono::milliseconds lease;
   query_storage_actor storage;
+  job_storage_actor jobs;
   inserter_actor inserter;
   dispatcher_actor dispatcher;
   limiter_actor limiter;

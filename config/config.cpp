@@ -1,6 +1,8 @@
 #include "config/config.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/json_parse.hpp"
+#include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/validate.hpp"
 
@@ -126,6 +128,9 @@ class table_reader {
     if (error_.empty()) error_ = "'" + path(key) + "' " + what;
   }
 
+  /// The option as it is, or nullptr when absent.
+  const toml::node* node(const char* key) { return take(key); }
+
  private:
   const toml::node* take(const char* key) {
     seen_.insert(key);
@@ -170,6 +175,58 @@ void read_type(table_reader& r, task_type_config& t) {
   t.backoff.exponential = kind == "exponential";
   if (t.executor == executor_kind::http && t.url.rfind("http://", 0) != 0)
     r.fail("url", "must be an http:// URL when executor = \"http\"");
+}
+
+/// One [[jobs]] entry; the schedule and zone are checked here, so that a bad
+/// one stops the node before it starts.
+std::string read_job(const toml::node& node, const std::string& prefix, job_config& job) {
+  if (!node.is_table()) return "'" + prefix + "' must be a table";
+  table_reader r{node.as_table(), prefix};
+  r.read("name", job.name);
+  r.read("schedule", job.schedule);
+  r.read("time_zone", job.time_zone);
+  r.read("type", job.type);
+  if (auto payload = r.node("payload")) {
+    std::ostringstream text;
+    if (auto table = payload->as_table())
+      text << toml::json_formatter{*table};
+    else if (auto array = payload->as_array())
+      text << toml::json_formatter{*array};
+    else
+      r.fail("payload", "must be a table or an array");
+    auto payload_json = json::parse_bounded(text.str(), prefix + ".payload", max_json_depth);
+    if (payload_json)
+      job.payload = json::dump(*payload_json);
+    else
+      return error_message(payload_json.error());
+  }
+  auto optional_int = [&](const char* key, std::optional<int>& out, int min, int max) {
+    int value = min - 1;
+    r.read(key, value, min, max);
+    if (value >= min) out = value;
+  };
+  optional_int("priority", job.priority, 1, 5);
+  optional_int("max_retries", job.max_retries, 0, 1000);
+  milliseconds timeout{0};
+  r.read("timeout", timeout, milliseconds{1}, max_int32_ms);
+  if (timeout.count() > 0) job.timeout = timeout;
+  r.read("enabled", job.enabled);
+  r.read("routing", job.routing);
+  optional_int("shards", job.shards, 1, 10000);
+  r.read("overlap", job.overlap);
+  r.read("misfire", job.misfire);
+  optional_int("catch_up_limit", job.catch_up_limit, 1, 1000);
+  r.read("description", job.description);
+  if (job.name.empty()) r.fail("name", "is required");
+  if (job.type.empty()) r.fail("type", "is required");
+  if (job.schedule.empty()) r.fail("schedule", "is required");
+  r.reject_unknown_keys();
+  if (!r.error().empty()) return r.error();
+  if (auto schedule = cron::parse(job.schedule); !schedule)
+    return "'" + prefix + "' " + error_message(schedule.error());
+  if (auto zone = cron::find_zone(job.time_zone); !zone)
+    return "'" + prefix + "' " + error_message(zone.error());
+  return {};
 }
 
 std::string read_sections(const toml::table& root, config& cfg) {
@@ -281,6 +338,14 @@ std::string read_sections(const toml::table& root, config& cfg) {
     }
     r.reject_unknown_keys();
     if (!r.error().empty()) return r.error();
+  }
+  if (auto jobs = top.array("jobs")) {
+    for (size_t i = 0; i < jobs->size(); ++i) {
+      job_config job;
+      auto problem = read_job((*jobs)[i], "jobs[" + std::to_string(i) + "]", job);
+      if (!problem.empty()) return problem;
+      cfg.jobs.push_back(std::move(job));
+    }
   }
   {
     table_reader r{top.table("defaults"), "defaults"};

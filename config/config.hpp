@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -49,6 +50,27 @@ struct compensation_rule {
   std::string name;
   std::string type;
   std::string query;
+};
+
+/// A recurring job of the config's [[jobs]] (SPEC §6), written as the node
+/// starts: the config wins for the jobs it names. Unset fields take the
+/// job's defaults (storage/job_rows.cpp) or the type's settings.
+struct job_config {
+  std::string name;
+  std::string schedule;
+  std::string time_zone;
+  std::string type;
+  std::string payload;  // JSON text; empty: none
+  std::optional<int> priority;
+  std::optional<int> max_retries;
+  std::optional<milliseconds> timeout;
+  bool enabled = true;
+  std::string routing;
+  std::optional<int> shards;
+  std::string overlap;
+  std::string misfire;
+  std::optional<int> catch_up_limit;
+  std::string description;
 };
 
 struct config {
@@ -108,6 +130,8 @@ struct config {
     milliseconds interval{30000};
     std::vector<compensation_rule> rules;
   } reconciler;
+
+  std::vector<job_config> jobs;
 
   /// Settings for types without a section of their own.
   task_type_config default_type;

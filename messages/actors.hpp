@@ -79,6 +79,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SweepRequest))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SweepResult))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Executions))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Job))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobPutResult))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobFiring))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobFirings))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::DueJobs))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobPlans))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -118,6 +125,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, reconcile_atom, "reconcile")
   CAF_ADD_ATOM(taskmill, taskmill, ping_atom, "ping")
   CAF_ADD_ATOM(taskmill, taskmill, watch_atom, "watch")
+  CAF_ADD_ATOM(taskmill, taskmill, job_atom, "job")
+  CAF_ADD_ATOM(taskmill, taskmill, jobs_atom, "jobs")
+  CAF_ADD_ATOM(taskmill, taskmill, drop_atom, "drop")
+  CAF_ADD_ATOM(taskmill, taskmill, enable_atom, "enable")
+  CAF_ADD_ATOM(taskmill, taskmill, trigger_atom, "trigger")
+  CAF_ADD_ATOM(taskmill, taskmill, firings_atom, "firings")
+  CAF_ADD_ATOM(taskmill, taskmill, due_atom, "due")
+  CAF_ADD_ATOM(taskmill, taskmill, fire_atom, "fire")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -187,6 +202,31 @@ using sweep_storage_actor =
 using compensation_storage_actor =
     caf::typed_actor<caf::replies_to<compensate_atom, int32_t>::with<int32_t>>;
 
+/// Writes and reads recurring jobs and their firings (the API's view).
+using job_storage_actor = caf::typed_actor<
+    // Puts a job whose next fire time and anchor the node set.
+    caf::replies_to<job_atom, pb::Job>::with<pb::JobPutResult>,
+    caf::replies_to<job_atom, std::string>::with<pb::Job>,
+    caf::replies_to<jobs_atom>::with<pb::JobList>,
+    // Deletes a job and its ledger; answers whether there was one.
+    caf::replies_to<drop_atom, std::string>::with<bool>,
+    // Pauses (false) or resumes (true, next fire time in microseconds) a job.
+    caf::replies_to<enable_atom, std::string, bool, int64_t>::with<pb::Job>,
+    // Fires a job now, with this payload (JSON; empty: the job's).
+    caf::replies_to<trigger_atom, std::string, std::string>::with<pb::JobFiring>,
+    // A job's latest firings, at most n.
+    caf::replies_to<firings_atom, std::string, int32_t>::with<pb::JobFirings>>;
+
+/// Jobs due by now, and their planned firings (the cron actor's view).
+using cron_storage_actor = caf::typed_actor<
+    // At most n due jobs, oldest first, and when the next one is due.
+    caf::replies_to<due_atom, int32_t>::with<pb::DueJobs>,
+    // Writes firings and moves next fire times, each job only if nobody
+    // moved it since it was read.
+    caf::replies_to<fire_atom, pb::JobPlans>::with<pb::JobFirings>,
+    // Starts forwarding NOTIFY of job changes to the listener.
+    caf::reacts_to<jobs_atom, caf::subscribe_atom, wake_listener_actor>>;
+
 /// Owns one PostgreSQL connection. Requests that arrive while a round trip is
 /// under way are sent together in the next one. The node itself uses the
 /// whole of it: start (settings, name) and stop (leave).
@@ -199,6 +239,8 @@ using storage_actor = submission_storage_actor
     ::extend_with<membership_storage_actor>
     ::extend_with<sweep_storage_actor>
     ::extend_with<compensation_storage_actor>
+    ::extend_with<job_storage_actor>
+    ::extend_with<cron_storage_actor>
     ::extend<
         // A node stops: what it still runs goes back to pending; answers how many.
         caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
@@ -268,6 +310,12 @@ using cluster_actor = pingable_actor::extend<
     caf::replies_to<status_atom>::with<pb::HeartbeatAck>,
     // Internal: the heartbeat timer.
     caf::reacts_to<caf::tick_atom>>;
+
+/// Leader only: fires recurring jobs at their times (SPEC §6), with one timer
+/// to the next fire time of all jobs; woken when jobs change.
+using cron_actor = periodic_duty_actor::extend_with<wake_listener_actor>::extend<
+    // Internal: the timer, with the generation it was set in.
+    caf::reacts_to<caf::tick_atom, uint64_t>>;
 
 /// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.

@@ -146,6 +146,17 @@ class object_reader {
   caf::error error_;
 };
 
+caf::error read_backoff(const json& value, const std::string& where, pb::Backoff& out) {
+  object_reader b{value, where};
+  if (auto kind = b.name<pb::BackoffKind>("kind", &parse_backoff_kind, "fixed, exponential"))
+    out.set_kind(*kind);
+  if (auto v = b.integer("base_ms", INT32_MIN, INT32_MAX))
+    out.set_base_ms(static_cast<int32_t>(*v));
+  if (auto v = b.integer("cap_ms", INT32_MIN, INT32_MAX)) out.set_cap_ms(static_cast<int32_t>(*v));
+  if (auto v = b.number("jitter")) out.set_jitter(*v);
+  return b.finish();
+}
+
 // Numbers are only checked to fit their fields here: the rules on their
 // values are taskmill.task_problem's (storage/sql/submit.sql).
 caf::error read_submit_task(const json& value, const std::string& where, pb::SubmitTask& out) {
@@ -161,18 +172,8 @@ caf::error read_submit_task(const json& value, const std::string& where, pb::Sub
     out.set_max_retries(static_cast<int32_t>(*v));
   if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
     out.set_timeout_ms(static_cast<int32_t>(*v));
-  if (auto backoff = r.find("backoff")) {
-    object_reader b{*backoff, r.path("backoff")};
-    auto* out_backoff = out.mutable_backoff();
-    if (auto kind = b.name<pb::BackoffKind>("kind", &parse_backoff_kind, "fixed, exponential"))
-      out_backoff->set_kind(*kind);
-    if (auto v = b.integer("base_ms", INT32_MIN, INT32_MAX))
-      out_backoff->set_base_ms(static_cast<int32_t>(*v));
-    if (auto v = b.integer("cap_ms", INT32_MIN, INT32_MAX))
-      out_backoff->set_cap_ms(static_cast<int32_t>(*v));
-    if (auto v = b.number("jitter")) out_backoff->set_jitter(*v);
-    if (auto err = b.finish()) return err;
-  }
+  if (auto backoff = r.find("backoff"))
+    if (auto err = read_backoff(*backoff, r.path("backoff"), *out.mutable_backoff())) return err;
   if (auto v = r.text("batch")) out.set_batch(*v);
   if (auto v = r.text("trace_id")) out.set_trace_id(*v);
   if (auto v = r.integer("shard_index", INT32_MIN, INT32_MAX))
@@ -521,6 +522,136 @@ std::string encode_execution(const pb::Task& t) {
       {"shard_total", t.shard_total() > 0 ? json(t.shard_total()) : json(nullptr)},
       {"trace_id", t.trace_id()},
   });
+}
+
+// -- recurring jobs ---------------------------------------------------------------
+
+// The rules on the values are taskmill.job_problem's and task_problem's
+// (storage/sql/), and the schedule's and zone's messages/schedule.cpp's.
+caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::Job out;
+  out.set_name(name);
+  if (auto v = r.text("name"); v && *v != name)
+    r.fail("name " + quote_input(*v) + " differs from the name in the path");
+  if (auto v = r.text("schedule")) out.set_schedule(*v);
+  if (auto v = r.text("time_zone")) out.set_time_zone(*v);
+  if (auto v = r.text("type")) out.set_type(*v);
+  if (auto v = r.raw("payload")) out.set_payload(*v);
+  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
+    out.set_priority(static_cast<int32_t>(*v));
+  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
+    out.set_max_retries(static_cast<int32_t>(*v));
+  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
+    out.set_timeout_ms(static_cast<int32_t>(*v));
+  if (auto backoff = r.find("backoff"))
+    if (auto err = read_backoff(*backoff, r.path("backoff"), *out.mutable_backoff())) return err;
+  if (auto v = r.find("enabled")) {
+    if (!v->is_boolean())
+      r.fail("enabled must be true or false");
+    else
+      out.set_enabled(v->get<bool>());
+  }
+  if (auto v = r.text("routing")) out.set_routing(*v);
+  if (auto v = r.integer("shards", INT32_MIN, INT32_MAX)) out.set_shards(static_cast<int32_t>(*v));
+  if (auto v = r.text("overlap")) out.set_overlap(*v);
+  if (auto v = r.text("misfire")) out.set_misfire(*v);
+  if (auto v = r.integer("catch_up_limit", INT32_MIN, INT32_MAX))
+    out.set_catch_up_limit(static_cast<int32_t>(*v));
+  if (auto v = r.text("description")) out.set_description(*v);
+  if (auto err = r.finish()) return err;
+  if (out.schedule().empty()) return bad("schedule is required");
+  return out;
+}
+
+caf::expected<pb::TriggerRequest> decode_trigger(std::string_view body) {
+  pb::TriggerRequest out;
+  if (body.find_first_not_of(" \t\r\n") == std::string_view::npos) return out;
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  if (auto v = r.raw("payload")) out.set_payload(*v);
+  if (auto err = r.finish()) return err;
+  return out;
+}
+
+namespace {
+
+json job_json(const pb::Job& j) {
+  json backoff = nullptr;
+  if (j.has_backoff()) {
+    backoff = json::object();
+    const auto& b = j.backoff();
+    if (b.kind() != pb::BACKOFF_KIND_UNSPECIFIED) backoff["kind"] = backoff_kind_name(b.kind());
+    if (b.base_ms() != 0) backoff["base_ms"] = b.base_ms();
+    if (b.cap_ms() != 0) backoff["cap_ms"] = b.cap_ms();
+    backoff["jitter"] = b.jitter();
+  }
+  auto optional = [](bool has, int64_t v) { return has ? json(v) : json(nullptr); };
+  return json{
+      {"name", j.name()},
+      {"schedule", j.schedule()},
+      {"time_zone", j.time_zone()},
+      {"type", j.type()},
+      {"payload", raw_or_null(j.payload())},
+      {"priority", optional(j.has_priority(), j.priority())},
+      {"max_retries", optional(j.has_max_retries(), j.max_retries())},
+      {"timeout_ms", optional(j.has_timeout_ms(), j.timeout_ms())},
+      {"backoff", backoff},
+      {"enabled", j.enabled()},
+      {"routing", j.routing()},
+      {"shards", optional(j.has_shards(), j.shards())},
+      {"overlap", j.overlap()},
+      {"misfire", j.misfire()},
+      {"catch_up_limit", j.catch_up_limit()},
+      {"description", j.description()},
+      {"source", j.source()},
+      {"next_fire_at", time_or_null(j.next_fire_at(), j.has_next_fire_at())},
+      {"created_at", time_or_null(j.created_at(), j.has_created_at())},
+      {"updated_at", time_or_null(j.updated_at(), j.has_updated_at())},
+  };
+}
+
+json firing_json(const pb::JobFiring& f) {
+  json counts = json::object();
+  for (const auto& [status, n] : f.counts()) counts[status] = n;
+  return json{{"job", f.job()},     {"fire_at", time_or_null(f.fire_at(), f.has_fire_at())},
+              {"kind", f.kind()},   {"outcome", f.outcome()},
+              {"batch", f.batch()}, {"counts", counts}};
+}
+
+}  // namespace
+
+std::string encode(const pb::Job& job) {
+  return dump(job_json(job));
+}
+
+std::string encode(const pb::JobPutResult& result) {
+  return dump(json{{"created", result.created()}, {"job", job_json(result.job())}});
+}
+
+std::string encode(const pb::JobList& list) {
+  json jobs = json::array();
+  for (const auto& j : list.jobs()) jobs.push_back(job_json(j));
+  return dump(json{{"jobs", jobs}});
+}
+
+std::string encode(const pb::JobFiring& firing) {
+  return dump(firing_json(firing));
+}
+
+std::string encode(const pb::JobFirings& firings) {
+  json out = json::array();
+  for (const auto& f : firings.firings()) out.push_back(firing_json(f));
+  return dump(json{{"firings", out}});
+}
+
+std::string encode(const pb::FireTimes& times) {
+  json out = json::array();
+  for (const auto& t : times.times()) out.push_back(format_rfc3339(to_micros(t)));
+  return dump(json{{"times", out}});
 }
 
 }  // namespace taskmill::json

@@ -41,6 +41,17 @@ std::string encode(const pb::Stats& stats);
 std::string encode(const pb::NodeList& nodes);
 std::string encode_error(const std::string& code, const std::string& message);
 
+/// PUT /v1/jobs/{name}: a job; a name in the body must be the path's.
+caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name);
+/// POST /v1/jobs/{name}/trigger: an optional payload; an empty body is none.
+caf::expected<pb::TriggerRequest> decode_trigger(std::string_view body);
+std::string encode(const pb::Job& job);
+std::string encode(const pb::JobPutResult& result);
+std::string encode(const pb::JobList& list);
+std::string encode(const pb::JobFiring& firing);
+std::string encode(const pb::JobFirings& firings);
+std::string encode(const pb::FireTimes& times);
+
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);
 

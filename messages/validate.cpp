@@ -102,4 +102,24 @@ caf::error validate(const pb::ResultReport& report, const input_limits& limits) 
   return caf::none;
 }
 
+caf::error validate(const pb::Job& job, const input_limits& limits) {
+  for (const auto& [field, text] : {std::pair{"schedule", &job.schedule()},
+                                    {"time_zone", &job.time_zone()},
+                                    {"type", &job.type()},
+                                    {"routing", &job.routing()},
+                                    {"overlap", &job.overlap()},
+                                    {"misfire", &job.misfire()},
+                                    {"description", &job.description()}})
+    if (auto err = check_text(*text, "", field)) return err;
+  if (job.has_payload())
+    if (auto err = check_json(job.payload(), limits, "", "payload")) return err;
+  return caf::none;
+}
+
+caf::error validate(const pb::TriggerRequest& req, const input_limits& limits) {
+  if (req.has_payload())
+    if (auto err = check_json(req.payload(), limits, "", "payload")) return err;
+  return caf::none;
+}
+
 }  // namespace taskmill

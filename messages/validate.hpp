@@ -32,5 +32,7 @@ caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits);
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits);
 caf::error validate(const pb::CancelRequest& req);
 caf::error validate(const pb::ResultReport& report, const input_limits& limits);
+caf::error validate(const pb::Job& job, const input_limits& limits);
+caf::error validate(const pb::TriggerRequest& req, const input_limits& limits);
 
 }  // namespace taskmill

@@ -131,6 +131,48 @@ std::string compensation_sql(const std::string& query) {
          "coalesce(m.execute_at, now())) s";
 }
 
+// -- recurring jobs (storage/sql/jobs.sql) --------------------------------------
+
+const statement put_job{
+    "put_job",
+    "SELECT p.created, (p.job).* FROM taskmill.put_job($1::text, $2::text, $3::text, $4::text, "
+    "$5::jsonb, $6::int, $7::int, $8::int, $9::text, $10::int, $11::int, $12::real, $13::boolean, "
+    "$14::text, $15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
+    "$22::timestamptz) p"};
+
+const statement get_job{"get_job",
+                        "SELECT false AS created, j.* FROM taskmill.jobs j WHERE j.name = $1"};
+
+const statement list_jobs{"list_jobs",
+                          "SELECT false AS created, j.* FROM taskmill.jobs j ORDER BY j.name"};
+
+const statement delete_job{"delete_job", "SELECT taskmill.delete_job($1::text)"};
+
+const statement set_job_enabled{
+    "set_job_enabled",
+    "SELECT false AS created, j.* FROM taskmill.set_job_enabled($1::text, $2::boolean, "
+    "$3::timestamptz) j"};
+
+const statement trigger_job{
+    "trigger_job",
+    "SELECT t.fire_at, t.outcome, t.batch FROM taskmill.trigger_job($1::text, $2::jsonb) t"};
+
+const statement job_firings{
+    "job_firings",
+    "SELECT fire_at, kind, outcome, batch, status, n FROM taskmill.job_firings($1::text, $2::int)"};
+
+const statement due_jobs{
+    "due_jobs",
+    "SELECT name, schedule, time_zone, misfire, catch_up_limit, next_fire_at, anchor_at, now FROM "
+    "taskmill.due_jobs($1::int)"};
+
+const statement next_job_due{"next_job_due", "SELECT taskmill.next_job_due_in_ms()"};
+
+const statement fire_jobs{
+    "fire_jobs",
+    "SELECT job, fire_at, outcome, batch FROM taskmill.fire_jobs($1::text[], $2::timestamptz[], "
+    "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[])"};
+
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
       &submit_many,
@@ -159,6 +201,16 @@ const std::vector<const statement*>& all() {
       &sweep_succeeded,
       &sweep_purge,
       &finished_executions,
+      &put_job,
+      &get_job,
+      &list_jobs,
+      &delete_job,
+      &set_job_enabled,
+      &trigger_job,
+      &job_firings,
+      &due_jobs,
+      &next_job_due,
+      &fire_jobs,
   };
   return list;
 }

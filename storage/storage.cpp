@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "messages/names.hpp"
 #include "messages/time.hpp"
+#include "storage/job_rows.hpp"
 #include "storage/listener.hpp"
 #include "storage/migrations.hpp"
 #include "storage/rows.hpp"
@@ -78,6 +79,7 @@ struct storage_state {
   std::chrono::milliseconds reconnect_delay{0};
   pb::StorageStatus status;
   std::unique_ptr<db::notification_listener> listener;
+  std::unique_ptr<db::notification_listener> job_listener;
   // Compensation rules as prepared statements; the strings back the views.
   std::vector<std::pair<std::string, std::string>> rule_text;
   std::vector<db::statement> rule_statements;
@@ -694,12 +696,106 @@ caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList
       [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
 }
 
-void subscribe(self_ptr self, wake_listener_actor target) {
+/// Forwards NOTIFY on `channel` to `target`, through a listener of its own.
+void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listener,
+               const char* channel, wake_listener_actor target) {
   auto& st = self->state;
-  if (!st.options.listen || st.listener) return;
-  st.listener = std::make_unique<db::notification_listener>(
-      st.options.conninfo, "taskmill_tasks", [target] { caf::anon_send(target, wake_atom_v); },
+  if (!st.options.listen || listener) return;
+  listener = std::make_unique<db::notification_listener>(
+      st.options.conninfo, channel, [target] { caf::anon_send(target, wake_atom_v); },
       st.options.reconnect_min, st.options.reconnect_max);
+}
+
+// -- recurring jobs ------------------------------------------------------------
+
+caf::expected<pb::Job> single_job(const db::result& res, const std::string& name) {
+  if (res.rows() == 0) return make_error(errc::not_found, "no job " + name);
+  pb::Job job;
+  db::read_job(res, 0, &job);
+  return job;
+}
+
+caf::result<pb::JobPutResult> put_job(self_ptr self, const pb::Job& job) {
+  return ask_db<pb::JobPutResult>(self, {db::call{&db::sql::put_job, db::job_params(job)}},
+                                  [](results& rs) -> caf::expected<pb::JobPutResult> {
+                                    pb::JobPutResult out;
+                                    out.set_created(rs[0]->boolean(0, 0));
+                                    db::read_job(*rs[0], 0, out.mutable_job());
+                                    return out;
+                                  });
+}
+
+caf::result<pb::Job> get_job(self_ptr self, const std::string& name) {
+  return ask_db<pb::Job>(self, {db::call{&db::sql::get_job, {name}}},
+                         [name](results& rs) { return single_job(*rs[0], name); });
+}
+
+caf::result<pb::JobList> list_jobs(self_ptr self) {
+  return ask_db<pb::JobList>(self, {db::call{&db::sql::list_jobs, {}}},
+                             [](results& rs) -> caf::expected<pb::JobList> {
+                               pb::JobList out;
+                               for (int row = 0; row < rs[0]->rows(); ++row)
+                                 db::read_job(*rs[0], row, out.add_jobs());
+                               return out;
+                             });
+}
+
+caf::result<bool> delete_job(self_ptr self, const std::string& name) {
+  return ask_db<bool>(self, {db::call{&db::sql::delete_job, {name}}},
+                      [](results& rs) -> caf::expected<bool> { return rs[0]->boolean(0, 0); });
+}
+
+caf::result<pb::Job> set_job_enabled(self_ptr self, const std::string& name, bool enabled,
+                                     int64_t next_us) {
+  db::call c{&db::sql::set_job_enabled,
+             {name, enabled ? "true" : "false", db::micros_param(next_us)}};
+  return ask_db<pb::Job>(self, {std::move(c)},
+                         [name](results& rs) { return single_job(*rs[0], name); });
+}
+
+caf::result<pb::JobFiring> trigger_job(self_ptr self, const std::string& name,
+                                       const std::string& payload) {
+  db::call c{&db::sql::trigger_job, {name, payload.empty() ? db::param{} : db::param{payload}}};
+  return ask_db<pb::JobFiring>(self, {std::move(c)},
+                               [name](results& rs) -> caf::expected<pb::JobFiring> {
+                                 pb::JobFiring out;
+                                 out.set_job(name);
+                                 set_micros(out.mutable_fire_at(), rs[0]->micros(0, 0));
+                                 out.set_kind("manual");
+                                 out.set_outcome(rs[0]->string(0, 1));
+                                 out.set_batch(rs[0]->string(0, 2));
+                                 return out;
+                               });
+}
+
+caf::result<pb::JobFirings> job_firings(self_ptr self, const std::string& name, int32_t limit) {
+  return ask_db<pb::JobFirings>(self,
+                                {db::call{&db::sql::job_firings, {name, std::to_string(limit)}}},
+                                [name](results& rs) { return db::read_firings(*rs[0], name); });
+}
+
+caf::result<pb::DueJobs> due_jobs(self_ptr self, int32_t limit) {
+  return ask_db<pb::DueJobs>(
+      self,
+      {db::call{&db::sql::due_jobs, {std::to_string(limit)}}, db::call{&db::sql::next_job_due, {}}},
+      [](results& rs) { return db::read_due_jobs(*rs[0], *rs[1]); });
+}
+
+caf::result<pb::JobFirings> fire_jobs(self_ptr self, const pb::JobPlans& plans) {
+  return ask_db<pb::JobFirings>(self, {db::call{&db::sql::fire_jobs, db::fire_params(plans)}},
+                                [](results& rs) -> caf::expected<pb::JobFirings> {
+                                  const auto& res = *rs[0];
+                                  pb::JobFirings out;
+                                  for (int row = 0; row < res.rows(); ++row) {
+                                    auto f = out.add_firings();
+                                    f->set_job(res.string(row, 0));
+                                    if (!res.is_null(row, 1))
+                                      set_micros(f->mutable_fire_at(), res.micros(row, 1));
+                                    f->set_outcome(res.string(row, 2));
+                                    if (!res.is_null(row, 3)) f->set_batch(res.string(row, 3));
+                                  }
+                                  return out;
+                                });
 }
 
 void reconnect(self_ptr self) {
@@ -743,7 +839,27 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
       [self](compensate_atom, int32_t rule) { return compensate(self, rule); },
       [self](configure_atom, const pb::TypeSettingsList& s) { return put_type_settings(self, s); },
-      [self](caf::subscribe_atom, wake_listener_actor target) { subscribe(self, target); },
+      [self](caf::subscribe_atom, wake_listener_actor target) {
+        subscribe(self, self->state.listener, "taskmill_tasks", target);
+      },
+      [self](job_atom, const pb::Job& job) { return put_job(self, job); },
+      [self](job_atom, const std::string& name) { return get_job(self, name); },
+      [self](jobs_atom) { return list_jobs(self); },
+      [self](drop_atom, const std::string& name) { return delete_job(self, name); },
+      [self](enable_atom, const std::string& name, bool on, int64_t next_us) {
+        return set_job_enabled(self, name, on, next_us);
+      },
+      [self](trigger_atom, const std::string& name, const std::string& payload) {
+        return trigger_job(self, name, payload);
+      },
+      [self](firings_atom, const std::string& name, int32_t n) {
+        return job_firings(self, name, n);
+      },
+      [self](due_atom, int32_t limit) { return due_jobs(self, limit); },
+      [self](fire_atom, const pb::JobPlans& plans) { return fire_jobs(self, plans); },
+      [self](jobs_atom, caf::subscribe_atom, wake_listener_actor target) {
+        subscribe(self, self->state.job_listener, "taskmill_jobs", target);
+      },
       [self](caf::flush_atom) { flush(self); },
       [self](reconnect_atom) { reconnect(self); },
   };

@@ -373,6 +373,44 @@ BOOST_AUTO_TEST_CASE(batch_counts_and_retry_failed) {
   BOOST_CHECK_EQUAL(missing.err, "error: no batch nosuch\n");
 }
 
+BOOST_AUTO_TEST_CASE(jobs_put_list_show_next_trigger_firings_pause_delete) {
+  start();
+  auto put = run({"jobs", "put", "nightly", "--schedule", "0 30 2 * * *", "--time-zone",
+                  "Europe/Berlin", "--type", "NOOP", "--payload", R"({"full": true})", "--misfire",
+                  "skip", "--description", "count sign-ups"});
+  CHECK_RUN(put, 0);
+  BOOST_CHECK(put.out.rfind("created\n", 0) == 0);
+  BOOST_CHECK_EQUAL(listing(put.out)["misfire"], "skip");
+  auto list = run({"jobs", "list"});
+  CHECK_RUN(list, 0);
+  BOOST_CHECK_MESSAGE(list.out.find("nightly") != std::string::npos &&
+                          list.out.find("Europe/Berlin") != std::string::npos,
+                      list);
+  BOOST_CHECK_EQUAL(listing(run({"jobs", "show", "nightly"}).out)["description"], "count sign-ups");
+  auto next = run({"jobs", "next", "nightly", "--count", "3"});
+  CHECK_RUN(next, 0);
+  BOOST_CHECK_EQUAL(std::count(next.out.begin(), next.out.end(), '\n'), 3);
+  auto fired = run_json({"jobs", "trigger", "nightly", "--payload", R"({"by": "hand"})"});
+  BOOST_CHECK_EQUAL(fired["outcome"], "fired");
+  BOOST_CHECK(test::eventually([&] {
+    auto firings = run_json({"jobs", "firings", "nightly"});
+    return firings["firings"][0]["counts"]["succeeded"] == 1;
+  }));
+  auto table = run({"jobs", "firings", "nightly"});
+  BOOST_CHECK_MESSAGE(table.out.find("manual") != std::string::npos &&
+                          table.out.find("succeeded=1") != std::string::npos,
+                      table);
+  BOOST_CHECK_EQUAL(listing(run({"jobs", "pause", "nightly"}).out)["enabled"], "false");
+  BOOST_CHECK_EQUAL(listing(run({"jobs", "resume", "nightly"}).out)["enabled"], "true");
+  auto bad = run({"jobs", "put", "x", "--schedule", "61 * * * *", "--type", "NOOP"});
+  CHECK_RUN(bad, 1);
+  BOOST_CHECK_MESSAGE(bad.err.find("\"61\" in the minute field") != std::string::npos, bad);
+  CHECK_RUN(run({"jobs", "delete", "nightly"}), 0);
+  auto gone = run({"jobs", "show", "nightly"});
+  CHECK_RUN(gone, 1);
+  BOOST_CHECK_EQUAL(gone.err, "error: no job nightly\n");
+}
+
 BOOST_AUTO_TEST_CASE(stats_and_nodes) {
   start();
   CHECK_RUN(run({"submit", "NOOP", "s", "--wait"}), 0);

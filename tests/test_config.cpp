@@ -92,6 +92,49 @@ backoff_base = "250ms"
   BOOST_CHECK(other.executor == executor_kind::none);
 }
 
+BOOST_AUTO_TEST_CASE(jobs_are_read_with_their_payload_and_checked) {
+  temp_file file{R"(
+[[jobs]]
+name = "sync-search"
+schedule = "0 */5 * * * *"
+time_zone = "Europe/Berlin"
+type = "SYNC"
+payload = { index = "articles", full = false }
+misfire = "catch_up"
+catch_up_limit = 3
+timeout = "2m"
+
+[[jobs]]
+name = "nightly"
+schedule = "@daily"
+type = "COUNT"
+enabled = false
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE_MESSAGE(cfg, (cfg ? "" : error_message(cfg.error())));
+  BOOST_REQUIRE_EQUAL(cfg->jobs.size(), 2u);
+  const auto& sync = cfg->jobs[0];
+  BOOST_CHECK_EQUAL(sync.name, "sync-search");
+  BOOST_CHECK_EQUAL(sync.time_zone, "Europe/Berlin");
+  BOOST_CHECK_EQUAL(sync.payload, R"({"full":false,"index":"articles"})");
+  BOOST_CHECK_EQUAL(sync.misfire, "catch_up");
+  BOOST_CHECK_EQUAL(*sync.catch_up_limit, 3);
+  BOOST_CHECK(*sync.timeout == 2min);
+  BOOST_CHECK(!sync.priority);
+  BOOST_CHECK(!cfg->jobs[1].enabled);
+  BOOST_CHECK(
+      contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"61 * * * *\"\n"),
+               "'jobs[0]' schedule: \"61\" in the minute field"));
+  BOOST_CHECK(contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"@daily\"\n"
+                                "time_zone = \"Nowhere/Land\"\n"),
+                       "time_zone: \"Nowhere/Land\""));
+  BOOST_CHECK(contains(error_of("[[jobs]]\nname = \"x\"\nschedule = \"@daily\"\n"),
+                       "'jobs[0].type' is required"));
+  BOOST_CHECK(contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"@daily\"\n"
+                                "colour = 1\n"),
+                       "unknown option 'jobs[0].colour'"));
+}
+
 BOOST_AUTO_TEST_CASE(errors_name_the_option) {
   BOOST_CHECK(
       contains(error_of("[scheduling]\nbatchsize = 3\n"), "unknown option 'scheduling.batchsize'"));

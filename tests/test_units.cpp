@@ -6,6 +6,7 @@
 
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
+#include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
@@ -21,6 +22,7 @@
 #include <random>
 
 using namespace taskmill;
+using namespace std::chrono_literals;
 
 namespace {
 
@@ -498,6 +500,86 @@ BOOST_AUTO_TEST_CASE(bad_schedules_and_zones_name_the_field_and_token) {
   BOOST_REQUIRE(!zone);
   BOOST_CHECK_EQUAL(error_message(zone.error()),
                     "time_zone: \"Mars/Olympus_Mons\" is not an IANA time zone name");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(firing_plans)
+
+namespace {
+
+int64_t us(const std::string& rfc3339) {
+  auto micros = parse_rfc3339(rfc3339);
+  BOOST_REQUIRE_MESSAGE(micros, rfc3339);
+  return *micros;
+}
+
+pb::DueJob every_minute(const std::string& misfire, const std::string& next) {
+  pb::DueJob job;
+  job.set_name("j");
+  job.set_schedule("* * * * *");
+  job.set_time_zone("UTC");
+  job.set_misfire(misfire);
+  job.set_catch_up_limit(2);
+  job.set_next_fire_at_us(us(next));
+  job.set_anchor_at_us(us("2026-01-01T00:00:00Z"));
+  return job;
+}
+
+/// "kind:fired" or "kind:missed" per firing, at minutes past midnight.
+std::string summary(const pb::JobPlan& plan) {
+  std::string out;
+  for (const auto& f : plan.firings()) {
+    auto minute = (f.fire_at_us() - us("2026-01-01T00:00:00Z")) / 60'000'000;
+    out += (out.empty() ? "" : " ") + std::to_string(minute) + ":" + f.kind() +
+           (f.missed() ? ":missed" : ":fired");
+  }
+  return out;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(on_time_fire_times_fire_and_the_next_one_is_set) {
+  auto plan =
+      plan_firings(every_minute("skip", "2026-01-01T00:01:00Z"), us("2026-01-01T00:01:30Z"));
+  BOOST_REQUIRE(plan);
+  BOOST_CHECK_EQUAL(summary(*plan), "1:scheduled:fired");
+  BOOST_CHECK_EQUAL(plan->expected_next_us(), us("2026-01-01T00:01:00Z"));
+  BOOST_CHECK_EQUAL(plan->new_next_us(), us("2026-01-01T00:02:00Z"));
+}
+
+BOOST_AUTO_TEST_CASE(missed_fire_times_follow_the_policy) {
+  // Due: minutes 0 to 5 at 00:05:30; 0 to 4 are more than 60 s late.
+  auto at = us("2026-01-01T00:05:30Z");
+  auto skip = plan_firings(every_minute("skip", "2026-01-01T00:00:00Z"), at);
+  BOOST_CHECK_EQUAL(summary(*skip),
+                    "0:scheduled:missed 1:scheduled:missed 2:scheduled:missed 3:scheduled:missed "
+                    "4:scheduled:missed 5:scheduled:fired");
+  auto once = plan_firings(every_minute("fire_once", "2026-01-01T00:00:00Z"), at);
+  BOOST_CHECK_EQUAL(summary(*once),
+                    "0:scheduled:missed 1:scheduled:missed 2:scheduled:missed 3:scheduled:missed "
+                    "4:fire_once:fired 5:scheduled:fired");
+  auto catch_up = plan_firings(every_minute("catch_up", "2026-01-01T00:00:00Z"), at);
+  BOOST_CHECK_EQUAL(summary(*catch_up),
+                    "0:catch_up:fired 1:catch_up:fired 2:scheduled:missed 3:scheduled:missed "
+                    "4:scheduled:missed 5:scheduled:fired");
+  BOOST_CHECK_EQUAL(catch_up->new_next_us(), us("2026-01-01T00:06:00Z"));
+}
+
+BOOST_AUTO_TEST_CASE(a_long_outage_plans_only_its_newest_fire_times) {
+  auto job = every_minute("skip", "2026-01-01T00:00:00Z");
+  job.set_schedule("* * * * * *");
+  auto plan = plan_firings(job, us("2026-01-01T02:00:00Z"), misfire_rules{60s, 100});
+  BOOST_REQUIRE(plan);
+  BOOST_REQUIRE_EQUAL(plan->firings_size(), 100);
+  BOOST_CHECK_EQUAL(plan->firings(99).fire_at_us(), us("2026-01-01T02:00:00Z"));
+  BOOST_CHECK_EQUAL(plan->new_next_us(), us("2026-01-01T02:00:01Z"));
+}
+
+BOOST_AUTO_TEST_CASE(a_schedule_that_no_longer_parses_is_an_error) {
+  auto job = every_minute("skip", "2026-01-01T00:00:00Z");
+  job.set_time_zone("Gone/Zone");
+  BOOST_CHECK(!plan_firings(job, us("2026-01-01T00:00:30Z")));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -2,10 +2,12 @@
 
 #include "actors/api.hpp"
 #include "actors/cluster.hpp"
+#include "actors/cron.hpp"
 #include "actors/dispatcher.hpp"
 #include "actors/http/http_client.hpp"
 #include "actors/http/http_server.hpp"
 #include "actors/inserter.hpp"
+#include "actors/jobs/job_times.hpp"
 #include "actors/limiter.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "actors/pusher.hpp"
@@ -76,6 +78,28 @@ caf::expected<Result> ask_patiently(caf::actor_system& sys, const storage_actor&
   }
 }
 
+/// A job of the config as the API would put it.
+pb::Job job_of(const job_config& j) {
+  pb::Job job;
+  job.set_name(j.name);
+  job.set_schedule(j.schedule);
+  job.set_time_zone(j.time_zone);
+  job.set_type(j.type);
+  if (!j.payload.empty()) job.set_payload(j.payload);
+  if (j.priority) job.set_priority(*j.priority);
+  if (j.max_retries) job.set_max_retries(*j.max_retries);
+  if (j.timeout) job.set_timeout_ms(static_cast<int32_t>(j.timeout->count()));
+  job.set_enabled(j.enabled);
+  if (!j.routing.empty()) job.set_routing(j.routing);
+  if (j.shards) job.set_shards(*j.shards);
+  if (!j.overlap.empty()) job.set_overlap(j.overlap);
+  if (!j.misfire.empty()) job.set_misfire(j.misfire);
+  if (j.catch_up_limit) job.set_catch_up_limit(*j.catch_up_limit);
+  job.set_description(j.description);
+  job.set_source("config");
+  return job;
+}
+
 /// Writes the per-type settings and takes the node's name, before it claims
 /// anything. A run of the same name that just crashed holds the name until
 /// its lease ends.
@@ -86,6 +110,17 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
       ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
                              configure_atom_v, type_settings(cfg));
   if (!configured) return configured.error();
+  for (const auto& j : cfg.jobs) {
+    auto job = job_of(j);
+    auto err = schedule_job(job, seconds_now());
+    if (!err) {
+      auto put = ask_patiently<pb::JobPutResult>(sys, node.storage, keep_waiting,
+                                                 "writing the config's jobs", job_atom_v, job);
+      if (!put) err = put.error();
+    }
+    if (err)
+      return make_error(errc::invalid_argument, "jobs: " + j.name + ": " + error_message(err));
+  }
   pb::NodeRegistration reg;
   node.incarnation = new_incarnation();
   reg.set_name(cfg.node.name);
@@ -233,6 +268,13 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   node.reconciler = spawn_reconciler(sys, reconciler_opts);
   watch("reconciler", node.reconciler);
 
+  cron_options cron_opts;
+  cron_opts.storage = node.storage;
+  node.cron = spawn_cron(sys, cron_opts);
+  watch("cron", node.cron);
+  caf::anon_send(node.storage, jobs_atom_v, caf::subscribe_atom_v,
+                 caf::actor_cast<wake_listener_actor>(node.cron));
+
   cluster_options cluster_opts;
   cluster_opts.node = cfg->node.name;
   cluster_opts.incarnation = node.incarnation;
@@ -242,7 +284,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.storage = node.storage;
   cluster_opts.pusher = node.pusher;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
-                                caf::actor_cast<leader_duty_actor>(node.reconciler)};
+                                caf::actor_cast<leader_duty_actor>(node.reconciler),
+                                caf::actor_cast<leader_duty_actor>(node.cron)};
   node.cluster = spawn_cluster(sys, cluster_opts);
   watch("cluster", node.cluster);
 
@@ -251,6 +294,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.metrics = node.metrics;
   api_opts.lease = lease;
   api_opts.storage = node.storage;
+  api_opts.jobs = node.storage;
   api_opts.inserter = node.inserter;
   api_opts.dispatcher = node.dispatcher;
   api_opts.limiter = node.limiter;
@@ -263,7 +307,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
       {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
       {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
       {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
-      {"cluster", pingable(node.cluster)}};
+      {"cron", pingable(node.cron)},         {"cluster", pingable(node.cluster)}};
   node.api = spawn_api(sys, api_opts);
   watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
@@ -358,6 +402,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.pusher);
   stop(node.watcher);
   stop(node.reconciler);
+  stop(node.cron);
   stop(node.api);
   node.server.reset();
   if (node.dispatcher && node.storage && node.cfg) {

@@ -41,6 +41,7 @@ struct node_actors {
   inserter_actor inserter;
   watcher_actor watcher;
   reconciler_actor reconciler;
+  cron_actor cron;
   cluster_actor cluster;
   api_actor api;
   std::unique_ptr<http_server> server;

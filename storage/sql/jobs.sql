@@ -1,0 +1,296 @@
+-- Recurring jobs and their firings (SPEC §6). The nodes evaluate schedules
+-- (messages/schedule.cpp) and pass the fire times; these functions keep the
+-- ledger: one row per (job, fire time), written in the same transaction as
+-- the firing's tasks, so that no firing is created twice.
+
+-- What is wrong with the fields of a job, in the words of the API, or NULL.
+-- The schedule and time zone are the node's to check.
+CREATE FUNCTION taskmill.job_problem(
+  p_name text, p_type text, p_priority integer, p_max_retries integer, p_timeout_ms integer,
+  p_backoff_kind text, p_backoff_base_ms integer, p_backoff_cap_ms integer,
+  p_backoff_jitter real, p_routing text, p_shards integer, p_overlap text, p_misfire text,
+  p_catch_up_limit integer, p_description text) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE
+    WHEN p_name IS NULL OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'
+      THEN 'name must be 1 to 100 letters, digits, ".", "_", ":" or "-", '
+           'starting with a letter or digit'
+    WHEN p_routing IS NULL OR p_routing NOT IN ('any', 'broadcast')
+      THEN format('routing must be one of any, broadcast (got "%s")', p_routing)
+    WHEN p_routing = 'broadcast' THEN 'routing broadcast is not supported yet'
+    WHEN p_shards IS NOT NULL THEN 'shards is for routing broadcast only'
+    WHEN p_overlap IS NULL OR p_overlap NOT IN ('allow', 'skip', 'replace')
+      THEN format('overlap must be one of allow, skip, replace (got "%s")', p_overlap)
+    WHEN p_misfire IS NULL OR p_misfire NOT IN ('skip', 'fire_once', 'catch_up')
+      THEN format('misfire must be one of skip, fire_once, catch_up (got "%s")', p_misfire)
+    WHEN p_catch_up_limit IS NULL OR p_catch_up_limit NOT BETWEEN 1 AND 1000
+      THEN 'catch_up_limit must be between 1 and 1000'
+    WHEN length(p_description) > 2000 THEN 'description must be at most 2000 characters'
+  END
+$$;
+
+-- The batch of a job's firing: <job>@<fire time, RFC 3339 UTC>, fractions
+-- of a second only when there are some (as the node writes times).
+CREATE FUNCTION taskmill.firing_batch(p_job text, p_fire_at timestamptz) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_job || '@' || to_char(p_fire_at AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS')
+         || CASE WHEN extract(microseconds FROM p_fire_at)::bigint % 1000000 = 0 THEN ''
+                 ELSE rtrim('.' || lpad((extract(microseconds FROM p_fire_at)::bigint
+                                         % 1000000)::text, 6, '0'), '0') END
+         || 'Z'
+$$;
+
+-- PUT /v1/jobs/{name}, and a node's [[jobs]] at start. A job that keeps its
+-- schedule and time zone keeps its next fire time (so a restart neither
+-- skips nor repeats a firing); otherwise it fires next at p_next_fire_at,
+-- which the node worked out from p_anchor_at (the start of @every's rate).
+CREATE FUNCTION taskmill.put_job(
+  p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
+  p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,
+  p_backoff_base_ms integer, p_backoff_cap_ms integer, p_backoff_jitter real,
+  p_enabled boolean, p_routing text, p_shards integer, p_overlap text, p_misfire text,
+  p_catch_up_limit integer, p_description text, p_source text,
+  p_next_fire_at timestamptz, p_anchor_at timestamptz,
+  OUT created boolean, OUT job taskmill.jobs)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_problem text := coalesce(
+    taskmill.job_problem(p_name, p_type, p_priority, p_max_retries, p_timeout_ms,
+                         p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter,
+                         p_routing, p_shards, p_overlap, p_misfire, p_catch_up_limit,
+                         p_description),
+    taskmill.task_problem(p_type, 'key', NULL, NULL, p_priority, p_max_retries, p_timeout_ms,
+                          p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
+                          p_backoff_jitter, NULL, NULL, NULL, NULL));
+  cur taskmill.jobs;
+  keeps boolean;
+BEGIN
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
+  END IF;
+  SELECT * INTO cur FROM taskmill.jobs j WHERE j.name = p_name FOR UPDATE;
+  created := cur.name IS NULL;
+  keeps := NOT created AND cur.enabled AND p_enabled AND cur.schedule = p_schedule
+           AND cur.time_zone = p_time_zone;
+  INSERT INTO taskmill.jobs AS j (name, schedule, time_zone, type, payload, priority,
+                                  max_retries, timeout_ms, backoff_kind, backoff_base_ms,
+                                  backoff_cap_ms, backoff_jitter, enabled, routing, shards,
+                                  overlap, misfire, catch_up_limit, description, source,
+                                  next_fire_at, anchor_at, created_at, updated_at)
+  VALUES (p_name, p_schedule, p_time_zone, p_type, coalesce(p_payload, '{}'::jsonb), p_priority,
+          p_max_retries, p_timeout_ms, p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
+          p_backoff_jitter, p_enabled, p_routing, p_shards, p_overlap, p_misfire,
+          p_catch_up_limit, coalesce(p_description, ''), p_source,
+          CASE WHEN p_enabled THEN p_next_fire_at END, p_anchor_at, now(), now())
+  ON CONFLICT (name) DO UPDATE
+     SET schedule = excluded.schedule, time_zone = excluded.time_zone, type = excluded.type,
+         payload = excluded.payload, priority = excluded.priority,
+         max_retries = excluded.max_retries, timeout_ms = excluded.timeout_ms,
+         backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
+         backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
+         enabled = excluded.enabled, routing = excluded.routing, shards = excluded.shards,
+         overlap = excluded.overlap, misfire = excluded.misfire,
+         catch_up_limit = excluded.catch_up_limit, description = excluded.description,
+         source = excluded.source,
+         next_fire_at = CASE WHEN keeps THEN j.next_fire_at ELSE excluded.next_fire_at END,
+         anchor_at = CASE WHEN keeps THEN j.anchor_at ELSE excluded.anchor_at END,
+         updated_at = now()
+  RETURNING * INTO job;
+  PERFORM pg_notify('taskmill_jobs', p_name);
+END
+$$;
+
+-- DELETE /v1/jobs/{name}: the job and its ledger go; tasks already created
+-- stay. Answers whether there was such a job.
+CREATE FUNCTION taskmill.delete_job(p_name text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM taskmill.job_firings f WHERE f.job = p_name;
+  DELETE FROM taskmill.jobs j WHERE j.name = p_name;
+  IF NOT FOUND THEN
+    RETURN false;
+  END IF;
+  PERFORM pg_notify('taskmill_jobs', p_name);
+  RETURN true;
+END
+$$;
+
+-- Pause (p_enabled false) or resume a job; a resumed job fires next at
+-- p_next_fire_at, not for the times it was paused.
+CREATE FUNCTION taskmill.set_job_enabled(p_name text, p_enabled boolean,
+                                         p_next_fire_at timestamptz) RETURNS taskmill.jobs
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_job taskmill.jobs;
+BEGIN
+  UPDATE taskmill.jobs j
+     SET enabled = p_enabled,
+         next_fire_at = CASE WHEN NOT p_enabled THEN NULL
+                             WHEN j.enabled THEN j.next_fire_at
+                             ELSE p_next_fire_at END,
+         updated_at = now()
+   WHERE j.name = p_name
+  RETURNING * INTO v_job;
+  IF v_job.name IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no job %s', p_name);
+  END IF;
+  PERFORM pg_notify('taskmill_jobs', p_name);
+  RETURN v_job;
+END
+$$;
+
+-- Jobs due by now, oldest first, with the database's now.
+CREATE FUNCTION taskmill.due_jobs(p_limit integer)
+RETURNS TABLE (name text, schedule text, time_zone text, misfire text, catch_up_limit integer,
+               next_fire_at timestamptz, anchor_at timestamptz, now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT j.name, j.schedule, j.time_zone, j.misfire, j.catch_up_limit, j.next_fire_at,
+         j.anchor_at, now()
+    FROM taskmill.jobs j
+   WHERE j.enabled AND j.next_fire_at <= now()
+   ORDER BY j.next_fire_at
+   LIMIT p_limit
+$$;
+
+-- When the next job becomes due, by the database clock: milliseconds from
+-- now (0 if one is due), or NULL if no job is scheduled.
+CREATE FUNCTION taskmill.next_job_due_in_ms() RETURNS bigint
+LANGUAGE sql STABLE AS $$
+  SELECT greatest(0, ceil(extract(epoch FROM min(j.next_fire_at) - now()) * 1000))::bigint
+    FROM taskmill.jobs j WHERE j.enabled
+$$;
+
+-- Whether the job has a firing whose tasks are not all finished; firings
+-- found finished are closed on the way.
+CREATE FUNCTION taskmill.job_has_open_firing(p_job text) RETURNS boolean
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_open boolean;
+BEGIN
+  UPDATE taskmill.job_firings f SET open = false
+   WHERE f.job = p_job AND f.open
+     AND NOT EXISTS (SELECT 1 FROM taskmill.tasks t
+                      WHERE t.batch = f.batch AND t.status IN ('pending', 'running', 'failed'));
+  SELECT EXISTS (SELECT 1 FROM taskmill.job_firings f WHERE f.job = p_job AND f.open)
+    INTO v_open;
+  RETURN v_open;
+END
+$$;
+
+-- One firing: its ledger row, then (unless missed, or skipped for overlap)
+-- its task. Outcome: fired | skipped | missed | duplicate (the ledger had
+-- it: another leader, or an earlier run, fired it).
+CREATE FUNCTION taskmill.fire_job(p_job taskmill.jobs, p_fire_at timestamptz, p_kind text,
+                                  p_missed boolean, p_payload jsonb,
+                                  OUT outcome text, OUT batch text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_open boolean;
+  r record;
+BEGIN
+  batch := taskmill.firing_batch(p_job.name, p_fire_at);
+  IF NOT p_missed THEN
+    v_open := taskmill.job_has_open_firing(p_job.name);
+  END IF;
+  outcome := CASE WHEN p_missed THEN 'missed'
+                  WHEN v_open AND p_job.overlap = 'skip' THEN 'skipped'
+                  ELSE 'fired' END;
+  INSERT INTO taskmill.job_firings AS f (job, fire_at, kind, outcome, batch, open, created_at)
+  VALUES (p_job.name, p_fire_at, p_kind, outcome, batch, outcome = 'fired', now())
+  ON CONFLICT (job, fire_at) DO NOTHING;
+  IF NOT FOUND THEN
+    outcome := 'duplicate';
+    RETURN;
+  END IF;
+  IF outcome <> 'fired' THEN
+    RETURN;
+  END IF;
+  IF v_open AND p_job.overlap = 'replace' THEN
+    FOR r IN SELECT t.type, t.key
+               FROM taskmill.job_firings f JOIN taskmill.tasks t ON t.batch = f.batch
+              WHERE f.job = p_job.name AND f.open AND f.batch <> fire_job.batch
+                AND t.status IN ('pending', 'running', 'failed') LOOP
+      PERFORM taskmill.cancel(r.type, r.key);
+    END LOOP;
+    UPDATE taskmill.job_firings f SET open = false
+     WHERE f.job = p_job.name AND f.open AND f.batch <> fire_job.batch;
+  END IF;
+  PERFORM taskmill.submit(p_job.type, batch, payload => coalesce(p_payload, p_job.payload),
+                          priority => p_job.priority, max_retries => p_job.max_retries,
+                          timeout_ms => p_job.timeout_ms, backoff_kind => p_job.backoff_kind,
+                          backoff_base_ms => p_job.backoff_base_ms,
+                          backoff_cap_ms => p_job.backoff_cap_ms,
+                          backoff_jitter => p_job.backoff_jitter, batch => batch);
+END
+$$;
+
+-- The leader's firings of due jobs, all in one transaction. Each job's next
+-- fire time moves from p_expected_next to p_new_next only if nobody moved it
+-- since it was read (another leader, an edit): then its firings are
+-- written, else they are left out (outcome 'taken').
+CREATE FUNCTION taskmill.fire_jobs(p_jobs text[], p_fire_ats timestamptz[], p_kinds text[],
+                                   p_missed boolean[], p_expected_next timestamptz[],
+                                   p_new_next timestamptz[])
+RETURNS TABLE (job text, fire_at timestamptz, outcome text, batch text)
+LANGUAGE plpgsql AS $$
+DECLARE
+  r record;
+  v_job taskmill.jobs;
+  v_current text;
+  v_taken boolean := false;
+  v_fired record;
+BEGIN
+  FOR r IN SELECT * FROM unnest(p_jobs, p_fire_ats, p_kinds, p_missed, p_expected_next,
+                                p_new_next) WITH ORDINALITY
+                         AS u(job, fire_at, kind, missed, expected, next, ord)
+            ORDER BY u.ord LOOP
+    IF v_current IS DISTINCT FROM r.job THEN
+      v_current := r.job;
+      UPDATE taskmill.jobs j SET next_fire_at = r.next
+       WHERE j.name = r.job AND j.enabled AND j.next_fire_at = r.expected
+      RETURNING * INTO v_job;
+      v_taken := NOT FOUND;
+    END IF;
+    IF v_taken THEN
+      job := r.job; fire_at := r.fire_at; outcome := 'taken'; batch := NULL;
+    ELSIF r.fire_at IS NULL THEN
+      CONTINUE;
+    ELSE
+      SELECT * INTO v_fired FROM taskmill.fire_job(v_job, r.fire_at, r.kind, r.missed, NULL);
+      job := r.job; fire_at := r.fire_at; outcome := v_fired.outcome; batch := v_fired.batch;
+    END IF;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- POST /v1/jobs/{name}/trigger: a firing now, recorded as manual.
+CREATE FUNCTION taskmill.trigger_job(p_name text, p_payload jsonb,
+                                     OUT outcome text, OUT batch text, OUT fire_at timestamptz)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_job taskmill.jobs;
+BEGIN
+  SELECT * INTO v_job FROM taskmill.jobs j WHERE j.name = p_name FOR UPDATE;
+  IF v_job.name IS NULL THEN
+    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no job %s', p_name);
+  END IF;
+  fire_at := clock_timestamp();
+  SELECT f.outcome, f.batch INTO outcome, batch
+    FROM taskmill.fire_job(v_job, fire_at, 'manual', false, p_payload) f;
+END
+$$;
+
+-- A job's latest firings, newest first, each with its batch's task counts
+-- per status: one row per firing and status (status NULL: no tasks).
+CREATE FUNCTION taskmill.job_firings(p_name text, p_limit integer)
+RETURNS TABLE (fire_at timestamptz, kind text, outcome text, batch text, status text, n bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT f.fire_at, f.kind, f.outcome, f.batch, c.status, c.n
+    FROM (SELECT * FROM taskmill.job_firings jf WHERE jf.job = p_name
+           ORDER BY jf.fire_at DESC LIMIT p_limit) f
+    LEFT JOIN LATERAL (SELECT t.status::text AS status, count(*) AS n
+                         FROM taskmill.tasks t WHERE t.batch = f.batch
+                        GROUP BY t.status) c ON true
+   ORDER BY f.fire_at DESC, c.status
+$$;

@@ -1,0 +1,389 @@
+// SPEC §6 recurring jobs: the ledger's rules in SQL, racing firers, and jobs
+// defined, fired and watched through a real node's API.
+#define BOOST_TEST_MODULE jobs
+#include <boost/test/unit_test.hpp>
+
+#include "messages/errors.hpp"
+#include "tests/support/nodes.hpp"
+#include "tools/http_fetch.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <thread>
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+/// A job put straight through SQL, firing next at `next` (SQL text).
+void put_job(const test::task_database& db, const std::string& name, const std::string& next,
+             const std::string& overlap = "allow") {
+  db.exec(
+      "SELECT taskmill.put_job($1, '* * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, true, 'any', NULL, $2, 'fire_once', 10, '', 'api', " +
+          next + ", now())",
+      {name, overlap});
+}
+
+/// fire_jobs for one job: fire at `fire_at`, expecting its next fire time
+/// `expected`, moving it to `next` (SQL texts); answers the outcomes.
+std::string fire(const test::task_database& db, const std::string& job, const std::string& fire_at,
+                 const std::string& expected, const std::string& next) {
+  return db.scalar("SELECT string_agg(outcome, ',') FROM taskmill.fire_jobs(ARRAY[$1], ARRAY[" +
+                       fire_at + "]::timestamptz[], ARRAY['scheduled'], ARRAY[false], ARRAY[" +
+                       expected + "]::timestamptz[], ARRAY[" + next + "]::timestamptz[])",
+                   {job});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(ledger)
+
+BOOST_AUTO_TEST_CASE(a_fire_time_fires_once_and_moves_the_next_fire_time) {
+  test::task_database db{"ledger"};
+  put_job(db, "sync", "'2026-01-01T00:01:00Z'");
+  BOOST_CHECK_EQUAL(fire(db, "sync", "'2026-01-01T00:01:00Z'", "'2026-01-01T00:01:00Z'",
+                         "'2026-01-01T00:02:00Z'"),
+                    "fired");
+  // The same plan again (a second leader, a retry after a lost answer): the
+  // next fire time has moved, nothing is written.
+  BOOST_CHECK_EQUAL(fire(db, "sync", "'2026-01-01T00:01:00Z'", "'2026-01-01T00:01:00Z'",
+                         "'2026-01-01T00:02:00Z'"),
+                    "taken");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings"), "1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT key || ' ' || batch FROM taskmill.tasks"),
+                    "sync@2026-01-01T00:01:00Z sync@2026-01-01T00:01:00Z");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT next_fire_at = '2026-01-01T00:02:00Z' FROM taskmill.jobs"),
+                    "t");
+  // Even with a matching next fire time, the ledger keeps a time from firing
+  // twice.
+  db.exec("UPDATE taskmill.jobs SET next_fire_at = '2026-01-01T00:01:00Z'");
+  BOOST_CHECK_EQUAL(fire(db, "sync", "'2026-01-01T00:01:00Z'", "'2026-01-01T00:01:00Z'",
+                         "'2026-01-01T00:02:00Z'"),
+                    "duplicate");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), "1");
+}
+
+BOOST_AUTO_TEST_CASE(racing_firers_create_each_firing_exactly_once) {
+  test::task_database db{"ledgerrace"};
+  constexpr int jobs = 20;
+  constexpr int rounds = 15;
+  constexpr int firers = 4;
+  for (int j = 0; j < jobs; ++j) put_job(db, "j" + std::to_string(j), "'2026-01-01T00:00:00Z'");
+  // Every firer plays the leader for every round of every job, as leaders
+  // that overlap in a lease change would.
+  std::atomic<int> fired{0};
+  std::vector<std::thread> threads;
+  for (int f = 0; f < firers; ++f)
+    threads.emplace_back([&, f] {
+      auto conn = db.connect();
+      for (int r = 0; r < rounds; ++r)
+        for (int j = 0; j < jobs; ++j) {
+          auto at =
+              "'2026-01-01T00:00:00Z'::timestamptz + interval '" + std::to_string(r) + " minutes'";
+          auto next = "'2026-01-01T00:00:00Z'::timestamptz + interval '" + std::to_string(r + 1) +
+                      " minutes'";
+          auto job = "j" + std::to_string((j + f * 7) % jobs);
+          // A firer that lost a round sees the moved time and goes on.
+          auto res = conn.exec("SELECT outcome FROM taskmill.fire_jobs(ARRAY[$1], ARRAY[" + at +
+                                   "], ARRAY['scheduled'], ARRAY[false], ARRAY[" + at +
+                                   "], ARRAY[" + next + "])",
+                               {job});
+          if (!res) {
+            BOOST_ERROR("fire_jobs failed: " << test::describe(res));
+            return;
+          }
+          if (res->string(0, 0) == "fired") ++fired;
+        }
+    });
+  for (auto& t : threads) t.join();
+  BOOST_CHECK_EQUAL(fired.load(), jobs * rounds);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings"),
+                    std::to_string(jobs * rounds));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(DISTINCT (job, fire_at)) FROM taskmill.job_firings"),
+                    std::to_string(jobs * rounds));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"),
+                    std::to_string(jobs * rounds));
+}
+
+BOOST_AUTO_TEST_CASE(overlap_skip_replace_and_allow) {
+  test::task_database db{"overlap"};
+  for (const char* policy : {"skip", "replace", "allow"}) {
+    BOOST_TEST_CONTEXT(policy) {
+      std::string job = std::string{"o-"} + policy;
+      put_job(db, job, "'2026-01-01T00:01:00Z'", policy);
+      BOOST_CHECK_EQUAL(fire(db, job, "'2026-01-01T00:01:00Z'", "'2026-01-01T00:01:00Z'",
+                             "'2026-01-01T00:02:00Z'"),
+                        "fired");
+      // The first firing's task is still pending.
+      auto second = fire(db, job, "'2026-01-01T00:02:00Z'", "'2026-01-01T00:02:00Z'",
+                         "'2026-01-01T00:03:00Z'");
+      auto statuses = db.scalar(
+          "SELECT string_agg(status::text, ',' ORDER BY key) FROM taskmill.tasks WHERE type = "
+          "'NOOP' AND batch LIKE $1 || '@%'",
+          {job});
+      if (std::string{policy} == "skip") {
+        BOOST_CHECK_EQUAL(second, "skipped");
+        BOOST_CHECK_EQUAL(statuses, "pending");
+      } else if (std::string{policy} == "replace") {
+        BOOST_CHECK_EQUAL(second, "fired");
+        BOOST_CHECK_EQUAL(statuses, "cancelled,pending");
+      } else {
+        BOOST_CHECK_EQUAL(second, "fired");
+        BOOST_CHECK_EQUAL(statuses, "pending,pending");
+      }
+    }
+  }
+  // Once the earlier firing's tasks are finished, skip fires again.
+  db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE batch LIKE 'o-skip@%'");
+  BOOST_CHECK_EQUAL(fire(db, "o-skip", "'2026-01-01T00:03:00Z'", "'2026-01-01T00:03:00Z'",
+                         "'2026-01-01T00:04:00Z'"),
+                    "fired");
+}
+
+BOOST_AUTO_TEST_CASE(bad_jobs_are_refused_naming_the_field) {
+  test::task_database db{"badjobs"};
+  auto put = [&](const std::string& name, const std::string& routing, const std::string& overlap,
+                 const std::string& misfire, const std::string& catch_up,
+                 const std::string& priority = "NULL") {
+    return db.error_of("SELECT taskmill.put_job('" + name + "', '* * * * *', 'UTC', 'T', NULL, " +
+                       priority + ", NULL, NULL, NULL, NULL, NULL, NULL, true, '" + routing +
+                       "', NULL, '" + overlap + "', '" + misfire + "', " + catch_up +
+                       ", '', 'api', now(), now())");
+  };
+  BOOST_CHECK(contains(put("bad name", "any", "allow", "skip", "1"), "name must be"));
+  BOOST_CHECK(contains(put("ok", "sometimes", "allow", "skip", "1"), "routing must be"));
+  BOOST_CHECK(contains(put("ok", "any", "never", "skip", "1"), "overlap must be"));
+  BOOST_CHECK(contains(put("ok", "any", "allow", "later", "1"), "misfire must be"));
+  BOOST_CHECK(contains(put("ok", "any", "allow", "skip", "0"), "catch_up_limit must be"));
+  BOOST_CHECK(contains(put("ok", "any", "allow", "skip", "1", "9"), "priority must be"));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.jobs"), "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+struct reply {
+  int status = 0;
+  json body;
+  std::string raw;
+};
+
+struct job_api_fixture : test::nodes_fixture {
+  std::string base;
+
+  job_api_fixture() : nodes_fixture("jobs") {
+    auto cfg = test::test_node_config("jobs-node");
+    cfg.heartbeat.interval = 100ms;
+    base = api_url(start(cfg));
+  }
+
+  reply call(const std::string& method, const std::string& path, const std::string& body = {}) {
+    auto res = http_fetch(method, base + path, body, {});
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    return {res->status, json::parse(res->body, nullptr, false), res->body};
+  }
+
+  void expect_error(const reply& r, int status, const std::string& part) {
+    BOOST_CHECK_EQUAL(r.status, status);
+    auto message = r.body.value("/error/message"_json_pointer, std::string{});
+    BOOST_CHECK_MESSAGE(contains(message, part), "'" << message << "' lacks '" << part << "'");
+  }
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(through_the_api, job_api_fixture)
+
+BOOST_AUTO_TEST_CASE(a_job_every_second_fires_each_second_once_and_its_tasks_run) {
+  auto put = call("PUT", "/v1/jobs/tick",
+                  R"({"schedule": "* * * * * *", "type": "NOOP", "payload": {"n": 1}})");
+  BOOST_REQUIRE_EQUAL(put.status, 201);
+  BOOST_CHECK_EQUAL(put.body["job"]["time_zone"], "UTC");
+  BOOST_CHECK(put.body["job"]["next_fire_at"].is_string());
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return std::stoi(
+                   db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'NOOP' AND status = "
+                             "'succeeded'")) >= 3;
+      },
+      10s));
+  // One firing per second, none twice, every task named by its firing.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE fire_at <> "
+                              "date_trunc('second', fire_at) OR outcome <> 'fired'"),
+                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks t WHERE NOT EXISTS (SELECT 1 "
+                              "FROM taskmill.job_firings f WHERE f.batch = t.batch AND t.key = "
+                              "f.batch)"),
+                    "0");
+  auto firings = call("GET", "/v1/jobs/tick/firings?limit=2");
+  BOOST_REQUIRE_EQUAL(firings.status, 200);
+  BOOST_REQUIRE_EQUAL(firings.body["firings"].size(), 2u);
+  BOOST_CHECK(contains(firings.body["firings"][0]["batch"].get<std::string>(), "tick@"));
+  // Paused, it stops; resumed, it goes on.
+  BOOST_REQUIRE_EQUAL(call("POST", "/v1/jobs/tick/pause").status, 200);
+  auto paused_at = db.scalar("SELECT count(*) FROM taskmill.job_firings");
+  std::this_thread::sleep_for(2s);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings"), paused_at);
+  auto resumed = call("POST", "/v1/jobs/tick/resume");
+  BOOST_REQUIRE_EQUAL(resumed.status, 200);
+  BOOST_CHECK(resumed.body["enabled"].get<bool>());
+  BOOST_CHECK(test::eventually(
+      [&] { return db.scalar("SELECT count(*) FROM taskmill.job_firings") != paused_at; }, 5s));
+  BOOST_REQUIRE_EQUAL(call("DELETE", "/v1/jobs/tick").status, 200);
+  expect_error(call("GET", "/v1/jobs/tick"), 404, "no job tick");
+}
+
+BOOST_AUTO_TEST_CASE(trigger_next_and_listing) {
+  auto put = call("PUT", "/v1/jobs/nightly",
+                  R"({"schedule": "0 30 2 * * *", "time_zone": "Europe/Berlin", "type": "NOOP",
+                      "description": "count sign-ups"})");
+  BOOST_REQUIRE_EQUAL(put.status, 201);
+  BOOST_CHECK_EQUAL(call("PUT", "/v1/jobs/nightly",
+                         R"({"schedule": "0 30 2 * * *", "time_zone": "Europe/Berlin",
+                             "type": "NOOP", "description": "count sign-ups"})")
+                        .status,
+                    200);
+  auto next = call("GET", "/v1/jobs/nightly/next?count=3");
+  BOOST_REQUIRE_EQUAL(next.status, 200);
+  BOOST_REQUIRE_EQUAL(next.body["times"].size(), 3u);
+  auto trigger = call("POST", "/v1/jobs/nightly/trigger", R"({"payload": {"manual": true}})");
+  BOOST_REQUIRE_EQUAL(trigger.status, 201);
+  BOOST_CHECK_EQUAL(trigger.body["outcome"], "fired");
+  auto batch = trigger.body["batch"].get<std::string>();
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar("SELECT status::text || payload::text FROM taskmill.tasks WHERE batch = $1",
+                     {batch}) == R"(succeeded{"manual": true})";
+  }));
+  auto firings = call("GET", "/v1/jobs/nightly/firings");
+  BOOST_REQUIRE_EQUAL(firings.body["firings"].size(), 1u);
+  BOOST_CHECK_EQUAL(firings.body["firings"][0]["kind"], "manual");
+  BOOST_CHECK_EQUAL(firings.body["firings"][0]["counts"]["succeeded"], 1);
+  auto list = call("GET", "/v1/jobs");
+  BOOST_REQUIRE_EQUAL(list.body["jobs"].size(), 1u);
+  BOOST_CHECK_EQUAL(list.body["jobs"][0]["description"], "count sign-ups");
+}
+
+BOOST_AUTO_TEST_CASE(bad_schedules_zones_and_fields_are_400_naming_them) {
+  expect_error(call("PUT", "/v1/jobs/x", R"({"schedule": "61 * * * *", "type": "T"})"), 400,
+               "\"61\" in the minute field");
+  expect_error(
+      call("PUT", "/v1/jobs/x", R"({"schedule": "@daily", "type": "T", "time_zone": "Mars/X"})"),
+      400, "time_zone: \"Mars/X\"");
+  expect_error(call("PUT", "/v1/jobs/x", R"({"schedule": "0 0 30 2 *", "type": "T"})"), 400,
+               "never fires");
+  expect_error(call("PUT", "/v1/jobs/x", R"({"type": "T"})"), 400, "schedule is required");
+  expect_error(call("PUT", "/v1/jobs/x", R"({"schedule": "@daily", "type": "T", "colour": 1})"),
+               400, "unknown field colour");
+  expect_error(
+      call("PUT", "/v1/jobs/x", R"({"schedule": "@daily", "type": "T", "overlap": "never"})"), 400,
+      "overlap must be");
+  expect_error(call("PUT", "/v1/jobs/bad%20name", R"({"schedule": "@daily", "type": "T"})"), 400,
+               "name must be");
+  expect_error(call("GET", "/v1/jobs/none/next?count=0"), 400, "count must be");
+  expect_error(call("POST", "/v1/jobs/none/trigger"), 404, "no job none");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.jobs"), "0");
+}
+
+BOOST_AUTO_TEST_CASE(missed_fire_times_follow_the_misfire_policy) {
+  // Three jobs every minute whose last six fire times passed while no leader
+  // ran (moved back by hand, as after an outage).
+  for (const char* policy : {"skip", "fire_once", "catch_up"})
+    BOOST_REQUIRE_EQUAL(
+        call("PUT", std::string{"/v1/jobs/m-"} + policy,
+             std::string{R"({"schedule": "* * * * *", "type": "NOOP", "catch_up_limit": 2, )"} +
+                 R"("misfire": ")" + policy + "\"}")
+            .status,
+        201);
+  db.exec(
+      "UPDATE taskmill.jobs SET next_fire_at = date_trunc('minute', now()) - interval '6 "
+      "minutes'");
+  // Wake the leader as a change of jobs would.
+  db.exec("SELECT pg_notify('taskmill_jobs', '')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.jobs WHERE next_fire_at < now()") == "0";
+      },
+      10s));
+  // Whether the minute before this one was still on time depends on the
+  // second this runs at; the plans themselves are tested to the second in
+  // the units.
+  auto count = [&](const std::string& job, const std::string& kind, const std::string& outcome) {
+    return std::stoi(
+        db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE job = $1 AND "
+                  "kind = $2 AND outcome = $3",
+                  {job, kind, outcome}));
+  };
+  BOOST_CHECK_GE(count("m-skip", "scheduled", "missed"), 5);
+  BOOST_CHECK_EQUAL(count("m-skip", "fire_once", "fired") + count("m-skip", "catch_up", "fired"),
+                    0);
+  BOOST_CHECK_EQUAL(count("m-fire_once", "fire_once", "fired"), 1);
+  BOOST_CHECK_GE(count("m-fire_once", "scheduled", "missed"), 4);
+  BOOST_CHECK_EQUAL(count("m-catch_up", "catch_up", "fired"), 2);
+  BOOST_CHECK_GE(count("m-catch_up", "scheduled", "missed"), 3);
+  // Catching up takes the oldest first.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT min(fire_at) = date_trunc('minute', now()) - interval '6 minutes' FROM "
+                "taskmill.job_firings WHERE job = 'm-catch_up' AND kind = 'catch_up'"),
+      "t");
+  // Missed firings made no tasks; the fired ones one each.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks t JOIN taskmill.job_firings f "
+                              "ON f.batch = t.batch WHERE f.outcome = 'missed'"),
+                    "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+struct config_fixture : test::nodes_fixture {
+  config_fixture() : nodes_fixture("cfgjobs") {}
+};
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(from_the_config, config_fixture)
+
+BOOST_AUTO_TEST_CASE(config_jobs_are_written_at_start_and_win_for_the_jobs_they_name) {
+  auto cfg = test::test_node_config("cfg-jobs");
+  job_config hourly;
+  hourly.name = "report";
+  hourly.schedule = "@hourly";
+  hourly.type = "NOOP";
+  hourly.payload = R"({"kind": "hourly"})";
+  hourly.misfire = "skip";
+  cfg.jobs.push_back(hourly);
+  start(cfg);
+  auto row = [&] {
+    return db.scalar(
+        "SELECT schedule || ' ' || source || ' ' || misfire || ' ' || payload::text || ' ' || "
+        "next_fire_at FROM taskmill.jobs WHERE name = 'report'");
+  };
+  auto first = row();
+  BOOST_CHECK_MESSAGE(first.rfind(R"(@hourly config skip {"kind": "hourly"} )", 0) == 0, first);
+  // Changed through the API, then the node restarts: the config wins again,
+  // and a job that kept its schedule keeps its next fire time.
+  db.exec("UPDATE taskmill.jobs SET misfire = 'catch_up', source = 'api' WHERE name = 'report'");
+  stop_nodes();
+  nodes.clear();
+  start(cfg);
+  BOOST_CHECK_EQUAL(row(), first);
+  // A config job whose schedule never fires stops the node from starting.
+  stop_nodes();
+  nodes.clear();
+  cfg.jobs[0].schedule = "0 0 30 2 *";
+  auto refused = try_start(cfg, 3s);
+  BOOST_REQUIRE(!refused);
+  BOOST_CHECK_MESSAGE(contains(error_message(refused.error()), "jobs: report: schedule:"),
+                      error_message(refused.error()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
