@@ -602,10 +602,17 @@ void metrics(self_ptr self, call_ptr c) {
                     [self, c](int64_t in_flight) {
                       auto& m = *self->state.options.metrics;
                       m.in_flight.Set(static_cast<double>(in_flight));
-                      http_response res;
-                      res.content_type = "text/plain; version=0.0.4";
-                      res.body = m.render();
-                      send(self, *c, std::move(res));
+                      self->request(self->state.options.jobs, ask_timeout, jobs_atom_v,
+                                    stats_atom_v)
+                          .then(
+                              [self, c](const pb::JobMetrics& jobs) {
+                                http_response res;
+                                res.content_type = "text/plain; version=0.0.4";
+                                res.body = self->state.options.metrics->render() +
+                                           render_job_metrics(jobs);
+                                send(self, *c, std::move(res));
+                              },
+                              [self, c](const caf::error& err) { fail(self, *c, err); });
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
           },

@@ -86,6 +86,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobFirings))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::DueJobs))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobPlans))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobMetrics))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -215,7 +216,9 @@ using job_storage_actor = caf::typed_actor<
     // Fires a job now, with this payload (JSON; empty: the job's).
     caf::replies_to<trigger_atom, std::string, std::string>::with<pb::JobFiring>,
     // A job's latest firings, at most n.
-    caf::replies_to<firings_atom, std::string, int32_t>::with<pb::JobFirings>>;
+    caf::replies_to<firings_atom, std::string, int32_t>::with<pb::JobFirings>,
+    // Every job's firings by outcome, last and next fire time (/metrics).
+    caf::replies_to<jobs_atom, stats_atom>::with<pb::JobMetrics>>;
 
 /// Jobs due by now, and their planned firings (the cron actor's view).
 using cron_storage_actor = caf::typed_actor<

@@ -111,6 +111,22 @@ pb::JobFirings read_firings(const result& res, const std::string& job) {
   return out;
 }
 
+pb::JobMetrics read_job_metrics(const result& res) {
+  pb::JobMetrics out;
+  for (int row = 0; row < res.rows(); ++row) {
+    auto name = res.string(row, 0);
+    auto n = out.jobs_size();
+    auto m = n > 0 && out.jobs(n - 1).job() == name ? out.mutable_jobs(n - 1) : out.add_jobs();
+    m->set_job(name);
+    if (!res.is_null(row, 4)) m->set_next_fire_us(res.micros(row, 4));
+    if (res.is_null(row, 1)) continue;
+    auto outcome = res.string(row, 1);
+    (*m->mutable_firings())[outcome] = res.int64(row, 2);
+    if (outcome == "fired") m->set_last_fired_us(res.micros(row, 3));
+  }
+  return out;
+}
+
 pb::DueJobs read_due_jobs(const result& due, const result& next_due) {
   pb::DueJobs out;
   for (int row = 0; row < due.rows(); ++row) {

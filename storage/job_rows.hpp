@@ -16,6 +16,8 @@ void read_job(const result& res, int row, pb::Job* out);
 
 pb::JobFirings read_firings(const result& res, const std::string& job);
 
+pb::JobMetrics read_job_metrics(const result& res);
+
 pb::DueJobs read_due_jobs(const result& due, const result& next_due);
 
 /// The parameters of fire_jobs: one row per firing, and one without a fire

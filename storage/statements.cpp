@@ -168,6 +168,10 @@ const statement due_jobs{
 
 const statement next_job_due{"next_job_due", "SELECT taskmill.next_job_due_in_ms()"};
 
+const statement job_metrics{
+    "job_metrics",
+    "SELECT name, outcome, n, last_fire_at, next_fire_at FROM taskmill.job_metrics()"};
+
 const statement fire_jobs{
     "fire_jobs",
     "SELECT job, fire_at, outcome, batch FROM taskmill.fire_jobs($1::text[], $2::timestamptz[], "
@@ -211,6 +215,7 @@ const std::vector<const statement*>& all() {
       &due_jobs,
       &next_job_due,
       &fire_jobs,
+      &job_metrics,
   };
   return list;
 }

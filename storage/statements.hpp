@@ -29,6 +29,7 @@ extern const statement job_firings;
 extern const statement due_jobs;
 extern const statement next_job_due;
 extern const statement fire_jobs;
+extern const statement job_metrics;
 extern const statement list_tasks;
 extern const statement list_unit_tasks;
 extern const statement task_attempts;

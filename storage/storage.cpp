@@ -774,6 +774,11 @@ caf::result<pb::JobFirings> job_firings(self_ptr self, const std::string& name, 
                                 [name](results& rs) { return db::read_firings(*rs[0], name); });
 }
 
+caf::result<pb::JobMetrics> job_metrics(self_ptr self) {
+  return ask_db<pb::JobMetrics>(self, {db::call{&db::sql::job_metrics, {}}},
+                                [](results& rs) { return db::read_job_metrics(*rs[0]); });
+}
+
 caf::result<pb::DueJobs> due_jobs(self_ptr self, int32_t limit) {
   return ask_db<pb::DueJobs>(
       self,
@@ -855,6 +860,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](firings_atom, const std::string& name, int32_t n) {
         return job_firings(self, name, n);
       },
+      [self](jobs_atom, stats_atom) { return job_metrics(self); },
       [self](due_atom, int32_t limit) { return due_jobs(self, limit); },
       [self](fire_atom, const pb::JobPlans& plans) { return fire_jobs(self, plans); },
       [self](jobs_atom, caf::subscribe_atom, wake_listener_actor target) {

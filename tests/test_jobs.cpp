@@ -6,10 +6,14 @@
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tools/http_fetch.hpp"
+#include "tools/node_process.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <deque>
+#include <memory>
+#include <random>
 #include <thread>
 
 using namespace taskmill;
@@ -270,6 +274,11 @@ BOOST_AUTO_TEST_CASE(trigger_next_and_listing) {
   auto list = call("GET", "/v1/jobs");
   BOOST_REQUIRE_EQUAL(list.body["jobs"].size(), 1u);
   BOOST_CHECK_EQUAL(list.body["jobs"][0]["description"], "count sign-ups");
+  auto metrics = call("GET", "/metrics").raw;
+  for (const char* line : {"taskmill_job_firings_total{job=\"nightly\",outcome=\"fired\"} 1",
+                           "taskmill_job_last_fired_seconds{job=\"nightly\"} ",
+                           "taskmill_job_next_fire_seconds{job=\"nightly\"} "})
+    BOOST_CHECK_MESSAGE(contains(metrics, line), "no " << line << " in /metrics");
 }
 
 BOOST_AUTO_TEST_CASE(bad_schedules_zones_and_fields_are_400_naming_them) {
@@ -384,6 +393,70 @@ BOOST_AUTO_TEST_CASE(config_jobs_are_written_at_start_and_win_for_the_jobs_they_
   BOOST_REQUIRE(!refused);
   BOOST_CHECK_MESSAGE(contains(error_message(refused.error()), "jobs: report: schedule:"),
                       error_message(refused.error()));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(processes)
+
+// Two node processes; the leader is killed with SIGKILL at random instants
+// around fire times and restarted, over and over. Every second of the run
+// must have exactly one firing, none missed, each with its one task.
+BOOST_AUTO_TEST_CASE(killing_the_leader_at_random_never_loses_or_repeats_a_firing) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
+  test::task_database db{"cronkill"};
+  db.exec(
+      "SELECT taskmill.put_job('tick', '* * * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, true, 'any', NULL, 'allow', 'fire_once', 10, '', 'api', "
+      "date_trunc('second', now()) + interval '1 second', now())");
+  std::vector<std::string> options{"heartbeat.interval=100ms", "heartbeat.missed=5",
+                                   "watcher.interval=200ms",   "scheduling.poll_interval=200ms",
+                                   "node.log_level=warn",      "types.NOOP.executor=noop"};
+  std::map<std::string, std::unique_ptr<node_process>> nodes;
+  for (const char* name : {"c1", "c2"})
+    nodes[name] = std::make_unique<node_process>(binary, name, db.conninfo(), options);
+  auto leader = [&] {
+    return db.scalar(
+        "SELECT coalesce(max(name), '') FROM taskmill.nodes WHERE leader AND stopped_at IS NULL");
+  };
+  BOOST_REQUIRE(test::eventually([&] { return !leader().empty(); }, 30s));
+  std::mt19937 rng{20261123};
+  std::uniform_int_distribution<int> pause_ms{200, 1200};
+  constexpr int kills = 15;
+  for (int i = 0; i < kills; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds{pause_ms(rng)});
+    auto name = leader();
+    if (name.empty()) continue;
+    nodes[name]->kill_hard();
+    nodes[name] = std::make_unique<node_process>(binary, name, db.conninfo(), options);
+  }
+  std::this_thread::sleep_for(2s);
+  auto ended_at = db.scalar("SELECT now()::text");
+  for (auto& [name, node] : nodes) BOOST_CHECK_EQUAL(node->stop(), 0);
+  // Firings went on to the end.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT max(fire_at) >= $1::timestamptz - interval '3 seconds' "
+                              "FROM taskmill.job_firings",
+                              {ended_at}),
+                    "t");
+  auto firings = std::stoi(db.scalar("SELECT count(*) FROM taskmill.job_firings"));
+  auto span = std::stoi(db.scalar(
+      "SELECT extract(epoch FROM max(fire_at) - min(fire_at))::int + 1 FROM taskmill.job_firings"));
+  BOOST_TEST_MESSAGE(firings << " firings over " << span << " s, " << kills << " leaders killed");
+  BOOST_CHECK_GE(firings, 10);
+  BOOST_CHECK_EQUAL(firings, span);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE outcome <> 'fired' OR kind <> "
+                "'scheduled' OR fire_at <> date_trunc('second', fire_at)"),
+      "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings f WHERE (SELECT count(*) "
+                              "FROM taskmill.tasks t WHERE t.key = f.batch) <> 1"),
+                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), std::to_string(firings));
+  // And on time: a new leader fires at once what came due meanwhile.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE created_at - "
+                              "fire_at > interval '5 seconds'"),
+                    "0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

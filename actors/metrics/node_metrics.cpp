@@ -1,5 +1,7 @@
 #include "actors/metrics/node_metrics.hpp"
 
+#include "node.pb.h"
+
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -64,6 +66,31 @@ node_metrics::~node_metrics() = default;
 
 std::string node_metrics::render() const {
   return prometheus::TextSerializer{}.Serialize(registry->Collect());
+}
+
+std::string render_job_metrics(const pb::JobMetrics& jobs) {
+  prometheus::Registry r;
+  auto& firings = prometheus::BuildCounter()
+                      .Name("taskmill_job_firings_total")
+                      .Help("Firings of each job by outcome, from the ledger")
+                      .Register(r);
+  auto& last = prometheus::BuildGauge()
+                   .Name("taskmill_job_last_fired_seconds")
+                   .Help("When each job last fired, seconds since the epoch")
+                   .Register(r);
+  auto& next = prometheus::BuildGauge()
+                   .Name("taskmill_job_next_fire_seconds")
+                   .Help("When each job fires next, seconds since the epoch")
+                   .Register(r);
+  for (const auto& job : jobs.jobs()) {
+    for (const auto& [outcome, n] : job.firings())
+      firings.Add({{"job", job.job()}, {"outcome", outcome}}).Increment(static_cast<double>(n));
+    if (job.has_last_fired_us())
+      last.Add({{"job", job.job()}}).Set(static_cast<double>(job.last_fired_us()) / 1e6);
+    if (job.has_next_fire_us())
+      next.Add({{"job", job.job()}}).Set(static_cast<double>(job.next_fire_us()) / 1e6);
+  }
+  return prometheus::TextSerializer{}.Serialize(r.Collect());
 }
 
 }  // namespace taskmill

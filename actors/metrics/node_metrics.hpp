@@ -6,6 +6,10 @@
 #include <memory>
 #include <string>
 
+namespace taskmill::pb {
+class JobMetrics;
+}
+
 namespace prometheus {
 class Registry;
 class Counter;
@@ -42,5 +46,9 @@ struct node_metrics {
   /// The Prometheus text exposition of every metric.
   std::string render() const;
 };
+
+/// Each job's firings by outcome and its last and next fire time, as the
+/// ledger has them (the same on every node), in Prometheus text.
+std::string render_job_metrics(const pb::JobMetrics& jobs);
 
 }  // namespace taskmill

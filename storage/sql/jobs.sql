@@ -294,3 +294,17 @@ LANGUAGE sql STABLE AS $$
                         GROUP BY t.status) c ON true
    ORDER BY f.fire_at DESC, c.status
 $$;
+
+-- For /metrics: each job's firings by outcome, when it last fired and when
+-- it fires next. One row per job and outcome (outcome NULL: none yet).
+CREATE FUNCTION taskmill.job_metrics()
+RETURNS TABLE (name text, outcome text, n bigint, last_fire_at timestamptz,
+               next_fire_at timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT j.name, f.outcome, f.n, f.last_fire_at, j.next_fire_at
+    FROM taskmill.jobs j
+    LEFT JOIN LATERAL (SELECT jf.outcome, count(*) AS n, max(jf.fire_at) AS last_fire_at
+                         FROM taskmill.job_firings jf WHERE jf.job = j.name
+                        GROUP BY jf.outcome) f ON true
+   ORDER BY j.name, f.outcome
+$$;
