@@ -397,6 +397,38 @@ BOOST_AUTO_TEST_CASE(config_jobs_are_written_at_start_and_win_for_the_jobs_they_
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_FIXTURE_TEST_SUITE(scale, config_fixture)
+
+// A test-sized check of speed (the full figure is in the notes): 1,000 jobs
+// every second on one leader keep up.
+BOOST_AUTO_TEST_CASE(a_thousand_jobs_every_second_keep_up) {
+  auto cfg = test::test_node_config("many-jobs");
+  db.exec(
+      "SELECT taskmill.put_job('j' || g, '* * * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, true, 'any', NULL, 'allow', 'fire_once', 10, '', 'api', "
+      "date_trunc('second', now()) + interval '2 seconds', now()) FROM generate_series(1, "
+      "1000) g");
+  start(cfg);
+  std::this_thread::sleep_for(6s);
+  stop_nodes();
+  auto seconds = db.exec(
+      "SELECT fire_at, count(*), max(created_at - fire_at)::text FROM taskmill.job_firings "
+      "GROUP BY fire_at ORDER BY fire_at");
+  BOOST_TEST_MESSAGE(seconds.rows() << " seconds fired");
+  BOOST_REQUIRE_GE(seconds.rows(), 3);
+  // Every second that began firing fired every job; the last may be cut off
+  // by the stop.
+  for (int row = 0; row + 1 < seconds.rows(); ++row) {
+    BOOST_CHECK_EQUAL(seconds.int64(row, 1), 1000);
+    BOOST_TEST_MESSAGE("fired within " << seconds.string(row, 2) << " of the fire time");
+  }
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE outcome <> "
+                              "'fired' OR created_at - fire_at > interval '1 second'"),
+                    "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(processes)
 
 // Two node processes; the leader is killed with SIGKILL at random instants
