@@ -508,7 +508,8 @@ void trigger_job(self_ptr self, call_ptr c, const std::string& name) {
         answer(
             self, c, f, [](const pb::JobFiring& m) { return json::encode(m); }, 201);
       },
-      trigger_atom_v, name, req->has_payload() ? req->payload() : std::string{});
+      trigger_atom_v, name, req->has_payload() ? req->payload() : std::string{},
+      static_cast<int64_t>(o.lease.count()));
 }
 
 void job_endpoint(self_ptr self, call_ptr c, const std::string& method) {

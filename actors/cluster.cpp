@@ -56,6 +56,8 @@ void register_again(self_ptr self) {
   reg.set_incarnation(st.options.incarnation);
   reg.set_address(st.options.address);
   reg.set_lease_ms(st.options.lease.count());
+  reg.set_any_type(st.options.any_type);
+  for (const auto& type : st.options.types) reg.add_types(type);
   self->request(st.options.storage, st.options.lease, register_atom_v, reg)
       .then(
           [self](int32_t lost) {

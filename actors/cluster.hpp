@@ -17,6 +17,10 @@ struct cluster_options {
   std::chrono::milliseconds heartbeat_interval{1000};
   /// A node silent this long is dead (heartbeat interval x missed beats).
   std::chrono::milliseconds lease{5000};
+  /// The task types this node runs (any, or these), told to the database
+  /// when it registers again.
+  bool any_type = false;
+  std::vector<std::string> types;
   membership_storage_actor storage;
   pusher_actor pusher;
   /// Told when this node starts or stops leading.

@@ -61,6 +61,7 @@ void log_firings(const pb::JobFirings& firings) {
 void fire(self_ptr self, const pb::DueJobs& due) {
   auto& st = self->state;
   pb::JobPlans plans;
+  plans.set_lease_ms(st.options.lease.count());
   for (const auto& job : due.jobs()) {
     auto plan = plan_firings(job, due.db_now_us(), st.options.misfire);
     if (plan) {

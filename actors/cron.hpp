@@ -12,6 +12,8 @@ namespace taskmill {
 struct cron_options {
   cron_storage_actor storage;
   misfire_rules misfire;
+  /// Nodes silent this long are not live: broadcast shards skip them.
+  std::chrono::milliseconds lease{5000};
   /// Due jobs read per round trip.
   int32_t batch_size = 1000;
   /// The longest sleep, should a change of jobs go unnoticed (no NOTIFY).

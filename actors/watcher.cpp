@@ -39,12 +39,15 @@ void sweep(self_ptr self) {
               spdlog::info(
                   "watcher: {} lost to dead nodes, {} timed out, {} past their pending deadline",
                   r.lost(), r.timed_out(), r.expired());
+            if (r.repinned() > 0)
+              spdlog::info("watcher: {} broadcast shards moved off nodes no longer alive",
+                           r.repinned());
             if (r.stopped() + r.purged() > 0)
               spdlog::debug("watcher: {} stopped after retention, {} purged", r.stopped(),
                             r.purged());
             auto batch = self->state.options.batch_size;
             bool more = r.lost() >= batch || r.timed_out() >= batch || r.expired() >= batch ||
-                        r.stopped() >= batch || r.purged() >= batch;
+                        r.stopped() >= batch || r.purged() >= batch || r.repinned() >= batch;
             // A full batch means more is waiting: go on at once.
             schedule(self, more ? std::chrono::milliseconds{0} : self->state.options.interval);
           },

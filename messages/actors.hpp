@@ -213,8 +213,9 @@ using job_storage_actor = caf::typed_actor<
     caf::replies_to<drop_atom, std::string>::with<bool>,
     // Pauses (false) or resumes (true, next fire time in microseconds) a job.
     caf::replies_to<enable_atom, std::string, bool, int64_t>::with<pb::Job>,
-    // Fires a job now, with this payload (JSON; empty: the job's).
-    caf::replies_to<trigger_atom, std::string, std::string>::with<pb::JobFiring>,
+    // Fires a job now, with this payload (JSON; empty: the job's); nodes
+    // silent longer than the given milliseconds get no broadcast shard.
+    caf::replies_to<trigger_atom, std::string, std::string, int64_t>::with<pb::JobFiring>,
     // A job's latest firings, at most n.
     caf::replies_to<firings_atom, std::string, int32_t>::with<pb::JobFirings>,
     // Every job's firings by outcome, last and next fire time (/metrics).

@@ -158,8 +158,13 @@ std::vector<param> fire_params(const pb::JobPlans& plans) {
     if (p.firings().empty()) add(p, nullptr);
     for (const auto& f : p.firings()) add(p, &f);
   }
-  return {array_literal(jobs),   array_literal(fire_ats), array_literal(kinds),
-          array_literal(missed), array_literal(expected), array_literal(next)};
+  return {array_literal(jobs),
+          array_literal(fire_ats),
+          array_literal(kinds),
+          array_literal(missed),
+          array_literal(expected),
+          array_literal(next),
+          std::to_string(plans.lease_ms())};
 }
 
 }  // namespace taskmill::db

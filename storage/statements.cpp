@@ -32,7 +32,8 @@ const statement claim{
     "$8::text[], $9::int[])"};
 
 const statement next_due{
-    "next_due", "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint)"};
+    "next_due",
+    "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint, $3::text)"};
 
 const statement complete_many{
     "complete_many",
@@ -93,7 +94,7 @@ const statement list_nodes{
     "'running' AND t.picked_by = n.name) FROM taskmill.nodes n ORDER BY n.name"};
 
 const statement register_node{"register_node",
-                              "SELECT taskmill.register_node($1, $2, $3, $4::bigint)"};
+                              "SELECT taskmill.register_node($1, $2, $3, $4::bigint, $5::text[])"};
 
 // Leadership first: the heartbeat records it.
 const statement heartbeat{
@@ -109,6 +110,8 @@ const statement sweep_timeouts{"sweep_timeouts",
 const statement sweep_deadlines{"sweep_deadlines", "SELECT taskmill.sweep_deadlines($1::int)"};
 const statement sweep_succeeded{"sweep_succeeded",
                                 "SELECT taskmill.sweep_succeeded($1::bigint, $2::int)"};
+const statement sweep_repin{"sweep_repin", "SELECT taskmill.sweep_repin($1::bigint, $2::int)"};
+
 const statement sweep_purge{"sweep_purge", "SELECT taskmill.sweep_purge($1::bigint, $2::int)"};
 
 const statement finished_executions{
@@ -155,7 +158,8 @@ const statement set_job_enabled{
 
 const statement trigger_job{
     "trigger_job",
-    "SELECT t.fire_at, t.outcome, t.batch FROM taskmill.trigger_job($1::text, $2::jsonb) t"};
+    "SELECT t.fire_at, t.outcome, t.batch FROM taskmill.trigger_job($1::text, $2::jsonb, "
+    "$3::bigint) t"};
 
 const statement job_firings{
     "job_firings",
@@ -175,47 +179,18 @@ const statement job_metrics{
 const statement fire_jobs{
     "fire_jobs",
     "SELECT job, fire_at, outcome, batch FROM taskmill.fire_jobs($1::text[], $2::timestamptz[], "
-    "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[])"};
+    "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[], $7::bigint)"};
 
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many,
-      &reschedule,
-      &cancel_by_id,
-      &cancel_by_key,
-      &claim,
-      &next_due,
-      &complete_many,
-      &get_task,
-      &put_type_settings,
-      &list_tasks,
-      &list_unit_tasks,
-      &task_attempts,
-      &retry_task,
-      &batch_counts,
-      &retry_batch,
-      &status_counts,
-      &list_nodes,
-      &register_node,
-      &heartbeat,
-      &leave,
-      &sweep_lost,
-      &sweep_timeouts,
-      &sweep_deadlines,
-      &sweep_succeeded,
-      &sweep_purge,
-      &finished_executions,
-      &put_job,
-      &get_job,
-      &list_jobs,
-      &delete_job,
-      &set_job_enabled,
-      &trigger_job,
-      &job_firings,
-      &due_jobs,
-      &next_job_due,
-      &fire_jobs,
-      &job_metrics,
+      &submit_many,     &reschedule,          &cancel_by_id,    &cancel_by_key,     &claim,
+      &next_due,        &complete_many,       &get_task,        &put_type_settings, &list_tasks,
+      &list_unit_tasks, &task_attempts,       &retry_task,      &batch_counts,      &retry_batch,
+      &status_counts,   &list_nodes,          &register_node,   &heartbeat,         &leave,
+      &sweep_lost,      &sweep_timeouts,      &sweep_deadlines, &sweep_succeeded,   &sweep_purge,
+      &sweep_repin,     &finished_executions, &put_job,         &get_job,           &list_jobs,
+      &delete_job,      &set_job_enabled,     &trigger_job,     &job_firings,       &due_jobs,
+      &next_job_due,    &fire_jobs,           &job_metrics,
   };
   return list;
 }

@@ -46,6 +46,7 @@ extern const statement sweep_timeouts;
 extern const statement sweep_deadlines;
 extern const statement sweep_succeeded;
 extern const statement sweep_purge;
+extern const statement sweep_repin;
 extern const statement finished_executions;
 
 /// The statement of a compensation rule: rows of `query` (key, execute_at,

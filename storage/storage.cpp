@@ -572,7 +572,7 @@ caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
   auto types = claimable_types(req.grant());
   db::call next{&db::sql::next_due,
-                {types, std::to_string(self->state.options.next_due_horizon.count())}};
+                {types, std::to_string(self->state.options.next_due_horizon.count()), req.node()}};
   return ask_db<pb::ClaimedTasks>(
       self, {claim_call(req, types), std::move(next)},
       [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
@@ -626,9 +626,10 @@ caf::result<pb::NodeList> nodes(self_ptr self, int64_t lease_ms) {
 }
 
 caf::result<int32_t> register_node(self_ptr self, const pb::NodeRegistration& node) {
-  return ask_count(
-      self, {&db::sql::register_node,
-             {node.name(), node.incarnation(), node.address(), std::to_string(node.lease_ms())}});
+  auto types = node.any_type() ? db::param{} : db::param{text_array(node.types())};
+  return ask_count(self, {&db::sql::register_node,
+                          {node.name(), node.incarnation(), node.address(),
+                           std::to_string(node.lease_ms()), types}});
 }
 
 caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
@@ -651,6 +652,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
       {&db::sql::sweep_deadlines, {batch}},
       {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
       {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
+      {&db::sql::sweep_repin, {std::to_string(req.lease_ms()), batch}},
   };
   return ask_db<pb::SweepResult>(self, std::move(calls),
                                  [](results& rs) -> caf::expected<pb::SweepResult> {
@@ -660,6 +662,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
                                    out.set_expired(rs[2]->int32(0, 0));
                                    out.set_stopped(rs[3]->int32(0, 0));
                                    out.set_purged(rs[4]->int32(0, 0));
+                                   out.set_repinned(rs[5]->int32(0, 0));
                                    return out;
                                  });
 }
@@ -754,8 +757,9 @@ caf::result<pb::Job> set_job_enabled(self_ptr self, const std::string& name, boo
 }
 
 caf::result<pb::JobFiring> trigger_job(self_ptr self, const std::string& name,
-                                       const std::string& payload) {
-  db::call c{&db::sql::trigger_job, {name, payload.empty() ? db::param{} : db::param{payload}}};
+                                       const std::string& payload, int64_t lease_ms) {
+  db::call c{&db::sql::trigger_job,
+             {name, payload.empty() ? db::param{} : db::param{payload}, std::to_string(lease_ms)}};
   return ask_db<pb::JobFiring>(self, {std::move(c)},
                                [name](results& rs) -> caf::expected<pb::JobFiring> {
                                  pb::JobFiring out;
@@ -854,8 +858,8 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](enable_atom, const std::string& name, bool on, int64_t next_us) {
         return set_job_enabled(self, name, on, next_us);
       },
-      [self](trigger_atom, const std::string& name, const std::string& payload) {
-        return trigger_job(self, name, payload);
+      [self](trigger_atom, const std::string& name, const std::string& payload, int64_t lease_ms) {
+        return trigger_job(self, name, payload, lease_ms);
       },
       [self](firings_atom, const std::string& name, int32_t n) {
         return job_firings(self, name, n);

@@ -71,21 +71,22 @@ BOOST_AUTO_TEST_CASE(the_next_due_time_is_told_by_the_database_clock) {
   db.call("submit('T', 'a', execute_at => now() + interval '90 seconds')");
   db.call("submit('OTHER', 'b', execute_at => now() + interval '30 seconds')");
   auto delay = std::stod(db.scalar(
-      "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due(NULL, 600000)"));
+      "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due(NULL, 600000, 'n')"));
   BOOST_CHECK_CLOSE(delay, 30.0, 5.0);
-  auto for_t = std::stod(db.scalar(
-      "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due('{T}', 600000)"));
+  auto for_t =
+      std::stod(db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM "
+                          "taskmill.next_due('{T}', 600000, 'n')"));
   BOOST_CHECK_CLOSE(for_t, 90.0, 5.0);
   BOOST_CHECK_EQUAL(
-      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due('{NONE}', 600000)"), "t");
+      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due('{NONE}', 600000, 'n')"), "t");
   // Nodes of the previous release ask without a horizon.
   BOOST_CHECK_CLOSE(
       std::stod(db.scalar(
           "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due('{T}')")),
       90.0, 5.0);
   // Beyond the horizon (the node's poll interval) nothing is looked for.
-  BOOST_CHECK_EQUAL(db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due(NULL, 20000)"),
-                    "t");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due(NULL, 20000, 'n')"), "t");
 }
 
 BOOST_AUTO_TEST_CASE(a_node_claims_only_the_types_it_runs) {

@@ -42,7 +42,7 @@ std::string fire(const test::task_database& db, const std::string& job, const st
                  const std::string& expected, const std::string& next) {
   return db.scalar("SELECT string_agg(outcome, ',') FROM taskmill.fire_jobs(ARRAY[$1], ARRAY[" +
                        fire_at + "]::timestamptz[], ARRAY['scheduled'], ARRAY[false], ARRAY[" +
-                       expected + "]::timestamptz[], ARRAY[" + next + "]::timestamptz[])",
+                       expected + "]::timestamptz[], ARRAY[" + next + "]::timestamptz[], 5000)",
                    {job});
 }
 
@@ -98,7 +98,7 @@ BOOST_AUTO_TEST_CASE(racing_firers_create_each_firing_exactly_once) {
           // A firer that lost a round sees the moved time and goes on.
           auto res = conn.exec("SELECT outcome FROM taskmill.fire_jobs(ARRAY[$1], ARRAY[" + at +
                                    "], ARRAY['scheduled'], ARRAY[false], ARRAY[" + at +
-                                   "], ARRAY[" + next + "])",
+                                   "], ARRAY[" + next + "], 5000)",
                                {job});
           if (!res) {
             BOOST_ERROR("fire_jobs failed: " << test::describe(res));
@@ -489,6 +489,78 @@ BOOST_AUTO_TEST_CASE(killing_the_leader_at_random_never_loses_or_repeats_a_firin
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE created_at - "
                               "fire_at > interval '5 seconds'"),
                     "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(broadcast)
+
+// Three node processes run a broadcast job every second: every firing has
+// one shard per node, each run by the node it was pinned to. Then a node is
+// killed just before a firing: its shard moves to a live node and runs there.
+BOOST_AUTO_TEST_CASE(every_node_gets_one_shard_and_a_dead_nodes_shard_runs_elsewhere) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
+  test::task_database db{"broadcast"};
+  std::vector<std::string> options{"heartbeat.interval=100ms", "heartbeat.missed=10",
+                                   "watcher.interval=100ms",   "scheduling.poll_interval=200ms",
+                                   "node.log_level=warn",      "types.SHARD.executor=noop"};
+  std::map<std::string, std::unique_ptr<node_process>> nodes;
+  for (const char* name : {"b1", "b2", "b3"})
+    nodes[name] = std::make_unique<node_process>(binary, name, db.conninfo(), options);
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.nodes WHERE stopped_at IS NULL AND "
+                   "types = '{SHARD}'") == "3";
+      },
+      30s));
+  db.exec(
+      "SELECT taskmill.put_job('fan', '* * * * * *', 'UTC', 'SHARD', NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, true, 'broadcast', NULL, 'allow', 'fire_once', 10, '', 'api', "
+      "date_trunc('second', now()) + interval '1 second', now())");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return std::stoi(db.scalar("SELECT count(*) FROM taskmill.job_firings")) >= 3 &&
+               db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE status <> 'succeeded' AND "
+                   "created_at < now() - interval '1 second'") == "0";
+      },
+      20s));
+  db.exec("SELECT taskmill.set_job_enabled('fan', false, NULL)");
+  // Every firing: shards 0..2 of 3, on three distinct nodes, each run where
+  // it was pinned.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.job_firings f WHERE (SELECT count(DISTINCT "
+                "t.pinned_node) FILTER (WHERE t.shard_total = 3 AND t.picked_by = "
+                "t.pinned_node) FROM taskmill.tasks t WHERE t.batch = f.batch) <> 3"),
+      "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE key NOT LIKE batch || "
+                              "'#' || shard_index"),
+                    "0");
+  // b3 dies; a firing right after still counts it live (its lease has not
+  // passed) and pins a shard to it, which must run elsewhere.
+  nodes["b3"]->kill_hard();
+  auto fired = db.scalar("SELECT batch FROM taskmill.trigger_job('fan', NULL, 1000)");
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE batch = $1 AND "
+                                "pinned_node = 'b3'",
+                                {fired}),
+                      "1");
+  BOOST_CHECK_MESSAGE(test::eventually(
+                          [&] {
+                            return db.scalar(
+                                       "SELECT count(*) FROM taskmill.tasks WHERE batch = "
+                                       "$1 AND status = 'succeeded'",
+                                       {fired}) == "3";
+                          },
+                          20s),
+                      "the dead node's shard did not run elsewhere");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE batch = $1 AND "
+                              "(picked_by = 'b3' OR pinned_node = 'b3')",
+                              {fired}),
+                    "0");
+  for (auto& [name, node] : nodes)
+    if (name != "b3") BOOST_CHECK_EQUAL(node->stop(), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

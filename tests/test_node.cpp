@@ -140,7 +140,7 @@ BOOST_AUTO_TEST_CASE(claimed_tasks_run_even_when_the_next_due_time_cannot_be_rea
   cfg.scheduling.poll_interval = 200ms;
   start(cfg);
   // The claim commits before the statement after it fails.
-  db.exec("DROP FUNCTION taskmill.next_due(text[], bigint)");
+  db.exec("DROP FUNCTION taskmill.next_due(text[], bigint, text)");
   db.exec("SELECT count(taskmill.submit('NOOP', k::text)) FROM generate_series(1, 20) k");
   BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 20; }, 10s));
   BOOST_CHECK_EQUAL(count("status = 'running'"), 0);

@@ -279,12 +279,12 @@ BOOST_AUTO_TEST_CASE(the_leaders_watcher_stops_and_purges_what_is_past_retention
 }
 
 BOOST_AUTO_TEST_CASE(a_restarted_node_retries_what_its_earlier_run_held) {
-  db.exec("SELECT taskmill.register_node('r1', 'old', '', 1000)");
+  db.exec("SELECT taskmill.register_node('r1', 'old', '', 1000, NULL)");
   db.exec("SELECT count(taskmill.submit('SLEEP', k::text)) FROM generate_series(1, 4) k");
   BOOST_REQUIRE_EQUAL(db.claim(4, "r1").size(), 4u);
   // The old run crashed: its heartbeat stopped more than a lease ago.
   db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '2 s' WHERE name = 'r1'");
-  auto retried = count(db, "SELECT taskmill.register_node('r1', 'new', '', 1000)");
+  auto retried = count(db, "SELECT taskmill.register_node('r1', 'new', '', 1000, NULL)");
   BOOST_CHECK_EQUAL(retried, 4);
   BOOST_CHECK_EQUAL(count(db,
                           "SELECT count(*) FROM taskmill.tasks WHERE status = 'failed' AND "
@@ -406,8 +406,8 @@ BOOST_AUTO_TEST_SUITE(sweeps)
 
 BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
   test::task_database db{"sweeps"};
-  db.exec("SELECT taskmill.register_node('alive', 'a', '', 1000)");
-  db.exec("SELECT taskmill.register_node('gone', 'g', '', 1000)");
+  db.exec("SELECT taskmill.register_node('alive', 'a', '', 1000, NULL)");
+  db.exec("SELECT taskmill.register_node('gone', 'g', '', 1000, NULL)");
   db.exec(
       "SELECT count(taskmill.submit('T', k::text, max_retries => 1)) FROM generate_series(1, 6) k");
   db.claim(3, "alive");

@@ -11,7 +11,7 @@ $$;
 -- cheap probe per level instead of a claim statement per level. A probe in
 -- claim order with LIMIT 1 reads the claim index from its start (an EXISTS
 -- becomes a semi-join that may read every due task).
-CREATE FUNCTION taskmill.due_levels(p_types text[]) RETURNS integer[]
+CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
 LANGUAGE sql STABLE AS $$
   SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
     FROM generate_series(1, 5) AS l(p)
@@ -19,6 +19,7 @@ LANGUAGE sql STABLE AS $$
      SELECT 1 FROM taskmill.tasks t
       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p AND t.execute_at <= now()
         AND (p_types IS NULL OR t.type = ANY (p_types))
+        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
       ORDER BY t.execute_at, t.id LIMIT 1) AS first_due
 $$;
 
@@ -40,6 +41,8 @@ BEGIN
          AND (p_priority IS NULL OR t.priority = p_priority)
          AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
          AND (p_types IS NULL OR t.type = ANY (p_types))
+         -- A broadcast shard is for its node only.
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
        ORDER BY t.priority, t.execute_at, t.id
        LIMIT p_limit
        FOR UPDATE SKIP LOCKED)
@@ -74,7 +77,7 @@ DECLARE
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
   v_step integer;
-  v_due integer[] := taskmill.due_levels(p_types);
+  v_due integer[] := taskmill.due_levels(p_types, p_node);
   v_more boolean := false;
 BEGIN
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
@@ -141,7 +144,7 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint,
+CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint, p_node text,
                                   OUT next_due_at timestamptz, OUT db_now timestamptz)
 LANGUAGE plpgsql STABLE
 SET enable_seqscan = off
@@ -160,6 +163,7 @@ BEGIN
         AND t.execute_at > now() - interval '1 second'
         AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
         AND (p_types IS NULL OR t.type = ANY (p_types))
+        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
       ORDER BY t.execute_at LIMIT 1) n;
 END
 $$;
@@ -169,5 +173,5 @@ $$;
 CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
                                              OUT db_now timestamptz)
 LANGUAGE sql STABLE AS $$
-  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000) n
+  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000, NULL) n
 $$;

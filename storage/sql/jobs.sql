@@ -17,8 +17,9 @@ LANGUAGE sql STABLE AS $$
            'starting with a letter or digit'
     WHEN p_routing IS NULL OR p_routing NOT IN ('any', 'broadcast')
       THEN format('routing must be one of any, broadcast (got "%s")', p_routing)
-    WHEN p_routing = 'broadcast' THEN 'routing broadcast is not supported yet'
-    WHEN p_shards IS NOT NULL THEN 'shards is for routing broadcast only'
+    WHEN p_shards IS NOT NULL AND p_routing <> 'broadcast'
+      THEN 'shards is for routing broadcast only'
+    WHEN p_shards NOT BETWEEN 1 AND 10000 THEN 'shards must be between 1 and 10000'
     WHEN p_overlap IS NULL OR p_overlap NOT IN ('allow', 'skip', 'replace')
       THEN format('overlap must be one of allow, skip, replace (got "%s")', p_overlap)
     WHEN p_misfire IS NULL OR p_misfire NOT IN ('skip', 'fire_once', 'catch_up')
@@ -177,11 +178,46 @@ BEGIN
 END
 $$;
 
+-- The tasks of one firing: one (routing any), or one per shard (broadcast),
+-- shard i pinned to the i-th live node that runs the type; shards beyond the
+-- live nodes (a fixed number larger than them) go to any node.
+CREATE FUNCTION taskmill.create_firing_tasks(p_job taskmill.jobs, p_batch text, p_payload jsonb,
+                                             p_lease_ms bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_nodes text[];
+  v_total integer := 1;
+  v_id bigint;
+BEGIN
+  IF p_job.routing = 'broadcast' THEN
+    v_nodes := taskmill.nodes_running(p_job.type, p_lease_ms);
+    v_total := coalesce(p_job.shards, greatest(cardinality(v_nodes), 1));
+  END IF;
+  FOR i IN 0 .. v_total - 1 LOOP
+    SELECT (s.task).id INTO v_id
+      FROM taskmill.submit(p_job.type,
+                           CASE WHEN p_job.routing = 'broadcast' THEN p_batch || '#' || i
+                                ELSE p_batch END,
+                           payload => coalesce(p_payload, p_job.payload),
+                           priority => p_job.priority, max_retries => p_job.max_retries,
+                           timeout_ms => p_job.timeout_ms, backoff_kind => p_job.backoff_kind,
+                           backoff_base_ms => p_job.backoff_base_ms,
+                           backoff_cap_ms => p_job.backoff_cap_ms,
+                           backoff_jitter => p_job.backoff_jitter, batch => p_batch,
+                           shard_index => CASE WHEN p_job.routing = 'broadcast' THEN i END,
+                           shard_total => CASE WHEN p_job.routing = 'broadcast' THEN v_total END) s;
+    IF i < cardinality(v_nodes) THEN
+      UPDATE taskmill.tasks t SET pinned_node = v_nodes[i + 1] WHERE t.id = v_id;
+    END IF;
+  END LOOP;
+END
+$$;
+
 -- One firing: its ledger row, then (unless missed, or skipped for overlap)
--- its task. Outcome: fired | skipped | missed | duplicate (the ledger had
+-- its tasks. Outcome: fired | skipped | missed | duplicate (the ledger had
 -- it: another leader, or an earlier run, fired it).
 CREATE FUNCTION taskmill.fire_job(p_job taskmill.jobs, p_fire_at timestamptz, p_kind text,
-                                  p_missed boolean, p_payload jsonb,
+                                  p_missed boolean, p_payload jsonb, p_lease_ms bigint,
                                   OUT outcome text, OUT batch text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -215,12 +251,7 @@ BEGIN
     UPDATE taskmill.job_firings f SET open = false
      WHERE f.job = p_job.name AND f.open AND f.batch <> fire_job.batch;
   END IF;
-  PERFORM taskmill.submit(p_job.type, batch, payload => coalesce(p_payload, p_job.payload),
-                          priority => p_job.priority, max_retries => p_job.max_retries,
-                          timeout_ms => p_job.timeout_ms, backoff_kind => p_job.backoff_kind,
-                          backoff_base_ms => p_job.backoff_base_ms,
-                          backoff_cap_ms => p_job.backoff_cap_ms,
-                          backoff_jitter => p_job.backoff_jitter, batch => batch);
+  PERFORM taskmill.create_firing_tasks(p_job, fire_job.batch, p_payload, p_lease_ms);
 END
 $$;
 
@@ -230,7 +261,7 @@ $$;
 -- written, else they are left out (outcome 'taken').
 CREATE FUNCTION taskmill.fire_jobs(p_jobs text[], p_fire_ats timestamptz[], p_kinds text[],
                                    p_missed boolean[], p_expected_next timestamptz[],
-                                   p_new_next timestamptz[])
+                                   p_new_next timestamptz[], p_lease_ms bigint)
 RETURNS TABLE (job text, fire_at timestamptz, outcome text, batch text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -256,7 +287,8 @@ BEGIN
     ELSIF r.fire_at IS NULL THEN
       CONTINUE;
     ELSE
-      SELECT * INTO v_fired FROM taskmill.fire_job(v_job, r.fire_at, r.kind, r.missed, NULL);
+      SELECT * INTO v_fired
+        FROM taskmill.fire_job(v_job, r.fire_at, r.kind, r.missed, NULL, p_lease_ms);
       job := r.job; fire_at := r.fire_at; outcome := v_fired.outcome; batch := v_fired.batch;
     END IF;
     RETURN NEXT;
@@ -265,7 +297,7 @@ END
 $$;
 
 -- POST /v1/jobs/{name}/trigger: a firing now, recorded as manual.
-CREATE FUNCTION taskmill.trigger_job(p_name text, p_payload jsonb,
+CREATE FUNCTION taskmill.trigger_job(p_name text, p_payload jsonb, p_lease_ms bigint,
                                      OUT outcome text, OUT batch text, OUT fire_at timestamptz)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -277,7 +309,7 @@ BEGIN
   END IF;
   fire_at := clock_timestamp();
   SELECT f.outcome, f.batch INTO outcome, batch
-    FROM taskmill.fire_job(v_job, fire_at, 'manual', false, p_payload) f;
+    FROM taskmill.fire_job(v_job, fire_at, 'manual', false, p_payload, p_lease_ms) f;
 END
 $$;
 

@@ -4,7 +4,7 @@
 -- running tasks of its earlier incarnations, which can no longer finish, end
 -- as failed attempts.
 CREATE FUNCTION taskmill.register_node(p_name text, p_incarnation text, p_address text,
-                                       p_lease_ms bigint) RETURNS integer
+                                       p_lease_ms bigint, p_types text[]) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   cur taskmill.nodes;
@@ -20,11 +20,12 @@ BEGIN
                        'give this node another node.name', p_name, cur.heartbeat_at);
   END IF;
   INSERT INTO taskmill.nodes AS n (name, incarnation, address, started_at, heartbeat_at, leader,
-                                   stopped_at)
-  VALUES (p_name, p_incarnation, p_address, now(), now(), false, NULL)
+                                   stopped_at, types)
+  VALUES (p_name, p_incarnation, p_address, now(), now(), false, NULL, p_types)
   ON CONFLICT (name) DO UPDATE
      SET incarnation = excluded.incarnation, address = excluded.address,
-         started_at = now(), heartbeat_at = now(), leader = false, stopped_at = NULL;
+         started_at = now(), heartbeat_at = now(), leader = false, stopped_at = NULL,
+         types = excluded.types;
   SELECT array_agg(t.id), array_agg(t.attempt) INTO v_ids, v_attempts
     FROM taskmill.tasks t WHERE t.status = 'running' AND t.picked_by = p_name;
   RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'lost',
@@ -92,4 +93,13 @@ BEGIN
   END IF;
   RETURN v_held OR pg_try_advisory_lock(7345, 2);
 END
+$$;
+
+-- The live nodes that run p_type, by name: where broadcast shards go.
+CREATE FUNCTION taskmill.nodes_running(p_type text, p_lease_ms bigint) RETURNS text[]
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(array_agg(n.name ORDER BY n.name), '{}')
+    FROM taskmill.nodes n
+   WHERE n.stopped_at IS NULL AND n.heartbeat_at >= now() - p_lease_ms * interval '1 ms'
+     AND (n.types IS NULL OR p_type = ANY (n.types))
 $$;

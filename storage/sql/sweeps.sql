@@ -87,3 +87,31 @@ LANGUAGE sql AS $$
   )
   SELECT count(*)::integer FROM gone
 $$;
+
+-- Watcher: broadcast shards still waiting for a node that is no longer alive
+-- go to a live node that runs their type, preferring one that holds no shard
+-- of the same firing yet; with none alive, to any node.
+CREATE FUNCTION taskmill.sweep_repin(p_lease_ms bigint, p_limit integer) RETURNS integer
+LANGUAGE sql AS $$
+  WITH orphans AS (
+    SELECT t.id, t.type, t.batch FROM taskmill.tasks t
+     WHERE t.pinned_node IS NOT NULL AND t.status IN ('pending', 'failed')
+       AND NOT EXISTS (SELECT 1 FROM taskmill.nodes n
+                        WHERE n.name = t.pinned_node AND n.stopped_at IS NULL
+                          AND n.heartbeat_at >= now() - p_lease_ms * interval '1 ms')
+     LIMIT p_limit
+       FOR UPDATE OF t SKIP LOCKED
+  ),
+  repinned AS (
+    UPDATE taskmill.tasks t
+       SET pinned_node = (
+             SELECT l.name FROM unnest(taskmill.nodes_running(o.type, p_lease_ms)) AS l(name)
+              ORDER BY (SELECT count(*) FROM taskmill.tasks s
+                         WHERE s.batch = o.batch AND s.pinned_node = l.name), l.name
+              LIMIT 1),
+           updated_at = now()
+      FROM orphans o WHERE t.id = o.id
+    RETURNING 1
+  )
+  SELECT count(*)::integer FROM repinned
+$$;

@@ -78,6 +78,24 @@ caf::expected<Result> ask_patiently(caf::actor_system& sys, const storage_actor&
   }
 }
 
+/// The task types this node runs by its configuration. Types run by CAF
+/// executors become claimable once one registers.
+struct types_run {
+  bool any = false;
+  std::vector<std::string> types;
+};
+
+types_run types_run_here(const config& cfg) {
+  auto runs_here = [](executor_kind executor) {
+    return executor != executor_kind::none && executor != executor_kind::caf;
+  };
+  types_run out;
+  out.any = runs_here(cfg.default_type.executor);
+  for (const auto& [name, t] : cfg.types)
+    if (runs_here(t.executor)) out.types.push_back(name);
+  return out;
+}
+
 /// A job of the config as the API would put it.
 pb::Job job_of(const job_config& j) {
   pb::Job job;
@@ -127,6 +145,9 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   reg.set_incarnation(node.incarnation);
   reg.set_address(cfg.api.listen);
   reg.set_lease_ms((cfg.heartbeat.interval * cfg.heartbeat.missed).count());
+  auto run_here = types_run_here(cfg);
+  reg.set_any_type(run_here.any);
+  for (const auto& type : run_here.types) reg.add_types(type);
   auto lost =
       ask_patiently<int32_t>(sys, node.storage, keep_waiting,
                              ("taking the name " + cfg.node.name).c_str(), register_atom_v, reg);
@@ -211,13 +232,9 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   limiter_opts.global_limit = cfg->scheduling.global_limit;
   for (const auto& [name, t] : cfg->types)
     if (t.running_limit > 0) limiter_opts.type_limits.emplace(name, t.running_limit);
-  // Types run by CAF executors become claimable once one registers.
-  auto runs_here = [](executor_kind executor) {
-    return executor != executor_kind::none && executor != executor_kind::caf;
-  };
-  limiter_opts.any_type = runs_here(cfg->default_type.executor);
-  for (const auto& [name, t] : cfg->types)
-    if (runs_here(t.executor)) limiter_opts.types.push_back(name);
+  auto run_here = types_run_here(*cfg);
+  limiter_opts.any_type = run_here.any;
+  limiter_opts.types = run_here.types;
   node.limiter = spawn_limiter(sys, limiter_opts);
   watch("limiter", node.limiter);
 
@@ -270,6 +287,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
 
   cron_options cron_opts;
   cron_opts.storage = node.storage;
+  cron_opts.lease = lease;
   node.cron = spawn_cron(sys, cron_opts);
   watch("cron", node.cron);
   caf::anon_send(node.storage, jobs_atom_v, caf::subscribe_atom_v,
@@ -281,6 +299,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.address = cfg->api.listen;
   cluster_opts.heartbeat_interval = cfg->heartbeat.interval;
   cluster_opts.lease = lease;
+  cluster_opts.any_type = run_here.any;
+  cluster_opts.types = run_here.types;
   cluster_opts.storage = node.storage;
   cluster_opts.pusher = node.pusher;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
