@@ -12,6 +12,7 @@
 #include "config/config.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
+#include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
@@ -143,7 +144,13 @@ const std::vector<std::string> field_words = {"type",        "key",
                                               "status",      "page_token",
                                               "request",     "endpoint",
                                               "allowed",     "larger than",
-                                              "longer than", "the executor's answer"};
+                                              "longer than", "the executor's answer",
+                                              "schedule",    "time_zone",
+                                              "name",        "routing",
+                                              "overlap",     "misfire",
+                                              "catch_up",    "enabled",
+                                              "shards",      "description",
+                                              "count",       "no job"};
 
 /// Checks the error properties; answers a description of what is wrong, or
 /// empty. A message may also name a field by a name the input made up.
@@ -206,6 +213,13 @@ const std::vector<std::string> answer_seeds = {
     R"({"outcome": "fail", "error": {"why": "no"}, "result": [1]})", R"({"rows": 3})", R"([1, 2])",
     "not json at all"};
 
+const std::vector<std::string> job_seeds = {
+    R"({"schedule": "0 30 2 * * MON-FRI", "time_zone": "Europe/Berlin", "type": "T",
+        "payload": {"a": 1}, "backoff": {"kind": "fixed", "base_ms": 5}, "misfire": "catch_up",
+        "catch_up_limit": 3, "overlap": "skip", "enabled": false, "description": "d"})",
+    R"({"schedule": "@every 90s", "type": "T", "routing": "broadcast", "shards": 4})"};
+const std::vector<std::string> trigger_seeds = {R"({"payload": {"manual": [1, 2]}})", "", "{}"};
+
 constexpr int rounds = 10000;
 
 }  // namespace
@@ -225,6 +239,10 @@ BOOST_AUTO_TEST_CASE(json_bodies) {
     check_decoded(in, json::decode_cancel(in));
     in = f.input(result_seeds);
     check_decoded(in, json::decode_result_report(in));
+    in = f.input(job_seeds);
+    check_decoded(in, json::decode_job(in, "fuzz-job"));
+    in = f.input(trigger_seeds);
+    check_decoded(in, json::decode_trigger(in));
     in = f.input(answer_seeds);
     auto answer = json::decode_executor_answer(in);
     check_decoded(in, answer);
@@ -286,6 +304,36 @@ BOOST_AUTO_TEST_CASE(durations) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(cron_schedules_and_zones) {
+  fuzzer f{7};
+  std::vector<std::string> seeds = {
+      "*/15 * * * *",      "0 30 2 ? * MON-FRI", "0 0 L * *", "0 0 15W,LW * *",
+      "0 0 * * 5#3,1L",    "@every 1h30m",       "@daily",    "0 0 29 2 *",
+      "0 0 * jan,JUL sun", "10-50/20 7/3 * * *"};
+  std::vector<std::string> zones = {"UTC", "Europe/Berlin", "America/New_York", "Asia/Kathmandu"};
+  auto after = cron::seconds_time{std::chrono::seconds{1'800'000'000}};
+  for (int i = 0; i < rounds; ++i) {
+    auto in = f.input(seeds, 60);
+    auto schedule = cron::parse(in);
+    if (!schedule) {
+      auto message = error_message(schedule.error());
+      FUZZ_CHECK(message.rfind("schedule: ", 0) == 0 && is_utf8(message), in,
+                 "a bad message: " << quote_input(message));
+      continue;
+    }
+    auto zone_name = f.input(zones, 40);
+    auto zone = cron::find_zone(zone_name);
+    if (!zone) {
+      auto message = error_message(zone.error());
+      FUZZ_CHECK(message.rfind("time_zone: ", 0) == 0 && is_utf8(message), zone_name,
+                 "a bad message: " << quote_input(message));
+      continue;
+    }
+    auto next = cron::next_after(*schedule, *zone, after, after);
+    if (next) FUZZ_CHECK(*next > after, in, "the next fire time is not later");
+  }
+}
+
 BOOST_AUTO_TEST_CASE(config_files) {
   fuzzer f{5};
   std::ifstream example{std::string{TASKMILL_SOURCE_DIR} + "/config/taskmill.example.toml"};
@@ -318,11 +366,13 @@ struct http_fixture : test::nodes_fixture {
         "execute_at => now() + interval '1 day') FROM generate_series(1, 5) k");
   }
 
-  /// Everything stored that a request could change.
+  /// Everything stored that a request could change, but for the tasks that
+  /// jobs fire on their own (batch <job>@<time>).
   std::string snapshot() const {
     return db.scalar(
         "SELECT md5(coalesce(string_agg(t::text, '|' ORDER BY id), '')) || "
-        "(SELECT count(*) FROM taskmill.attempts) FROM taskmill.tasks t");
+        "(SELECT count(*) FROM taskmill.attempts) FROM taskmill.tasks t "
+        "WHERE t.batch IS NULL OR strpos(t.batch, '@') = 0");
   }
 
   uint16_t port = 0;
@@ -354,6 +404,12 @@ BOOST_AUTO_TEST_CASE(requests_end_to_end) {
       request("GET", "/v1/batches/b1"),
       request("HEAD", "/v1/stats"),
       request("GET", "/readyz", {}, "Authorization: Bearer x\r\nAccept: application/json\r\n"),
+      request("PUT", "/v1/jobs/fz",
+              R"({"schedule": "0 0 1 1 *", "type": "FUZZ", "misfire": "skip", "payload": {}})"),
+      request("POST", "/v1/jobs/fz/trigger", R"({"payload": {"n": 1}})"),
+      request("GET", "/v1/jobs/fz/next?count=3"),
+      request("GET", "/v1/jobs/fz/firings?limit=2"),
+      request("POST", "/v1/jobs/fz/pause"),
   };
   auto before = snapshot();
   auto deadline = std::chrono::steady_clock::now() + 60s;

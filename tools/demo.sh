@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The demo behind tools/run.sh: a node on the embedded PostgreSQL, the example
 # HTTP executor, and tasks flowing through them (quick work, a retry, a 202
-# with its result coming later, a reschedule). The node then keeps running
+# with its result coming later, a reschedule, recurring jobs). The node then keeps running
 # until Ctrl-C so that the CLI can be tried against it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +62,14 @@ show "$bin" list --type REPORT --key "monthly-$run"
 step "Submitting the same thumbnail again changes nothing (it already ran)"
 show "$bin" submit THUMBNAIL "img-$run-1"
 
+step "A recurring job from config/demo.toml, and one put by hand: every 2 seconds"
+show "$bin" jobs put "sync-$run" --schedule "@every 2s" --type THUMBNAIL --payload '{"sync": true}'
+show "$bin" jobs next "sync-$run" --count 3
+sleep 5
+show "$bin" jobs firings "sync-$run" --limit 3
+show "$bin" jobs list
+"$bin" jobs delete "sync-$run" >/dev/null
+
 step "Where things stand"
 show "$bin" stats
 
@@ -70,6 +78,7 @@ cat <<HINT
   $bin list --limit 10
   $bin submit EMAIL hello --payload '{"to": "you@example.com", "fail_attempts": 2}' --wait
   $bin stats
+  $bin jobs firings digest
   $bin --help
 Node log: $logs/node.log   Executor log: $logs/executor.log
 Ctrl-C stops the node and its PostgreSQL.
