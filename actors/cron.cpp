@@ -7,8 +7,6 @@
 
 #include <spdlog/spdlog.h>
 
-#include <optional>
-
 namespace taskmill {
 
 struct cron_state {
@@ -34,15 +32,22 @@ void arm(self_ptr self, std::chrono::milliseconds delay) {
 
 void fire_due(self_ptr self);
 
-void end_round(self_ptr self, std::optional<std::chrono::milliseconds> next) {
+void end_round(self_ptr self, std::chrono::milliseconds next) {
   auto& st = self->state;
   st.firing = false;
   if (!st.leader) return;
-  if (st.look_again || !next) {
+  if (st.look_again) {
     st.look_again = false;
     return fire_due(self);
   }
-  arm(self, *next);
+  arm(self, next);
+}
+
+/// When to look again, as storage answered: at once if a job is due.
+template <class Answer>
+std::chrono::milliseconds next_due(self_ptr self, const Answer& answer) {
+  return answer.has_next_due_in_ms() ? std::chrono::milliseconds{answer.next_due_in_ms()}
+                                     : self->state.options.longest_sleep;
 }
 
 void log_firings(const pb::JobFirings& firings) {
@@ -56,8 +61,8 @@ void log_firings(const pb::JobFirings& firings) {
   }
 }
 
-/// Fires the jobs due by now, then looks again: the firings moved their
-/// next fire times.
+/// Fires the jobs due by now; storage answers when the next job is due once
+/// the firings moved their next fire times.
 void fire(self_ptr self, const pb::DueJobs& due) {
   auto& st = self->state;
   pb::JobPlans plans;
@@ -77,9 +82,9 @@ void fire(self_ptr self, const pb::DueJobs& due) {
   }
   self->request(st.options.storage, storage_timeout, fire_atom_v, std::move(plans))
       .then(
-          [self](const pb::JobFirings& firings) {
-            log_firings(firings);
-            end_round(self, std::nullopt);
+          [self](const pb::FiringRound& round) {
+            log_firings(round.firings());
+            end_round(self, next_due(self, round));
           },
           [self](const caf::error& err) {
             spdlog::warn("cron: cannot fire jobs: {}", error_message(err));
@@ -102,11 +107,7 @@ void fire_due(self_ptr self) {
               self->state.firing = false;
               return;
             }
-            if (due.jobs().empty()) {
-              auto next = due.has_next_due_in_ms() ? std::chrono::milliseconds{due.next_due_in_ms()}
-                                                   : self->state.options.longest_sleep;
-              return end_round(self, next);
-            }
+            if (due.jobs().empty()) return end_round(self, next_due(self, due));
             fire(self, due);
           },
           [self](const caf::error& err) {

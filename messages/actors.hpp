@@ -86,6 +86,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobFirings))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::DueJobs))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobPlans))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::FiringRound))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobMetrics))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
@@ -226,8 +227,8 @@ using cron_storage_actor = caf::typed_actor<
     // At most n due jobs, oldest first, and when the next one is due.
     caf::replies_to<due_atom, int32_t>::with<pb::DueJobs>,
     // Writes firings and moves next fire times, each job only if nobody
-    // moved it since it was read.
-    caf::replies_to<fire_atom, pb::JobPlans>::with<pb::JobFirings>,
+    // moved it since it was read; answers them and when the next job is due.
+    caf::replies_to<fire_atom, pb::JobPlans>::with<pb::FiringRound>,
     // Starts forwarding NOTIFY of job changes to the listener.
     caf::reacts_to<jobs_atom, caf::subscribe_atom, wake_listener_actor>>;
 

@@ -157,6 +157,21 @@ caf::error read_backoff(const json& value, const std::string& where, pb::Backoff
   return b.finish();
 }
 
+/// The settings a task and a job's tasks share: priority, max_retries,
+/// timeout_ms, backoff (pb::SubmitTask and pb::Job name them alike).
+template <class Message>
+caf::error read_task_settings(object_reader& r, Message& out) {
+  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
+    out.set_priority(static_cast<int32_t>(*v));
+  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
+    out.set_max_retries(static_cast<int32_t>(*v));
+  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
+    out.set_timeout_ms(static_cast<int32_t>(*v));
+  if (auto backoff = r.find("backoff"))
+    return read_backoff(*backoff, r.path("backoff"), *out.mutable_backoff());
+  return caf::none;
+}
+
 // Numbers are only checked to fit their fields here: the rules on their
 // values are taskmill.task_problem's (storage/sql/submit.sql).
 caf::error read_submit_task(const json& value, const std::string& where, pb::SubmitTask& out) {
@@ -166,14 +181,7 @@ caf::error read_submit_task(const json& value, const std::string& where, pb::Sub
   if (auto v = r.integer("version", INT64_MIN, INT64_MAX)) out.set_version(*v);
   if (auto v = r.raw("payload")) out.set_payload(*v);
   if (auto v = r.time("execute_at")) *out.mutable_execute_at() = *v;
-  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
-    out.set_priority(static_cast<int32_t>(*v));
-  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
-    out.set_max_retries(static_cast<int32_t>(*v));
-  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
-    out.set_timeout_ms(static_cast<int32_t>(*v));
-  if (auto backoff = r.find("backoff"))
-    if (auto err = read_backoff(*backoff, r.path("backoff"), *out.mutable_backoff())) return err;
+  if (auto err = read_task_settings(r, out)) return err;
   if (auto v = r.text("batch")) out.set_batch(*v);
   if (auto v = r.text("trace_id")) out.set_trace_id(*v);
   if (auto v = r.integer("shard_index", INT32_MIN, INT32_MAX))
@@ -540,14 +548,7 @@ caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name
   if (auto v = r.text("time_zone")) out.set_time_zone(*v);
   if (auto v = r.text("type")) out.set_type(*v);
   if (auto v = r.raw("payload")) out.set_payload(*v);
-  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
-    out.set_priority(static_cast<int32_t>(*v));
-  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
-    out.set_max_retries(static_cast<int32_t>(*v));
-  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
-    out.set_timeout_ms(static_cast<int32_t>(*v));
-  if (auto backoff = r.find("backoff"))
-    if (auto err = read_backoff(*backoff, r.path("backoff"), *out.mutable_backoff())) return err;
+  if (auto err = read_task_settings(r, out)) return err;
   if (auto v = r.find("enabled")) {
     if (!v->is_boolean())
       r.fail("enabled must be true or false");

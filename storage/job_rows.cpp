@@ -127,6 +127,22 @@ pb::JobMetrics read_job_metrics(const result& res) {
   return out;
 }
 
+pb::FiringRound read_firing_round(const result& fired, const caf::expected<result>& next_due) {
+  pb::FiringRound out;
+  for (int row = 0; row < fired.rows(); ++row) {
+    auto f = out.mutable_firings()->add_firings();
+    f->set_job(fired.string(row, 0));
+    if (!fired.is_null(row, 1)) set_micros(f->mutable_fire_at(), fired.micros(row, 1));
+    f->set_outcome(fired.string(row, 2));
+    if (!fired.is_null(row, 3)) f->set_batch(fired.string(row, 3));
+  }
+  if (!next_due)
+    out.set_next_due_in_ms(0);
+  else if (next_due->rows() > 0 && !next_due->is_null(0, 0))
+    out.set_next_due_in_ms(next_due->int64(0, 0));
+  return out;
+}
+
 pb::DueJobs read_due_jobs(const result& due, const result& next_due) {
   pb::DueJobs out;
   for (int row = 0; row < due.rows(); ++row) {

@@ -18,6 +18,10 @@ pb::JobFirings read_firings(const result& res, const std::string& job);
 
 pb::JobMetrics read_job_metrics(const result& res);
 
+/// fire_jobs' rows and, if it could be read, next_job_due (if not, the next
+/// job counts as due now: the cron actor looks again).
+pb::FiringRound read_firing_round(const result& fired, const caf::expected<result>& next_due);
+
 pb::DueJobs read_due_jobs(const result& due, const result& next_due);
 
 /// The parameters of fire_jobs: one row per firing, and one without a fire

@@ -790,21 +790,13 @@ caf::result<pb::DueJobs> due_jobs(self_ptr self, int32_t limit) {
       [](results& rs) { return db::read_due_jobs(*rs[0], *rs[1]); });
 }
 
-caf::result<pb::JobFirings> fire_jobs(self_ptr self, const pb::JobPlans& plans) {
-  return ask_db<pb::JobFirings>(self, {db::call{&db::sql::fire_jobs, db::fire_params(plans)}},
-                                [](results& rs) -> caf::expected<pb::JobFirings> {
-                                  const auto& res = *rs[0];
-                                  pb::JobFirings out;
-                                  for (int row = 0; row < res.rows(); ++row) {
-                                    auto f = out.add_firings();
-                                    f->set_job(res.string(row, 0));
-                                    if (!res.is_null(row, 1))
-                                      set_micros(f->mutable_fire_at(), res.micros(row, 1));
-                                    f->set_outcome(res.string(row, 2));
-                                    if (!res.is_null(row, 3)) f->set_batch(res.string(row, 3));
-                                  }
-                                  return out;
-                                });
+/// The firings and, in the same round trip, when the next job is due after
+/// them, so that the cron actor need not ask again.
+caf::result<pb::FiringRound> fire_jobs(self_ptr self, const pb::JobPlans& plans) {
+  return ask_db<pb::FiringRound>(
+      self,
+      {db::call{&db::sql::fire_jobs, db::fire_params(plans)}, db::call{&db::sql::next_job_due, {}}},
+      [](results& rs) { return db::read_firing_round(*rs[0], rs[1]); }, 1);
 }
 
 void reconnect(self_ptr self) {
