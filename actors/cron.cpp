@@ -50,15 +50,22 @@ std::chrono::milliseconds next_due(self_ptr self, const Answer& answer) {
                                      : self->state.options.longest_sleep;
 }
 
+/// One line per round at info (a thousand jobs a second would otherwise
+/// write a thousand lines); each firing at debug, skipped and missed ones at
+/// warn.
 void log_firings(const pb::JobFirings& firings) {
+  int fired = 0;
   for (const auto& f : firings.firings()) {
-    if (f.outcome() == "fired")
-      spdlog::info("cron: job {} fired ({})", f.job(), f.batch());
-    else if (f.outcome() == "skipped" || f.outcome() == "missed")
+    if (f.outcome() == "fired") {
+      ++fired;
+      spdlog::debug("cron: job {} fired ({})", f.job(), f.batch());
+    } else if (f.outcome() == "skipped" || f.outcome() == "missed") {
       spdlog::warn("cron: job {}: firing {} {}", f.job(), f.batch(), f.outcome());
-    else if (f.outcome() == "taken")
+    } else if (f.outcome() == "taken") {
       spdlog::debug("cron: job {} was fired or changed elsewhere", f.job());
+    }
   }
+  if (fired > 0) spdlog::info("cron: {} firings", fired);
 }
 
 /// Fires the jobs due by now; storage answers when the next job is due once
