@@ -545,6 +545,48 @@ void job_endpoint(self_ptr self, call_ptr c, const std::string& method) {
       firings_atom_v, name, *limit);
 }
 
+// -- alerts (SPEC §6) -------------------------------------------------------------------
+
+/// GET /v1/alerts?since=&limit=: `since` is an alert id or an RFC 3339 time.
+caf::expected<pb::ListAlertsRequest> alerts_request(const call& c) {
+  pb::ListAlertsRequest req;
+  req.set_limit(100);
+  for (const auto& [name, value] : c.query) {
+    if (name == "limit") {
+      int32_t limit = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+      if (ec != std::errc{} || end != value.data() + value.size() || limit < 1 || limit > 1000)
+        return make_error(errc::invalid_argument, "limit must be an integer from 1 to 1000");
+      req.set_limit(limit);
+    } else if (name == "since") {
+      int64_t id = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), id);
+      if (ec == std::errc{} && end == value.data() + value.size() && id >= 0) {
+        req.set_after_id(id);
+        continue;
+      }
+      auto since = parse_rfc3339(value);
+      if (!since)
+        return make_error(
+            errc::invalid_argument,
+            "since must be an alert id or an RFC 3339 time (got " + quote_input(value) + ")");
+      set_micros(req.mutable_since(), *since);
+    } else {
+      return make_error(errc::invalid_argument, "unknown query parameter " + quote_input(name));
+    }
+  }
+  return req;
+}
+
+void list_alerts(self_ptr self, call_ptr c) {
+  auto req = alerts_request(*c);
+  if (!req) return fail(self, *c, req.error());
+  ask<pb::AlertList>(
+      self, c, self->state.options.storage,
+      [self](const call& c, const pb::AlertList& l) { answer(self, c, l); }, alerts_atom_v,
+      std::move(*req));
+}
+
 /// The answers /readyz still waits for, and the first problem found.
 struct readiness {
   size_t waiting = 0;
@@ -588,6 +630,20 @@ void ready(self_ptr self, call_ptr c) {
   if (r->waiting == 0) answer_readiness(self, *c, *r);
 }
 
+/// /metrics, once the numbers of the jobs are in: the alerts' come last.
+void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
+  self->request(self->state.options.storage, ask_timeout, alerts_atom_v, stats_atom_v)
+      .then(
+          [self, c, jobs](const pb::AlertMetrics& alerts) {
+            http_response res;
+            res.content_type = "text/plain; version=0.0.4";
+            res.body = self->state.options.metrics->render() + render_job_metrics(jobs) +
+                       render_alert_metrics(alerts);
+            send(self, *c, std::move(res));
+          },
+          [self, c](const caf::error& err) { fail(self, *c, err); });
+}
+
 void metrics(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
   // The first storage is the node's main connection.
@@ -605,15 +661,9 @@ void metrics(self_ptr self, call_ptr c) {
                       m.in_flight.Set(static_cast<double>(in_flight));
                       self->request(self->state.options.jobs, ask_timeout, jobs_atom_v,
                                     stats_atom_v)
-                          .then(
-                              [self, c](const pb::JobMetrics& jobs) {
-                                http_response res;
-                                res.content_type = "text/plain; version=0.0.4";
-                                res.body = self->state.options.metrics->render() +
-                                           render_job_metrics(jobs);
-                                send(self, *c, std::move(res));
-                              },
-                              [self, c](const caf::error& err) { fail(self, *c, err); });
+                          .then([self,
+                                 c](const pb::JobMetrics& jobs) { answer_metrics(self, c, jobs); },
+                                [self, c](const caf::error& err) { fail(self, *c, err); });
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
           },
@@ -639,7 +689,7 @@ const char* allowed_methods(const std::vector<std::string>& p) {
     if (p.size() == 4 && p[3] == "retry-failed") return post;
     return nullptr;
   }
-  if (p.size() == 2 && (p[1] == "stats" || p[1] == "nodes")) return get;
+  if (p.size() == 2 && (p[1] == "stats" || p[1] == "nodes" || p[1] == "alerts")) return get;
   if (p[1] == "jobs") {
     if (p.size() == 2) return get;
     if (p.size() == 3) return "GET, HEAD, PUT, DELETE";
@@ -729,6 +779,7 @@ void route(self_ptr self, call_ptr c) {
   if (p[1] == "batches") return batch_endpoint(self, c);
   if (p[1] == "stats") return stats(self, c);
   if (p[1] == "jobs") return job_endpoint(self, c, method);
+  if (p[1] == "alerts") return list_alerts(self, c);
   return ask<pb::NodeList>(
       self, c, self->state.options.storage,
       [self](const call& c, const pb::NodeList& n) { answer(self, c, n); }, nodes_atom_v,

@@ -229,6 +229,73 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   return {};
 }
 
+/// One alert rule: the defaults of [alerts], or [alerts.types.X] or
+/// [alerts.jobs.X] (`scope`), which take only the settings that apply.
+enum class rule_scope { defaults, type, job };
+
+void read_alert_rule(table_reader& r, alert_rule& rule, rule_scope scope) {
+  auto optional_bool = [&](const char* key, std::optional<bool>& out) {
+    if (!r.node(key)) return;
+    bool value = false;
+    r.read(key, value);
+    out = value;
+  };
+  optional_bool("dead_task", rule.dead_task);
+  if (r.node("failure_rate")) {
+    double rate = 0;
+    r.read("failure_rate", rate, 0.0, 1.0);
+    rule.failure_rate = rate;
+  }
+  if (scope != rule_scope::type) optional_bool("missed_firings", rule.missed_firings);
+  if (scope != rule_scope::job && r.node("pending_after")) {
+    milliseconds after{0};
+    r.read("pending_after", after);
+    rule.pending_after = after;
+  }
+}
+
+std::string read_alerts(table_reader& top, config::alerts_section& alerts) {
+  table_reader r{top.table("alerts"), "alerts"};
+  if (auto hooks = r.array("webhooks")) {
+    for (const auto& hook : *hooks) {
+      auto url = hook.value<std::string>();
+      if (!url || url->rfind("http://", 0) != 0 || url->size() <= 7) {
+        r.fail("webhooks", "must be a list of http:// URLs");
+        break;
+      }
+      alerts.webhooks.push_back(*url);
+    }
+  }
+  r.read("interval", alerts.interval, milliseconds{10});
+  r.read("overdue_check_interval", alerts.overdue_check_interval, milliseconds{10});
+  r.read("delivery_timeout", alerts.delivery_timeout, milliseconds{1}, max_int32_ms);
+  r.read("delivery_attempts", alerts.delivery_attempts, 1, 1000);
+  r.read("delivery_backoff", alerts.delivery_backoff, milliseconds{1}, max_int32_ms);
+  r.read("delivery_backoff_cap", alerts.delivery_backoff_cap, milliseconds{1}, max_int32_ms);
+  read_alert_rule(r, alerts.defaults, rule_scope::defaults);
+  auto read_rules = [&](const char* key, rule_scope scope, std::map<std::string, alert_rule>& out) {
+    auto table = r.table(key);
+    if (!table) return std::string{};
+    for (auto&& [name, node] : *table) {
+      auto prefix = "alerts." + std::string{key} + "." + std::string{name.str()};
+      if (!node.is_table()) return "'" + prefix + "' must be a table";
+      table_reader rr{node.as_table(), prefix};
+      alert_rule rule;
+      read_alert_rule(rr, rule, scope);
+      rr.reject_unknown_keys();
+      if (!rr.error().empty()) return rr.error();
+      out.emplace(std::string{name.str()}, rule);
+    }
+    return std::string{};
+  };
+  if (auto problem = read_rules("types", rule_scope::type, alerts.types); !problem.empty())
+    return problem;
+  if (auto problem = read_rules("jobs", rule_scope::job, alerts.jobs); !problem.empty())
+    return problem;
+  r.reject_unknown_keys();
+  return r.error();
+}
+
 std::string read_sections(const toml::table& root, config& cfg) {
   table_reader top{&root, ""};
   {
@@ -339,6 +406,13 @@ std::string read_sections(const toml::table& root, config& cfg) {
     r.reject_unknown_keys();
     if (!r.error().empty()) return r.error();
   }
+  {
+    table_reader r{top.table("cron"), "cron"};
+    r.read("misfire_after", cfg.cron.misfire_after, milliseconds{1});
+    r.reject_unknown_keys();
+    if (!r.error().empty()) return r.error();
+  }
+  if (auto problem = read_alerts(top, cfg.alerts); !problem.empty()) return problem;
   if (auto jobs = top.array("jobs")) {
     for (size_t i = 0; i < jobs->size(); ++i) {
       job_config job;
@@ -434,6 +508,23 @@ const char* executor_name(executor_kind kind) {
       break;
   }
   return "";
+}
+
+std::string alert_rules_json(const config::alerts_section& alerts) {
+  auto rule_json = [](const alert_rule& rule) {
+    nlohmann::json out = nlohmann::json::object();
+    if (rule.dead_task) out["dead_task"] = *rule.dead_task;
+    if (rule.failure_rate) out["failure_rate"] = *rule.failure_rate;
+    if (rule.missed_firings) out["missed_firings"] = *rule.missed_firings;
+    if (rule.pending_after) out["pending_after_ms"] = rule.pending_after->count();
+    return out;
+  };
+  nlohmann::json types = nlohmann::json::object();
+  for (const auto& [name, rule] : alerts.types) types[name] = rule_json(rule);
+  nlohmann::json jobs = nlohmann::json::object();
+  for (const auto& [name, rule] : alerts.jobs) jobs[name] = rule_json(rule);
+  return json::dump(
+      nlohmann::json{{"default", rule_json(alerts.defaults)}, {"types", types}, {"jobs", jobs}});
 }
 
 const task_type_config& config::type_config(const std::string& type) const {

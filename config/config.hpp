@@ -73,6 +73,15 @@ struct job_config {
   std::string description;
 };
 
+/// When to raise alerts (SPEC §6) for one type or job; unset settings take
+/// the defaults of [alerts].
+struct alert_rule {
+  std::optional<bool> dead_task;
+  std::optional<double> failure_rate;         // of a finished batch or firing
+  std::optional<bool> missed_firings;         // missed or skipped (jobs)
+  std::optional<milliseconds> pending_after;  // a due task waits longer; 0: never (types)
+};
+
 struct config {
   struct node_section {
     std::string name;  // default: <hostname>-<api port>
@@ -131,7 +140,26 @@ struct config {
     std::vector<compensation_rule> rules;
   } reconciler;
 
+  struct cron_section {
+    /// A fire time later than this by now was missed (no leader ran), and
+    /// its job's misfire policy decides; a later one fires as it is.
+    milliseconds misfire_after{60000};
+  } cron;
+
   std::vector<job_config> jobs;
+
+  struct alerts_section {
+    std::vector<std::string> webhooks;  // http:// URLs that get each alert as a JSON POST
+    milliseconds interval{1000};
+    milliseconds overdue_check_interval{10000};
+    milliseconds delivery_timeout{5000};
+    int delivery_attempts = 12;
+    milliseconds delivery_backoff{1000};  // doubles after each failed try
+    milliseconds delivery_backoff_cap{std::chrono::minutes{5}};
+    alert_rule defaults{true, 0.05, true, std::chrono::hours{1}};
+    std::map<std::string, alert_rule> types;
+    std::map<std::string, alert_rule> jobs;
+  } alerts;
 
   /// Settings for types without a section of their own.
   task_type_config default_type;
@@ -146,6 +174,9 @@ struct config {
 /// name the file, the key and what is wrong.
 caf::expected<config> load_config(const std::string& path,
                                   const std::vector<std::string>& overrides);
+
+/// The alert rules as storage/sql/alerts.sql reads them (JSON).
+std::string alert_rules_json(const config::alerts_section& alerts);
 
 /// The longest duration any option takes.
 inline constexpr milliseconds max_duration{100LL * 365 * 24 * 3600 * 1000};

@@ -88,6 +88,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobPlans))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::FiringRound))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::JobMetrics))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AlertList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AlertCheck))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AlertRound))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::DeliveryResults))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ListAlertsRequest))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AlertMetrics))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -135,6 +141,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, firings_atom, "firings")
   CAF_ADD_ATOM(taskmill, taskmill, due_atom, "due")
   CAF_ADD_ATOM(taskmill, taskmill, fire_atom, "fire")
+  CAF_ADD_ATOM(taskmill, taskmill, alerts_atom, "alerts")
+  CAF_ADD_ATOM(taskmill, taskmill, deliver_atom, "deliver")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -181,7 +189,10 @@ using query_storage_actor =
                      // Task counts per type and status.
                      caf::replies_to<stats_atom>::with<pb::Stats>,
                      // The nodes, with those silent longer than the given milliseconds dead.
-                     caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>>;
+                     caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>,
+                     caf::replies_to<alerts_atom, pb::ListAlertsRequest>::with<pb::AlertList>,
+                     // Alerts by kind and deliveries by state (/metrics).
+                     caf::replies_to<alerts_atom, stats_atom>::with<pb::AlertMetrics>>;
 
 /// Whether the connection is up and migrated (readiness).
 using storage_status_actor =
@@ -232,6 +243,14 @@ using cron_storage_actor = caf::typed_actor<
     // Starts forwarding NOTIFY of job changes to the listener.
     caf::reacts_to<jobs_atom, caf::subscribe_atom, wake_listener_actor>>;
 
+/// Raises alerts and keeps their deliveries (the alerter's view).
+using alert_storage_actor = caf::typed_actor<
+    // Raises the alerts the rules call for; answers them and the deliveries
+    // due now, each taken for the lease it names.
+    caf::replies_to<alerts_atom, pb::AlertCheck>::with<pb::AlertRound>,
+    // Records how deliveries went; answers how many arrived.
+    caf::replies_to<deliver_atom, pb::DeliveryResults>::with<int32_t>>;
+
 /// Owns one PostgreSQL connection. Requests that arrive while a round trip is
 /// under way are sent together in the next one. The node itself uses the
 /// whole of it: start (settings, name) and stop (leave).
@@ -246,6 +265,7 @@ using storage_actor = submission_storage_actor
     ::extend_with<compensation_storage_actor>
     ::extend_with<job_storage_actor>
     ::extend_with<cron_storage_actor>
+    ::extend_with<alert_storage_actor>
     ::extend<
         // A node stops: what it still runs goes back to pending; answers how many.
         caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
@@ -321,6 +341,15 @@ using cluster_actor = pingable_actor::extend<
 using cron_actor = periodic_duty_actor::extend_with<wake_listener_actor>::extend<
     // Internal: the timer, with the generation it was set in.
     caf::reacts_to<caf::tick_atom, uint64_t>>;
+
+/// Leader only, periodic: raises alerts (SPEC §6) from what the inbox,
+/// finished batches and overdue types show, logs them, and delivers them to
+/// the webhooks with retries and backoff that outlive the node.
+using alerter_actor = periodic_duty_actor::extend<
+    // Internal: the timer, with the generation it was set in.
+    caf::reacts_to<caf::tick_atom, uint64_t>,
+    // Internal: a webhook answered (alert id, url, error; empty: delivered).
+    caf::reacts_to<deliver_atom, int64_t, std::string, std::string>>;
 
 /// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.

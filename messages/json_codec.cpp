@@ -623,6 +623,28 @@ json firing_json(const pb::JobFiring& f) {
               {"batch", f.batch()}, {"counts", counts}};
 }
 
+json alert_json(const pb::Alert& a) {
+  auto details = json::parse(a.details(), nullptr, false);
+  return json{{"id", a.id()},
+              {"kind", a.kind()},
+              {"subject", a.subject()},
+              {"type", text_or_null(a.type())},
+              {"job", text_or_null(a.job())},
+              {"batch", text_or_null(a.batch())},
+              {"task_id", a.task_id() == 0 ? json(nullptr) : json(a.task_id())},
+              {"message", a.message()},
+              {"details", details.is_discarded() ? json(a.details()) : details},
+              {"raised_at", time_or_null(a.raised_at(), a.has_raised_at())}};
+}
+
+json delivery_json(const pb::AlertDelivery& d) {
+  return json{{"url", d.url()},
+              {"attempts", d.attempts()},
+              {"delivered_at", time_or_null(d.delivered_at(), d.has_delivered_at())},
+              {"next_at", time_or_null(d.next_at(), d.has_next_at())},
+              {"last_error", text_or_null(d.last_error())}};
+}
+
 }  // namespace
 
 std::string encode(const pb::Job& job) {
@@ -653,6 +675,22 @@ std::string encode(const pb::FireTimes& times) {
   json out = json::array();
   for (const auto& t : times.times()) out.push_back(format_rfc3339(to_micros(t)));
   return dump(json{{"times", out}});
+}
+
+std::string encode(const pb::Alert& alert) {
+  return dump(alert_json(alert));
+}
+
+std::string encode(const pb::AlertList& list) {
+  json alerts = json::array();
+  for (const auto& a : list.alerts()) {
+    auto out = alert_json(a);
+    json deliveries = json::array();
+    for (const auto& d : a.deliveries()) deliveries.push_back(delivery_json(d));
+    out["deliveries"] = deliveries;
+    alerts.push_back(out);
+  }
+  return dump(json{{"alerts", alerts}});
 }
 
 }  // namespace taskmill::json

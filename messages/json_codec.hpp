@@ -51,6 +51,10 @@ std::string encode(const pb::JobList& list);
 std::string encode(const pb::JobFiring& firing);
 std::string encode(const pb::JobFirings& firings);
 std::string encode(const pb::FireTimes& times);
+/// An alert as its webhook gets it.
+std::string encode(const pb::Alert& alert);
+/// GET /v1/alerts: each alert with its deliveries.
+std::string encode(const pb::AlertList& list);
 
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);

@@ -181,16 +181,75 @@ const statement fire_jobs{
     "SELECT job, fire_at, outcome, batch FROM taskmill.fire_jobs($1::text[], $2::timestamptz[], "
     "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[], $7::bigint)"};
 
+// -- alerts (storage/sql/alerts.sql) -------------------------------------------------
+
+const statement raise_alerts{
+    "raise_alerts",
+    "SELECT a.* FROM taskmill.raise_alerts($1::jsonb, $2::text[], $3::int, $4::boolean) a"};
+
+const statement take_alert_deliveries{
+    "take_alert_deliveries",
+    "SELECT d.url, d.attempts, (d.alert).* FROM taskmill.take_alert_deliveries($1::int, "
+    "$2::bigint) d"};
+
+const statement record_alert_deliveries{
+    "record_alert_deliveries",
+    "SELECT taskmill.record_alert_deliveries($1::bigint[], $2::text[], $3::text[], $4::int, "
+    "$5::bigint, $6::bigint)"};
+
+const statement list_alerts{
+    "list_alerts",
+    "SELECT (l.alert).*, l.url, l.attempts AS delivery_attempts, l.next_at, l.delivered_at, "
+    "l.last_error FROM taskmill.list_alerts($1::bigint, $2::timestamptz, $3::int) l"};
+
+const statement alert_metrics{"alert_metrics",
+                              "SELECT what, name, n FROM taskmill.alert_metrics()"};
+
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many,     &reschedule,          &cancel_by_id,    &cancel_by_key,     &claim,
-      &next_due,        &complete_many,       &get_task,        &put_type_settings, &list_tasks,
-      &list_unit_tasks, &task_attempts,       &retry_task,      &batch_counts,      &retry_batch,
-      &status_counts,   &list_nodes,          &register_node,   &heartbeat,         &leave,
-      &sweep_lost,      &sweep_timeouts,      &sweep_deadlines, &sweep_succeeded,   &sweep_purge,
-      &sweep_repin,     &finished_executions, &put_job,         &get_job,           &list_jobs,
-      &delete_job,      &set_job_enabled,     &trigger_job,     &job_firings,       &due_jobs,
-      &next_job_due,    &fire_jobs,           &job_metrics,
+      &submit_many,
+      &reschedule,
+      &cancel_by_id,
+      &cancel_by_key,
+      &claim,
+      &next_due,
+      &complete_many,
+      &get_task,
+      &put_type_settings,
+      &list_tasks,
+      &list_unit_tasks,
+      &task_attempts,
+      &retry_task,
+      &batch_counts,
+      &retry_batch,
+      &status_counts,
+      &list_nodes,
+      &register_node,
+      &heartbeat,
+      &leave,
+      &sweep_lost,
+      &sweep_timeouts,
+      &sweep_deadlines,
+      &sweep_succeeded,
+      &sweep_purge,
+      &sweep_repin,
+      &finished_executions,
+      &put_job,
+      &get_job,
+      &list_jobs,
+      &delete_job,
+      &set_job_enabled,
+      &trigger_job,
+      &job_firings,
+      &due_jobs,
+      &next_job_due,
+      &fire_jobs,
+      &job_metrics,
+      &raise_alerts,
+      &take_alert_deliveries,
+      &record_alert_deliveries,
+      &list_alerts,
+      &alert_metrics,
   };
   return list;
 }

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "messages/names.hpp"
 #include "messages/time.hpp"
+#include "storage/alert_rows.hpp"
 #include "storage/job_rows.hpp"
 #include "storage/listener.hpp"
 #include "storage/migrations.hpp"
@@ -799,6 +800,28 @@ caf::result<pb::FiringRound> fire_jobs(self_ptr self, const pb::JobPlans& plans)
       [](results& rs) { return db::read_firing_round(*rs[0], rs[1]); }, 1);
 }
 
+// -- alerts ----------------------------------------------------------------------
+
+/// The alerts raised and, in the same round trip, the deliveries due.
+caf::result<pb::AlertRound> alert_round(self_ptr self, const pb::AlertCheck& check) {
+  return ask_db<pb::AlertRound>(
+      self,
+      {db::call{&db::sql::raise_alerts, db::raise_alerts_params(check)},
+       db::call{&db::sql::take_alert_deliveries,
+                {std::to_string(check.batch_size()), std::to_string(check.delivery_lease_ms())}}},
+      [](results& rs) { return db::read_alert_round(*rs[0], *rs[1]); });
+}
+
+caf::result<pb::AlertList> list_alerts(self_ptr self, const pb::ListAlertsRequest& req) {
+  return ask_db<pb::AlertList>(self, {db::call{&db::sql::list_alerts, db::list_alerts_params(req)}},
+                               [](results& rs) { return db::read_alert_list(*rs[0]); });
+}
+
+caf::result<pb::AlertMetrics> alert_metrics(self_ptr self) {
+  return ask_db<pb::AlertMetrics>(self, {db::call{&db::sql::alert_metrics, {}}},
+                                  [](results& rs) { return db::read_alert_metrics(*rs[0]); });
+}
+
 void reconnect(self_ptr self) {
   self->state.reconnect_scheduled = false;
   if (self->state.conn) return;
@@ -862,6 +885,13 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](jobs_atom, caf::subscribe_atom, wake_listener_actor target) {
         subscribe(self, self->state.job_listener, "taskmill_jobs", target);
       },
+      [self](alerts_atom, const pb::AlertCheck& c) { return alert_round(self, c); },
+      [self](deliver_atom, const pb::DeliveryResults& r) {
+        return ask_count(self,
+                         {&db::sql::record_alert_deliveries, db::record_deliveries_params(r)});
+      },
+      [self](alerts_atom, const pb::ListAlertsRequest& r) { return list_alerts(self, r); },
+      [self](alerts_atom, stats_atom) { return alert_metrics(self); },
       [self](caf::flush_atom) { flush(self); },
       [self](reconnect_atom) { reconnect(self); },
   };

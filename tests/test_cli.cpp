@@ -446,6 +446,29 @@ BOOST_AUTO_TEST_CASE(stats_and_nodes) {
   }));
 }
 
+BOOST_AUTO_TEST_CASE(alerts_lists_what_was_raised) {
+  auto cfg = node_config();
+  cfg.alerts.interval = 50ms;
+  start(cfg);
+  CHECK_RUN(run({"submit", "FAIL", "doomed", "--max-retries", "0", "--wait"}), 1);
+  BOOST_REQUIRE(test::eventually([&] { return !run_json({"alerts"})["alerts"].empty(); }, 30s));
+  auto alerts = run({"alerts"});
+  CHECK_RUN(alerts, 0);
+  auto rows = lines_of(alerts.out);
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_CHECK_EQUAL(rows[0].rfind("ID", 0), 0u);
+  BOOST_CHECK(contains(rows[1], " dead_task "));
+  BOOST_CHECK(contains(rows[1], "(FAIL doomed) is dead after attempt 1"));
+  BOOST_CHECK(contains(rows[1], " -"));  // no webhooks
+  auto doc = run_json({"alerts", "--since", "0", "--limit", "5"});
+  BOOST_REQUIRE_EQUAL(doc["alerts"].size(), 1u);
+  auto id = doc["alerts"][0]["id"].get<int64_t>();
+  BOOST_CHECK(run_json({"alerts", "--since", std::to_string(id)})["alerts"].empty());
+  auto bad = run({"alerts", "--since", "last tuesday"});
+  CHECK_RUN(bad, 1);
+  BOOST_CHECK_MESSAGE(contains(bad.err, "since must be an alert id or an RFC 3339 time"), bad);
+}
+
 BOOST_AUTO_TEST_CASE(errors_show_the_servers_message) {
   start();
   auto unknown = run({"show", "999999"});

@@ -58,6 +58,15 @@ BOOST_AUTO_TEST_CASE(the_example_file_documents_the_defaults) {
   BOOST_CHECK(example->watcher.success_retention == defaults.watcher.success_retention);
   BOOST_CHECK(example->watcher.purge_retention == defaults.watcher.purge_retention);
   BOOST_CHECK(example->reconciler.interval == defaults.reconciler.interval);
+  BOOST_CHECK(example->cron.misfire_after == defaults.cron.misfire_after);
+  BOOST_CHECK_EQUAL(alert_rules_json(example->alerts), alert_rules_json(defaults.alerts));
+  BOOST_CHECK(example->alerts.interval == defaults.alerts.interval);
+  BOOST_CHECK(example->alerts.overdue_check_interval == defaults.alerts.overdue_check_interval);
+  BOOST_CHECK(example->alerts.delivery_timeout == defaults.alerts.delivery_timeout);
+  BOOST_CHECK_EQUAL(example->alerts.delivery_attempts, defaults.alerts.delivery_attempts);
+  BOOST_CHECK(example->alerts.delivery_backoff == defaults.alerts.delivery_backoff);
+  BOOST_CHECK(example->alerts.delivery_backoff_cap == defaults.alerts.delivery_backoff_cap);
+  BOOST_CHECK(example->alerts.webhooks.empty());
   BOOST_CHECK(example->default_type.executor == defaults.default_type.executor);
   BOOST_CHECK(example->default_type.timeout == defaults.default_type.timeout);
   BOOST_CHECK(example->default_type.backoff.cap == defaults.default_type.backoff.cap);
@@ -133,6 +142,35 @@ enabled = false
   BOOST_CHECK(contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"@daily\"\n"
                                 "colour = 1\n"),
                        "unknown option 'jobs[0].colour'"));
+}
+
+BOOST_AUTO_TEST_CASE(alert_rules_have_defaults_and_per_type_and_job_settings) {
+  temp_file file{R"(
+[alerts]
+webhooks = ["http://127.0.0.1:9000/alerts"]
+failure_rate = 0.1
+pending_after = "10m"
+[alerts.types.AUDIT]
+dead_task = false
+pending_after = "0"
+[alerts.jobs.nightly]
+missed_firings = false
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE_MESSAGE(cfg, (cfg ? "" : error_message(cfg.error())));
+  BOOST_CHECK_EQUAL(cfg->alerts.webhooks.size(), 1u);
+  BOOST_CHECK_EQUAL(alert_rules_json(cfg->alerts),
+                    R"({"default":{"dead_task":true,"failure_rate":0.1,"missed_firings":true,)"
+                    R"("pending_after_ms":600000},"jobs":{"nightly":{"missed_firings":false}},)"
+                    R"("types":{"AUDIT":{"dead_task":false,"pending_after_ms":0}}})");
+  BOOST_CHECK(contains(error_of("[alerts]\nwebhooks = [\"ftp://x\"]\n"),
+                       "'alerts.webhooks' must be a list of http:// URLs"));
+  BOOST_CHECK(contains(error_of("[alerts]\nfailure_rate = 2\n"), "'alerts.failure_rate'"));
+  BOOST_CHECK(contains(error_of("[alerts.types.T]\nmissed_firings = true\n"),
+                       "unknown option 'alerts.types.T.missed_firings'"));
+  BOOST_CHECK(contains(error_of("[alerts.jobs.J]\npending_after = \"1m\"\n"),
+                       "unknown option 'alerts.jobs.J.pending_after'"));
+  BOOST_CHECK(contains(error_of("[cron]\nmisfire_after = \"soon\"\n"), "'cron.misfire_after'"));
 }
 
 BOOST_AUTO_TEST_CASE(errors_name_the_option) {

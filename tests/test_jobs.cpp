@@ -491,6 +491,100 @@ BOOST_AUTO_TEST_CASE(killing_the_leader_at_random_never_loses_or_repeats_a_firin
                     "0");
 }
 
+// Two node processes run three per-second jobs, one per misfire policy; the
+// whole cluster stops for ten seconds and starts again. The fire times of the
+// outage are missed, fired once or caught up as each job says, every second
+// of the run has exactly one ledger row per job, and each missed firing is
+// alerted.
+BOOST_AUTO_TEST_CASE(a_cluster_stopped_across_fire_times_follows_each_misfire_policy) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
+  test::task_database db{"cronoutage"};
+  for (const char* policy : {"skip", "fire_once", "catch_up"})
+    db.exec(
+        "SELECT taskmill.put_job($1, '* * * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, NULL, NULL, "
+        "NULL, NULL, NULL, true, 'any', NULL, 'allow', $2, 3, '', 'api', "
+        "date_trunc('second', now()) + interval '1 second', now())",
+        {std::string{"m-"} + policy, policy});
+  std::vector<std::string> options{"heartbeat.interval=200ms", "cron.misfire_after=3s",
+                                   "alerts.interval=100ms", "node.log_level=warn",
+                                   "types.NOOP.executor=noop"};
+  auto start_cluster = [&] {
+    std::vector<std::unique_ptr<node_process>> nodes;
+    for (const char* name : {"o1", "o2"})
+      nodes.push_back(std::make_unique<node_process>(binary, name, db.conninfo(), options));
+    return nodes;
+  };
+  auto fired = [&] { return std::stoi(db.scalar("SELECT count(*) FROM taskmill.job_firings")); };
+  auto nodes = start_cluster();
+  BOOST_REQUIRE(test::eventually([&] { return fired() >= 6; }, 30s));
+  for (auto& n : nodes) BOOST_CHECK_EQUAL(n->stop(), 0);
+  nodes.clear();
+  auto stopped_at = db.scalar("SELECT now()::text");
+  std::this_thread::sleep_for(10s);
+  auto restarted_at = db.scalar("SELECT now()::text");
+  nodes = start_cluster();
+  auto count = [&](const std::string& job, const std::string& kind, const std::string& outcome) {
+    return std::stoi(
+        db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE job = $1 AND kind = $2 AND "
+                  "outcome = $3 AND fire_at > $4::timestamptz",
+                  {job, kind, outcome, stopped_at}));
+  };
+  // The last three seconds of the outage are merely late: they fire at once
+  // as scheduled. The cluster runs on a few seconds after that.
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.job_firings WHERE job = 'm-skip' AND "
+                   "fire_at > $1::timestamptz + interval '3 seconds'",
+                   {restarted_at}) != "0";
+      },
+      30s));
+  auto missed = [&] {
+    return db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE outcome = 'missed'");
+  };
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.alerts WHERE kind = 'firing_missed'") ==
+               missed();
+      },
+      10s));
+  for (auto& n : nodes) BOOST_CHECK_EQUAL(n->stop(), 0);
+  // Each job has one row per second from its first firing to its last.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM (SELECT job, count(*) AS n, extract(epoch FROM max(fire_at) "
+                "- min(fire_at))::int + 1 AS span FROM taskmill.job_firings GROUP BY job) j "
+                "WHERE n = span"),
+      "3");
+  // The outage's late times, by policy.
+  BOOST_CHECK_GE(count("m-skip", "scheduled", "missed"), 5);
+  BOOST_CHECK_EQUAL(count("m-skip", "catch_up", "fired") + count("m-skip", "fire_once", "fired"),
+                    0);
+  BOOST_CHECK_EQUAL(count("m-fire_once", "fire_once", "fired"), 1);
+  BOOST_CHECK_GE(count("m-fire_once", "scheduled", "missed"), 4);
+  BOOST_CHECK_EQUAL(count("m-catch_up", "catch_up", "fired"), 3);
+  BOOST_CHECK_GE(count("m-catch_up", "scheduled", "missed"), 2);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT min(fire_at) < (SELECT min(fire_at) FROM "
+                              "taskmill.job_firings WHERE job = 'm-catch_up' AND outcome = "
+                              "'missed' AND fire_at > $1::timestamptz) FROM taskmill.job_firings "
+                              "WHERE job = 'm-catch_up' AND kind = 'catch_up'",
+                              {stopped_at}),
+                    "t");
+  // Every fired firing ran its task; the missed ones made none.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings f WHERE (SELECT count(*) "
+                              "FROM taskmill.tasks t WHERE t.batch = f.batch) <> "
+                              "CASE WHEN f.outcome = 'fired' THEN 1 ELSE 0 END"),
+                    "0");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status IN ('failed', 'dead')"), "0");
+  // And each missed firing was alerted, once.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(DISTINCT subject) FROM taskmill.alerts WHERE kind = 'firing_missed' "
+                "AND subject IN (SELECT 'firing ' || batch FROM taskmill.job_firings WHERE "
+                "outcome = 'missed')"),
+      missed());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(broadcast)

@@ -859,6 +859,61 @@ void add_jobs(CLI::App& app, client_command& chosen) {
       print_times);
 }
 
+// -- alerts (SPEC §6) -------------------------------------------------------------------
+
+struct alerts_options {
+  common_options common;
+  std::string since;
+  std::optional<int> limit;
+};
+
+/// How an alert's deliveries went, in a few words.
+std::string delivery_text(const json& alert) {
+  const auto& deliveries = array_field(alert, "deliveries");
+  if (deliveries.empty()) return "-";
+  int delivered = 0, failed = 0;
+  for (const auto& d : deliveries) {
+    if (!field(d, "delivered_at").is_null())
+      ++delivered;
+    else if (field(d, "next_at").is_null())
+      ++failed;
+  }
+  auto pending = static_cast<int>(deliveries.size()) - delivered - failed;
+  std::string out =
+      std::to_string(delivered) + "/" + std::to_string(deliveries.size()) + " delivered";
+  if (failed > 0) out += ", " + std::to_string(failed) + " given up";
+  if (pending > 0) out += ", " + std::to_string(pending) + " retrying";
+  return out;
+}
+
+void print_alerts(const json& doc) {
+  table rows{{"ID", "RAISED_AT", "KIND", "MESSAGE", "DELIVERY"}};
+  for (const auto& a : array_field(doc, "alerts"))
+    rows.add({shown(field(a, "id")), shown(field(a, "raised_at")), shown(field(a, "kind")),
+              shorten(shown(field(a, "message")), value_chars), delivery_text(a)});
+  rows.print(std::cout);
+}
+
+void add_alerts(CLI::App& app, client_command& chosen) {
+  auto o = std::make_shared<alerts_options>();
+  auto sub = app.add_subcommand("alerts",
+                                "Alerts raised: dead tasks, failure rates, missed "
+                                "firings, overdue types");
+  add_common_options(*sub, o->common);
+  sub->add_option("--since", o->since, "Only alerts after this alert id or RFC 3339 time");
+  sub->add_option("--limit", o->limit, "At most this many, 1 to 1000 (default 100)");
+  on_parsed(sub, chosen, [o] {
+    std::string query;
+    if (!o->since.empty()) query += "since=" + percent_encode(o->since);
+    if (o->limit)
+      query += (query.empty() ? "" : "&") + std::string{"limit="} + std::to_string(*o->limit);
+    return answer_of(
+        o->common,
+        api_client{o->common.server}.get("/v1/alerts" + (query.empty() ? "" : "?" + query)),
+        print_alerts);
+  });
+}
+
 /// A command without arguments that makes one GET.
 void add_get_command(CLI::App& app, client_command& chosen, const char* name,
                      const char* description, std::string path, void (*print)(const json&)) {
@@ -886,6 +941,7 @@ void add_client_commands(CLI::App& app, client_command& chosen) {
                   "/v1/stats", print_stats);
   add_get_command(app, chosen, "nodes", "The nodes of the cluster", "/v1/nodes", print_nodes);
   add_jobs(app, chosen);
+  add_alerts(app, chosen);
 }
 
 }  // namespace taskmill

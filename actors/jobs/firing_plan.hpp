@@ -15,7 +15,7 @@ namespace taskmill {
 struct misfire_rules {
   /// A fire time later than this by now was missed (no leader ran), not
   /// merely late.
-  std::chrono::seconds threshold{60};
+  std::chrono::milliseconds threshold{60000};
   /// The most fire times one plan covers; a job missed for longer is planned
   /// from the newest of them.
   int max_times = 1000;

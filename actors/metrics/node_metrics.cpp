@@ -93,4 +93,28 @@ std::string render_job_metrics(const pb::JobMetrics& jobs) {
   return prometheus::TextSerializer{}.Serialize(r.Collect());
 }
 
+std::string render_alert_metrics(const pb::AlertMetrics& alerts) {
+  prometheus::Registry r;
+  auto& raised = prometheus::BuildCounter()
+                     .Name("taskmill_alerts_total")
+                     .Help("Alerts raised by kind, as stored (kept for watcher.purge_retention)")
+                     .Register(r);
+  auto& deliveries = prometheus::BuildGauge()
+                         .Name("taskmill_alert_deliveries")
+                         .Help("Webhook deliveries of the stored alerts by state")
+                         .Register(r);
+  for (const char* kind :
+       {"dead_task", "failure_rate", "firing_missed", "firing_skipped", "pending_too_old"}) {
+    auto it = alerts.alerts().find(kind);
+    raised.Add({{"kind", kind}})
+        .Increment(it == alerts.alerts().end() ? 0.0 : static_cast<double>(it->second));
+  }
+  for (const char* state : {"pending", "delivered", "failed"}) {
+    auto it = alerts.deliveries().find(state);
+    deliveries.Add({{"state", state}})
+        .Set(it == alerts.deliveries().end() ? 0.0 : static_cast<double>(it->second));
+  }
+  return prometheus::TextSerializer{}.Serialize(r.Collect());
+}
+
 }  // namespace taskmill

@@ -8,7 +8,8 @@
 
 namespace taskmill::pb {
 class JobMetrics;
-}
+class AlertMetrics;
+}  // namespace taskmill::pb
 
 namespace prometheus {
 class Registry;
@@ -50,5 +51,9 @@ struct node_metrics {
 /// Each job's firings by outcome and its last and next fire time, as the
 /// ledger has them (the same on every node), in Prometheus text.
 std::string render_job_metrics(const pb::JobMetrics& jobs);
+
+/// Alerts by kind and their deliveries by state, as stored, in Prometheus
+/// text.
+std::string render_alert_metrics(const pb::AlertMetrics& alerts);
 
 }  // namespace taskmill

@@ -239,6 +239,8 @@ BEGIN
     RETURN;
   END IF;
   IF outcome <> 'fired' THEN
+    INSERT INTO taskmill.alert_inbox (kind, type, batch, job, fire_at, created_at)
+    VALUES ('firing_' || outcome, p_job.type, batch, p_job.name, p_fire_at, now());
     RETURN;
   END IF;
   IF v_open AND p_job.overlap = 'replace' THEN

@@ -60,6 +60,10 @@ BEGIN
   IF 'failed' = ANY (v_statuses) THEN
     PERFORM taskmill.wake_nodes();
   END IF;
+  IF 'dead' = ANY (v_statuses) THEN
+    PERFORM taskmill.note_dead_tasks(
+      ARRAY(SELECT u.id FROM unnest(v_ids, v_statuses) AS u(id, status) WHERE u.status = 'dead'));
+  END IF;
 
   IF coalesce(cardinality(v_ids), 0) < cardinality(p_ids) THEN
     INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at,
@@ -88,7 +92,11 @@ $$;
 -- Answers how many changed.
 CREATE FUNCTION taskmill.lose_attempts(p_ids bigint[], p_attempts integer[], p_outcome text,
                                        p_error text) RETURNS integer
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_lost integer;
+  v_dead bigint[];
+BEGIN
   WITH input AS (
     SELECT * FROM unnest(p_ids, p_attempts) AS u(id, attempt)
   ),
@@ -107,14 +115,20 @@ LANGUAGE sql AS $$
            updated_at = now()
       FROM input i
      WHERE t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
-    RETURNING t.id, t.attempt, t.picked_by, t.started_at
+    RETURNING t.id, t.attempt, t.picked_by, t.started_at, t.status
   ),
   history AS (
     INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
     SELECT l.id, l.attempt, l.picked_by, l.started_at, now(), p_outcome, p_error FROM lost l
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
   )
-  SELECT count(*)::integer FROM lost
+  SELECT count(*)::integer, array_agg(l.id) FILTER (WHERE l.status = 'dead')
+    INTO v_lost, v_dead FROM lost l;
+  IF v_dead IS NOT NULL THEN
+    PERFORM taskmill.note_dead_tasks(v_dead);
+  END IF;
+  RETURN v_lost;
+END
 $$;
 
 -- Reconciler: of these executions, the ones that are over by the database

@@ -44,14 +44,22 @@ $$;
 
 -- Watcher: tasks still waiting after their pending deadline are dead.
 CREATE FUNCTION taskmill.sweep_deadlines(p_limit integer) RETURNS integer
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_dead bigint[];
+BEGIN
   WITH expired AS (
     UPDATE taskmill.tasks t SET status = 'dead', error = 'pending deadline passed', updated_at = now()
      WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
                      WHERE x.status IN ('pending', 'failed') AND x.deadline_at < now()
                      ORDER BY x.deadline_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
-    RETURNING 1)
-  SELECT count(*)::integer FROM expired
+    RETURNING t.id)
+  SELECT array_agg(e.id) INTO v_dead FROM expired e;
+  IF v_dead IS NOT NULL THEN
+    PERFORM taskmill.note_dead_tasks(v_dead);
+  END IF;
+  RETURN coalesce(cardinality(v_dead), 0);
+END
 $$;
 
 -- Watcher: succeeded tasks older than the success retention are stopped.
@@ -68,7 +76,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history; so are long-dead nodes.
+-- are deleted with their history; so are long-dead nodes, closed firings of
+-- recurring jobs and alerts (with their deliveries). Answers the most rows
+-- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer) RETURNS integer
 LANGUAGE sql AS $$
   WITH gone AS (
@@ -84,8 +94,24 @@ LANGUAGE sql AS $$
   nodes AS (
     DELETE FROM taskmill.nodes n
      WHERE n.stopped_at < now() - p_retention_ms * interval '1 ms'
+  ),
+  firings AS (
+    DELETE FROM taskmill.job_firings f
+     WHERE (f.job, f.fire_at) IN (
+             SELECT x.job, x.fire_at FROM taskmill.job_firings x
+              WHERE NOT x.open AND x.fire_at < now() - p_retention_ms * interval '1 ms'
+              ORDER BY x.fire_at LIMIT p_limit)
+    RETURNING 1
+  ),
+  alerts AS (
+    DELETE FROM taskmill.alerts a
+     WHERE a.id IN (SELECT x.id FROM taskmill.alerts x
+                     WHERE x.raised_at < now() - p_retention_ms * interval '1 ms'
+                     ORDER BY x.raised_at LIMIT p_limit)
+    RETURNING 1
   )
-  SELECT count(*)::integer FROM gone
+  SELECT greatest((SELECT count(*) FROM gone), (SELECT count(*) FROM firings),
+                  (SELECT count(*) FROM alerts))::integer
 $$;
 
 -- Watcher: broadcast shards still waiting for a node that is no longer alive

@@ -1,5 +1,6 @@
 #include "tools/node/node.hpp"
 
+#include "actors/alerter.hpp"
 #include "actors/api.hpp"
 #include "actors/cluster.hpp"
 #include "actors/cron.hpp"
@@ -288,10 +289,26 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cron_options cron_opts;
   cron_opts.storage = node.storage;
   cron_opts.lease = lease;
+  cron_opts.misfire.threshold = cfg->cron.misfire_after;
   node.cron = spawn_cron(sys, cron_opts);
   watch("cron", node.cron);
   caf::anon_send(node.storage, jobs_atom_v, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.cron));
+
+  const auto& alerts = cfg->alerts;
+  alerter_options alerter_opts;
+  alerter_opts.storage = node.storage;
+  alerter_opts.http = node.http;
+  alerter_opts.rules = alert_rules_json(alerts);
+  alerter_opts.webhooks = alerts.webhooks;
+  alerter_opts.interval = alerts.interval;
+  alerter_opts.overdue_check_interval = alerts.overdue_check_interval;
+  alerter_opts.delivery_timeout = alerts.delivery_timeout;
+  alerter_opts.delivery_attempts = alerts.delivery_attempts;
+  alerter_opts.delivery_backoff = alerts.delivery_backoff;
+  alerter_opts.delivery_backoff_cap = alerts.delivery_backoff_cap;
+  node.alerter = spawn_alerter(sys, alerter_opts);
+  watch("alerter", node.alerter);
 
   cluster_options cluster_opts;
   cluster_opts.node = cfg->node.name;
@@ -305,7 +322,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.pusher = node.pusher;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
                                 caf::actor_cast<leader_duty_actor>(node.reconciler),
-                                caf::actor_cast<leader_duty_actor>(node.cron)};
+                                caf::actor_cast<leader_duty_actor>(node.cron),
+                                caf::actor_cast<leader_duty_actor>(node.alerter)};
   node.cluster = spawn_cluster(sys, cluster_opts);
   watch("cluster", node.cluster);
 
@@ -327,7 +345,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
       {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
       {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
       {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
-      {"cron", pingable(node.cron)},         {"cluster", pingable(node.cluster)}};
+      {"cron", pingable(node.cron)},         {"alerter", pingable(node.alerter)},
+      {"cluster", pingable(node.cluster)}};
   node.api = spawn_api(sys, api_opts);
   watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
@@ -423,6 +442,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.watcher);
   stop(node.reconciler);
   stop(node.cron);
+  stop(node.alerter);
   stop(node.api);
   node.server.reset();
   if (node.dispatcher && node.storage && node.cfg) {

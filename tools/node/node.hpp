@@ -42,6 +42,7 @@ struct node_actors {
   watcher_actor watcher;
   reconciler_actor reconciler;
   cron_actor cron;
+  alerter_actor alerter;
   cluster_actor cluster;
   api_actor api;
   std::unique_ptr<http_server> server;
