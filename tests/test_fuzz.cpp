@@ -410,6 +410,8 @@ BOOST_AUTO_TEST_CASE(requests_end_to_end) {
       request("GET", "/v1/jobs/fz/next?count=3"),
       request("GET", "/v1/jobs/fz/firings?limit=2"),
       request("POST", "/v1/jobs/fz/pause"),
+      request("GET", "/v1/alerts?since=2026-01-01T00:00:00Z&limit=3"),
+      request("GET", "/v1/alerts?since=12"),
   };
   auto before = snapshot();
   auto deadline = std::chrono::steady_clock::now() + 60s;
