@@ -639,7 +639,13 @@ void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
             res.content_type = "text/plain; version=0.0.4";
             res.body = self->state.options.metrics->render() + render_job_metrics(jobs) +
                        render_alert_metrics(alerts);
-            send(self, *c, std::move(res));
+            self->request(self->state.options.peers, ask_timeout, peers_atom_v)
+                .then(
+                    [self, c, res](const pb::PeerLinks& links) mutable {
+                      res.body += render_link_metrics(links);
+                      send(self, *c, std::move(res));
+                    },
+                    [self, c](const caf::error& err) { fail(self, *c, err); });
           },
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
@@ -666,6 +672,26 @@ void metrics(self_ptr self, call_ptr c) {
                                 [self, c](const caf::error& err) { fail(self, *c, err); });
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
+          },
+          [self, c](const caf::error& err) { fail(self, *c, err); });
+}
+
+/// GET /v1/nodes: the nodes as the database has them, each with this
+/// node's link to it, and the remote executors linked here.
+void answer_nodes(self_ptr self, call_ptr c, pb::NodeList nodes) {
+  self->request(self->state.options.peers, ask_timeout, peers_atom_v)
+      .then(
+          [self, c, nodes](const pb::PeerLinks& links) mutable {
+            std::map<std::string, std::string> state;
+            for (const auto& l : links.links()) state[l.name()] = l.state();
+            for (auto& n : *nodes.mutable_nodes()) {
+              auto it = state.find(n.name());
+              n.set_link(n.name() == self->state.options.cfg->node.name ? "self"
+                         : it != state.end()                            ? it->second
+                                                                        : "none");
+            }
+            *nodes.mutable_links() = links.links();
+            answer(self, *c, nodes);
           },
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
@@ -782,7 +808,7 @@ void route(self_ptr self, call_ptr c) {
   if (p[1] == "alerts") return list_alerts(self, c);
   return ask<pb::NodeList>(
       self, c, self->state.options.storage,
-      [self](const call& c, const pb::NodeList& n) { answer(self, c, n); }, nodes_atom_v,
+      [self, c](const call&, const pb::NodeList& n) { answer_nodes(self, c, n); }, nodes_atom_v,
       self->state.options.lease.count());
 }
 

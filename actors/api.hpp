@@ -26,6 +26,7 @@ struct api_options {
   dispatcher_actor dispatcher;
   limiter_actor limiter;
   wake_listener_actor pusher;
+  peers_actor peers;
   /// What /readyz asks: every storage connection must be up and migrated
   /// (the first is the node's main one, which /metrics reports), every other
   /// actor must answer a ping.

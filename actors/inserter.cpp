@@ -28,7 +28,8 @@ caf::result<Answer> forward(self_ptr self, Atom atom, Request req, Predicate wok
   self->request(self->state.options.storage, storage_timeout, atom, std::move(req))
       .then(
           [self, promise, woke_work](Answer& answer) mutable {
-            if (woke_work(answer)) self->send(self->state.options.pusher, wake_atom_v);
+            if (woke_work(answer))
+              for (const auto& target : self->state.options.wake) self->send(target, wake_atom_v);
             promise.deliver(std::move(answer));
           },
           [promise](caf::error& err) mutable { promise.deliver(std::move(err)); });

@@ -6,6 +6,7 @@
 #include <caf/fwd.hpp>
 
 #include <memory>
+#include <vector>
 
 namespace taskmill {
 
@@ -14,7 +15,8 @@ struct node_metrics;
 struct inserter_options {
   input_limits limits;
   submission_storage_actor storage;
-  wake_listener_actor pusher;
+  /// Told when due work may have arrived: the pusher, and the peers.
+  std::vector<wake_listener_actor> wake;
   std::shared_ptr<node_metrics> metrics;
 };
 

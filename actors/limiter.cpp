@@ -16,7 +16,8 @@ struct limiter_state {
   std::map<std::string, int64_t> by_type;
   // Types run on executors of limited capacity (CAF executors), and it.
   std::map<std::string, int32_t> capacity;
-  wake_listener_actor pusher;
+  /// Told when permits come back: the pusher, and the peers.
+  std::vector<wake_listener_actor> subscribers;
   // A claim got fewer permits than it wanted: permits coming back may let the
   // pusher claim more. Other releases wake nobody; a claim that was not short
   // of permits found all the due work there was.
@@ -73,10 +74,9 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           --st.in_flight;
           if (--st.by_type[type] <= 0) st.by_type.erase(type);
         }
-        if (!st.pusher || release.types().empty() || !(st.short_of_room || st.limited_in_claims()))
-          return;
+        if (release.types().empty() || !(st.short_of_room || st.limited_in_claims())) return;
         st.short_of_room = false;
-        self->send(st.pusher, wake_atom_v);
+        for (const auto& target : st.subscribers) self->send(target, wake_atom_v);
       },
       [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
       [self](capacity_atom, const std::string& type, int32_t capacity) {
@@ -85,10 +85,10 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           st.capacity[type] = capacity;
         else
           st.capacity.erase(type);
-        if (st.pusher) self->send(st.pusher, wake_atom_v);
+        for (const auto& target : st.subscribers) self->send(target, wake_atom_v);
       },
-      [self](caf::subscribe_atom, wake_listener_actor pusher) {
-        self->state.pusher = std::move(pusher);
+      [self](caf::subscribe_atom, wake_listener_actor target) {
+        self->state.subscribers.push_back(std::move(target));
       },
   };
 }

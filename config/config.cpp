@@ -341,9 +341,30 @@ std::string read_sections(const toml::table& root, config& cfg) {
   }
   {
     table_reader r{top.table("cluster"), "cluster"};
-    r.read("listen", cfg.cluster.listen);
-    if (auto addr = parse_listen_address(cfg.cluster.listen, "cluster.listen"); !addr)
-      r.fail("listen", "must be host:port");
+    auto& c = cfg.cluster;
+    r.read("listen", c.listen);
+    r.read("advertise", c.advertise);
+    r.read("secret", c.secret);
+    if (auto seeds = r.array("seeds"))
+      for (const auto& seed : *seeds) {
+        auto text = seed.value<std::string>();
+        if (!text || !parse_listen_address(*text, "cluster.seeds")) {
+          r.fail("seeds", "must be a list of host:port");
+          break;
+        }
+        c.seeds.push_back(*text);
+      }
+    auto addr = parse_listen_address(c.listen, "cluster.listen");
+    if (!addr) r.fail("listen", "must be host:port");
+    if (!c.advertise.empty() && !parse_listen_address(c.advertise, "cluster.advertise"))
+      r.fail("advertise", "must be host:port");
+    auto loopback = [](const std::string& host) {
+      return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+    };
+    if (addr && c.secret.empty() && !loopback(addr->first))
+      r.fail("secret", "is required when cluster.listen is not a loopback address");
+    if (addr && c.advertise.empty() && (addr->first == "0.0.0.0" || addr->first == "::"))
+      r.fail("advertise", "is required when cluster.listen is a wildcard address");
     r.reject_unknown_keys();
     if (!r.error().empty()) return r.error();
   }
@@ -583,6 +604,7 @@ caf::expected<config> load_config(const std::string& path,
   // The environment overrides the file; the command line overrides both.
   set_from_environment(root, "database", "url", "TASKMILL_DATABASE_URL");
   set_from_environment(root, "api", "token", "TASKMILL_API_TOKEN");
+  set_from_environment(root, "cluster", "secret", "TASKMILL_CLUSTER_SECRET");
   for (const auto& o : overrides)
     if (auto err = apply_override(root, o)) return err;
   config cfg;

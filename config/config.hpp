@@ -113,6 +113,13 @@ struct config {
 
   struct cluster_section {
     std::string listen = "127.0.0.1:8481";
+    /// host:port at which the other nodes reach this one; default: listen.
+    std::string advertise;
+    /// host:port of nodes to link to at start, besides those in taskmill.nodes.
+    std::vector<std::string> seeds;
+    /// Shared by every node and remote executor; without one only loopback
+    /// peers are possible (listen must be a loopback address).
+    std::string secret;
   } cluster;
 
   struct scheduling_section {

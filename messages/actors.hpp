@@ -94,6 +94,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::DeliveryResults))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ListAlertsRequest))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AlertMetrics))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::PeerLinks))
 
   CAF_ADD_ATOM(taskmill, taskmill, submit_atom, "submit")
   CAF_ADD_ATOM(taskmill, taskmill, reschedule_atom, "reschedule")
@@ -143,6 +144,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, fire_atom, "fire")
   CAF_ADD_ATOM(taskmill, taskmill, alerts_atom, "alerts")
   CAF_ADD_ATOM(taskmill, taskmill, deliver_atom, "deliver")
+  CAF_ADD_ATOM(taskmill, taskmill, hello_atom, "hello")
+  CAF_ADD_ATOM(taskmill, taskmill, join_atom, "join")
+  CAF_ADD_ATOM(taskmill, taskmill, peers_atom, "peers")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -351,7 +355,7 @@ using alerter_actor = periodic_duty_actor::extend<
     // Internal: a webhook answered (alert id, url, error; empty: delivered).
     caf::reacts_to<deliver_atom, int64_t, std::string, std::string>>;
 
-/// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
+/// The HTTP API (SPEC §8)/// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.
 using api_actor = caf::typed_actor<caf::reacts_to<http_atom, http_exchange>>;
 
@@ -394,5 +398,30 @@ using dispatcher_actor = pingable_actor::extend<
     caf::reacts_to<caf::flush_atom>,
     // Internal: report outcomes again after storage failed to take them.
     caf::reacts_to<report_atom, pb::TaskOutcomes>>;
+
+/// What a node publishes on cluster.listen (SPEC §7), for other nodes and
+/// remote executors. A caller is admitted after a challenge-response over
+/// cluster.secret; until then only hello and join are answered.
+using peer_actor = wake_listener_actor::extend<
+    // hello(caller name, caller nonce): answers this node's name, its nonce,
+    // and its proof of the secret over the caller's nonce.
+    caf::replies_to<hello_atom, std::string, std::string>::with<std::string, std::string,
+                                                                std::string>,
+    // join(caller name, kind "node" | "executor", proof over this node's
+    // nonce): admits the caller; answers whether it was.
+    caf::replies_to<join_atom, std::string, std::string, std::string>::with<bool>,
+    // An admitted remote executor (an executor_actor, sent untyped: typed
+    // handles do not cross the wire) offers to run tasks of some types;
+    // answers how many types it took.
+    caf::replies_to<register_atom, caf::actor, pb::ExecutorRegistration>::with<int32_t>>;
+
+/// Keeps this node's links to the other nodes (from cluster.seeds and the
+/// addresses in taskmill.nodes) and to remote executors, forwards wake-ups
+/// both ways, and shows the links. A wake-up from a peer wakes this node's
+/// pusher; one from this node (the inserter, the limiter) goes to the peers.
+using peers_actor = peer_actor::extend_with<pingable_actor>::extend<
+    caf::replies_to<peers_atom>::with<pb::PeerLinks>,
+    // Internal: look for nodes to link to.
+    caf::reacts_to<caf::tick_atom>>;
 
 }  // namespace taskmill

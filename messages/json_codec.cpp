@@ -509,8 +509,17 @@ std::string encode(const pb::NodeList& list) {
         {"started_at", time_or_null(n.started_at(), n.has_started_at())},
         {"heartbeat_at", time_or_null(n.heartbeat_at(), n.has_heartbeat_at())},
         {"running", n.running()},
+        {"link", text_or_null(n.link())},
     });
-  return dump(json{{"nodes", nodes}});
+  json links = json::array();
+  for (const auto& l : list.links())
+    links.push_back(json{{"name", l.name()},
+                         {"address", text_or_null(l.address())},
+                         {"kind", l.kind()},
+                         {"state", l.state()},
+                         {"since", time_or_null(l.since(), l.has_since())},
+                         {"last_error", text_or_null(l.last_error())}});
+  return dump(json{{"nodes", nodes}, {"links", links}});
 }
 
 std::string encode_error(const std::string& code, const std::string& message) {

@@ -573,7 +573,7 @@ BOOST_AUTO_TEST_CASE(a_node_without_a_database_runs_its_own_postgres_and_stops_i
                       "embedded",
                       "",
                       {"node.data_dir=" + dir.string(), "api.listen=127.0.0.1:" + port,
-                       "types.DEMO.executor=noop"}};
+                       "cluster.listen=127.0.0.1:0", "types.DEMO.executor=noop"}};
     BOOST_REQUIRE_MESSAGE(test::eventually(
                               [&] {
                                 return run_binary({"stats", "--server", server}).exit_code == 0;

@@ -173,6 +173,28 @@ missed_firings = false
   BOOST_CHECK(contains(error_of("[cron]\nmisfire_after = \"soon\"\n"), "'cron.misfire_after'"));
 }
 
+BOOST_AUTO_TEST_CASE(cluster_options_need_a_secret_off_loopback) {
+  temp_file file{R"(
+[cluster]
+listen = "0.0.0.0:8481"
+advertise = "10.0.0.1:8481"
+seeds = ["10.0.0.2:8481", "10.0.0.3:8481"]
+secret = "s"
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE_MESSAGE(cfg, (cfg ? "" : error_message(cfg.error())));
+  BOOST_CHECK_EQUAL(cfg->cluster.seeds.size(), 2u);
+  BOOST_CHECK_EQUAL(cfg->cluster.advertise, "10.0.0.1:8481");
+  BOOST_CHECK(contains(error_of("[cluster]\nlisten = \"10.0.0.1:8481\"\n"),
+                       "'cluster.secret' is required when cluster.listen is not a loopback"));
+  BOOST_CHECK(contains(error_of("[cluster]\nlisten = \"0.0.0.0:8481\"\nsecret = \"s\"\n"),
+                       "'cluster.advertise' is required"));
+  BOOST_CHECK(contains(error_of("[cluster]\nseeds = [\"nohost\"]\n"), "'cluster.seeds'"));
+  auto loopback =
+      load_config(file.path.string(), {"cluster.listen=127.0.0.1:9000", "cluster.secret="});
+  BOOST_CHECK_MESSAGE(loopback, (loopback ? "" : error_message(loopback.error())));
+}
+
 BOOST_AUTO_TEST_CASE(errors_name_the_option) {
   BOOST_CHECK(
       contains(error_of("[scheduling]\nbatchsize = 3\n"), "unknown option 'scheduling.batchsize'"));

@@ -45,6 +45,7 @@ struct executor_fixture : test::nodes_fixture {
     config cfg;
     cfg.node.name = "exec-node";
     cfg.api.listen = "127.0.0.1:0";
+    cfg.cluster.listen = "127.0.0.1:0";
     // Far beyond every wait below: work, retries included, must come by
     // wake-ups (NOTIFY, freed permits), not by polling.
     cfg.scheduling.poll_interval = 60s;
@@ -300,6 +301,7 @@ BOOST_AUTO_TEST_CASE(registered_executors_run_their_types_within_their_capacity)
   config cfg;
   cfg.node.name = "caf-node";
   cfg.api.listen = "127.0.0.1:0";
+  cfg.cluster.listen = "127.0.0.1:0";
   // Only the executor's freed places may bring the next tasks, not a poll.
   cfg.scheduling.poll_interval = 60s;
   auto& node = start(cfg);
@@ -333,6 +335,7 @@ BOOST_AUTO_TEST_CASE(tasks_of_an_executor_that_goes_away_are_retried) {
   config cfg;
   cfg.node.name = "caf-node";
   cfg.api.listen = "127.0.0.1:0";
+  cfg.cluster.listen = "127.0.0.1:0";
   auto& node = start(cfg);
   // An executor that never answers, then dies.
   std::atomic<bool> holds_task{false};

@@ -503,6 +503,7 @@ struct blip_fixture {
   std::vector<std::string> options(uint16_t port) const {
     auto o = fast_lease_options();
     o.push_back("api.listen=127.0.0.1:" + std::to_string(port));
+    o.push_back("cluster.listen=127.0.0.1:0");
     o.push_back("node.log_level=info");
     o.push_back("database.reconnect_max=500ms");
     return o;

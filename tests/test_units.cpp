@@ -10,6 +10,7 @@
 #include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
+#include "messages/peer_proof.hpp"
 #include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
@@ -55,6 +56,24 @@ BOOST_AUTO_TEST_CASE(quoted_input_is_valid_utf8_and_bounded) {
   BOOST_CHECK_EQUAL(quote_input(std::string(100, 'x'), 5), "\"xxxxx...\"");
   BOOST_CHECK(text_problem(std::string{"a\0b", 3}) != nullptr);
   BOOST_CHECK(text_problem("fine") == nullptr);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(peer_proofs)
+
+BOOST_AUTO_TEST_CASE(a_proof_is_hmac_sha256_of_nonce_and_name) {
+  // printf 'taskmill-peer|abc|n1' | openssl dgst -sha256 -hmac k
+  BOOST_CHECK_EQUAL(peer_proof("k", "abc", "n1"),
+                    "2db57e178335aeb9f551400b4cd3415691d6b89d588ba5aea591cf9ca822cf36");
+  BOOST_CHECK_NE(peer_proof("k2", "abc", "n1"), peer_proof("k", "abc", "n1"));
+  BOOST_CHECK_NE(peer_proof("k", "abd", "n1"), peer_proof("k", "abc", "n1"));
+  BOOST_CHECK_NE(peer_proof("k", "abc", "n2"), peer_proof("k", "abc", "n1"));
+  BOOST_CHECK(same_proof(peer_proof("k", "abc", "n1"), peer_proof("k", "abc", "n1")));
+  BOOST_CHECK(!same_proof(peer_proof("k", "abc", "n1"), ""));
+  auto a = new_nonce(), b = new_nonce();
+  BOOST_CHECK_EQUAL(a.size(), 32u);
+  BOOST_CHECK_NE(a, b);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

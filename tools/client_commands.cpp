@@ -214,12 +214,21 @@ void print_stats(const json& doc) {
 }
 
 void print_nodes(const json& doc) {
-  table rows{{"NAME", "ADDRESS", "ROLE", "STARTED_AT", "HEARTBEAT_AT", "RUNNING"}};
+  table rows{{"NAME", "ADDRESS", "ROLE", "STARTED_AT", "HEARTBEAT_AT", "RUNNING", "LINK"}};
   for (const auto& n : array_field(doc, "nodes"))
     rows.add({shown(field(n, "name")), shown(field(n, "address")), shown(field(n, "role")),
               shown(field(n, "started_at")), shown(field(n, "heartbeat_at")),
-              shown(field(n, "running"))});
+              shown(field(n, "running")), shown(field(n, "link"))});
   rows.print(std::cout);
+  std::vector<json> executors;
+  for (const auto& l : array_field(doc, "links"))
+    if (field(l, "kind") == "executor") executors.push_back(l);
+  if (executors.empty()) return;
+  std::cout << "\n";
+  table links{{"REMOTE EXECUTOR", "STATE", "SINCE"}};
+  for (const auto& l : executors)
+    links.add({shown(field(l, "name")), shown(field(l, "state")), shown(field(l, "since"))});
+  links.print(std::cout);
 }
 
 // -- calling the API -----------------------------------------------------------------

@@ -3,6 +3,11 @@
 #include "tools/client_commands.hpp"
 #include "tools/commands.hpp"
 #include "tools/example_executor.hpp"
+#include "tools/remote_executor/example.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
 
 #include <spdlog/spdlog.h>
 #include <CLI/CLI.hpp>
@@ -47,6 +52,18 @@ int main(int argc, char** argv) {
   example->add_option("--callback", executor_callback, "The node API that 202 results go to")
       ->capture_default_str();
 
+  taskmill::remote_executor_options remote;
+  remote.name = "remote-executor-" + std::to_string(getpid());
+  auto remote_cmd = app.add_subcommand(
+      "remote-executor",
+      "Run an example remote executor: link to a node's cluster port and run tasks pushed to it");
+  remote_cmd->add_option("--node", remote.node, "host:port of a node's cluster.listen")->required();
+  remote_cmd->add_option("--type", remote.types, "A task type to run (repeatable)")->required();
+  remote_cmd->add_option("--capacity", remote.capacity, "Tasks at a time")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  remote_cmd->add_option("--name", remote.name, "How the node shows this executor");
+
   taskmill::bench_options bench_opts;
   auto bench = app.add_subcommand(
       "bench", "Measure a node against the raw-SQL ceiling on the same PostgreSQL");
@@ -74,6 +91,12 @@ int main(int argc, char** argv) {
       return 2;
     }
     return taskmill::run_example_executor(listen->first, listen->second, executor_callback);
+  }
+  if (remote_cmd->parsed()) {
+    // The secret stays out of the process list.
+    if (auto secret = std::getenv("TASKMILL_CLUSTER_SECRET")) remote.secret = secret;
+    taskmill::setup_logging("warn");
+    return taskmill::run_remote_executor_example(remote);
   }
   if (bench->parsed()) {
     taskmill::setup_logging("warn");

@@ -28,7 +28,8 @@ node_process::node_process(const std::string& binary, const std::string& name,
     args.push_back("--database");
     args.push_back(conninfo);
   }
-  for (const auto& o : {"node.name=" + name, std::string{"api.listen=127.0.0.1:0"}}) {
+  for (const auto& o : {"node.name=" + name, std::string{"api.listen=127.0.0.1:0"},
+                        std::string{"cluster.listen=127.0.0.1:0"}}) {
     args.push_back("--set");
     args.push_back(o);
   }

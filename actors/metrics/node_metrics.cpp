@@ -8,6 +8,8 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <map>
+
 namespace taskmill {
 
 namespace {
@@ -114,6 +116,21 @@ std::string render_alert_metrics(const pb::AlertMetrics& alerts) {
     deliveries.Add({{"state", state}})
         .Set(it == alerts.deliveries().end() ? 0.0 : static_cast<double>(it->second));
   }
+  return prometheus::TextSerializer{}.Serialize(r.Collect());
+}
+
+std::string render_link_metrics(const pb::PeerLinks& links) {
+  prometheus::Registry r;
+  auto& family = prometheus::BuildGauge()
+                     .Name("taskmill_cluster_links")
+                     .Help("This node's CAF links to other nodes and remote executors by state")
+                     .Register(r);
+  std::map<std::pair<std::string, std::string>, double> counts;
+  for (const char* kind : {"node", "executor"})
+    for (const char* state : {"up", "down"}) counts[{kind, state}] = 0;
+  for (const auto& l : links.links()) counts[{l.kind(), l.state()}] += 1;
+  for (const auto& [key, n] : counts)
+    family.Add({{"kind", key.first}, {"state", key.second}}).Set(n);
   return prometheus::TextSerializer{}.Serialize(r.Collect());
 }
 

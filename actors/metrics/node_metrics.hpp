@@ -9,6 +9,7 @@
 namespace taskmill::pb {
 class JobMetrics;
 class AlertMetrics;
+class PeerLinks;
 }  // namespace taskmill::pb
 
 namespace prometheus {
@@ -55,5 +56,8 @@ std::string render_job_metrics(const pb::JobMetrics& jobs);
 /// Alerts by kind and their deliveries by state, as stored, in Prometheus
 /// text.
 std::string render_alert_metrics(const pb::AlertMetrics& alerts);
+
+/// This node's peer links by kind and state, in Prometheus text.
+std::string render_link_metrics(const pb::PeerLinks& links);
 
 }  // namespace taskmill

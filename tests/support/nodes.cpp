@@ -10,6 +10,7 @@ config test_node_config(const std::string& name) {
   config cfg;
   cfg.node.name = name;
   cfg.api.listen = "127.0.0.1:0";
+  cfg.cluster.listen = "127.0.0.1:0";
   cfg.scheduling.poll_interval = 500ms;
   for (auto [type, executor] : {std::pair{"NOOP", executor_kind::noop},
                                 {"SLEEP", executor_kind::sleep},

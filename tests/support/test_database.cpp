@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
+#include "tools/node/node.hpp"
 
 #include <boost/test/unit_test.hpp>
 
@@ -77,7 +78,7 @@ std::string scratch_database::scalar(const std::string& sql,
 }
 
 actor_system_fixture::actor_system_fixture() {
-  register_message_types(cfg);
+  configure_actor_system(cfg);
   cfg.set("scheduler.max-threads", 2);
   sys = std::make_unique<caf::actor_system>(cfg);
 }

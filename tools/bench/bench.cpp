@@ -246,6 +246,7 @@ class bench_node {
     port_ = free_loopback_port();
     std::vector<std::string> options{
         "api.listen=127.0.0.1:" + std::to_string(port_),
+        "cluster.listen=127.0.0.1:0",
         "node.log_level=warn",
         std::string{"types."} + noop_type + ".executor=noop",
         std::string{"types."} + backlog_type + ".executor=noop",

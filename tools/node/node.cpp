@@ -11,14 +11,19 @@
 #include "actors/jobs/job_times.hpp"
 #include "actors/limiter.hpp"
 #include "actors/metrics/node_metrics.hpp"
+#include "actors/peers.hpp"
 #include "actors/pusher.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/watcher.hpp"
 #include "messages/errors.hpp"
+#include "messages/types.hpp"
 #include "storage/storage.hpp"
+#include "tools/node_process.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -144,7 +149,7 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   node.incarnation = new_incarnation();
   reg.set_name(cfg.node.name);
   reg.set_incarnation(node.incarnation);
-  reg.set_address(cfg.api.listen);
+  reg.set_address(node.cluster_address);
   reg.set_lease_ms((cfg.heartbeat.interval * cfg.heartbeat.missed).count());
   auto run_here = types_run_here(cfg);
   reg.set_any_type(run_here.any);
@@ -173,6 +178,13 @@ pb::TypeSettings settings_of(const std::string& name, const task_type_config& t)
 }
 
 }  // namespace
+
+void configure_actor_system(caf::actor_system_config& cfg) {
+  register_message_types(cfg);
+  cfg.load<caf::io::middleman>();
+  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds{500}});
+  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds{3}});
+}
 
 pb::TypeSettingsList type_settings(const config& cfg) {
   pb::TypeSettingsList out;
@@ -207,6 +219,12 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   watch("storage", node.storage);
 
   auto stop_storage = [&] { stop_node(sys, node); };
+  auto cluster_listen = parse_listen_address(cfg->cluster.listen, "cluster.listen");
+  if (!cluster_listen) return cluster_listen.error();
+  if (cluster_listen->second == 0) cluster_listen->second = free_loopback_port();
+  node.cluster_address = !cfg->cluster.advertise.empty()
+                             ? cfg->cluster.advertise
+                             : cluster_listen->first + ":" + std::to_string(cluster_listen->second);
   if (auto err = wait_until_ready(sys, node.storage, keep_waiting)) {
     stop_storage();
     return err;
@@ -262,9 +280,39 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   caf::anon_send(node.storage, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.pusher));
 
+  peers_options peers_opts;
+  peers_opts.node = cfg->node.name;
+  peers_opts.address = node.cluster_address;
+  peers_opts.secret = cfg->cluster.secret;
+  peers_opts.seeds = cfg->cluster.seeds;
+  peers_opts.interval = cfg->heartbeat.interval;
+  peers_opts.lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
+  peers_opts.storage = node.storage;
+  peers_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
+  peers_opts.dispatcher = node.dispatcher;
+  node.peers = spawn_peers(sys, peers_opts);
+  watch("peers", node.peers);
+  // Published as what callers may ask of it, so that remote executors can
+  // check the interface they link to.
+  auto published =
+      sys.middleman().publish(caf::actor_cast<peer_actor>(node.peers), cluster_listen->second,
+                              cluster_listen->first.c_str(), true);
+  if (!published) {
+    stop_node(sys, node);
+    return make_error(errc::unavailable, "cannot listen on cluster.listen " +
+                                             cluster_listen->first + ":" +
+                                             std::to_string(cluster_listen->second) + ": " +
+                                             error_message(published.error()));
+  }
+  node.cluster_port = *published;
+  auto peers_wake = caf::actor_cast<wake_listener_actor>(node.peers);
+  caf::anon_send(node.limiter, caf::subscribe_atom_v, peers_wake);
+
   node.inserter =
-      spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes}, node.submit_storage,
-                           caf::actor_cast<wake_listener_actor>(node.pusher), node.metrics});
+      spawn_inserter(sys, {input_limits{cfg->api.max_payload_bytes},
+                           node.submit_storage,
+                           {caf::actor_cast<wake_listener_actor>(node.pusher), peers_wake},
+                           node.metrics});
   watch("inserter", node.inserter);
 
   auto lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
@@ -313,7 +361,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_options cluster_opts;
   cluster_opts.node = cfg->node.name;
   cluster_opts.incarnation = node.incarnation;
-  cluster_opts.address = cfg->api.listen;
+  cluster_opts.address = node.cluster_address;
   cluster_opts.heartbeat_interval = cfg->heartbeat.interval;
   cluster_opts.lease = lease;
   cluster_opts.any_type = run_here.any;
@@ -337,6 +385,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.dispatcher = node.dispatcher;
   api_opts.limiter = node.limiter;
   api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
+  api_opts.peers = node.peers;
   api_opts.storages = {{"storage", node.storage},
                        {"submit storage", node.submit_storage},
                        {"outcome storage", node.outcome_storage}};
@@ -346,7 +395,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
       {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
       {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
       {"cron", pingable(node.cron)},         {"alerter", pingable(node.alerter)},
-      {"cluster", pingable(node.cluster)}};
+      {"peers", pingable(node.peers)},       {"cluster", pingable(node.cluster)}};
   node.api = spawn_api(sys, api_opts);
   watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
@@ -460,6 +509,9 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
     hand_back_tasks(self, node);
   }
   stop(node.cluster);
+  if (node.peers && node.cluster_port != 0)
+    sys.middleman().unpublish(node.peers, node.cluster_port);
+  stop(node.peers);
   stop(node.inserter);
   stop(node.submit_storage);
   stop(node.dispatcher);

@@ -43,6 +43,10 @@ struct node_actors {
   reconciler_actor reconciler;
   cron_actor cron;
   alerter_actor alerter;
+  peers_actor peers;
+  /// Where the other nodes reach this one, and the port peers is published on.
+  std::string cluster_address;
+  uint16_t cluster_port = 0;
   cluster_actor cluster;
   api_actor api;
   std::unique_ptr<http_server> server;
@@ -73,6 +77,11 @@ void stop_node(caf::actor_system& sys, node_actors& node);
 /// exit status: 0 when asked to stop, 1 when an actor ended.
 int run_until_stopped(caf::actor_system& sys, node_actors& node,
                       const std::function<bool()>& stop_requested);
+
+/// Sets up an actor system for nodes: the message types, CAF's network
+/// layer, and link heartbeats, so that a frozen peer counts as gone within
+/// seconds (CAF sends none by default).
+void configure_actor_system(caf::actor_system_config& cfg);
 
 /// The per-type settings of `cfg` as written to the database.
 pb::TypeSettingsList type_settings(const config& cfg);

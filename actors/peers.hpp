@@ -1,0 +1,33 @@
+#pragma once
+
+#include "messages/actors.hpp"
+
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+namespace taskmill {
+
+struct peers_options {
+  std::string node;
+  /// host:port at which the other nodes reach this one.
+  std::string address;
+  std::string secret;
+  std::vector<std::string> seeds;
+  /// How often to look for nodes to link to (and retry failed links, with
+  /// backoff up to max_backoff).
+  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds max_backoff{std::chrono::seconds{10}};
+  /// Nodes silent this long are not linked to.
+  std::chrono::milliseconds lease{5000};
+  query_storage_actor storage;
+  wake_listener_actor pusher;
+  dispatcher_actor dispatcher;
+};
+
+/// Spawns the peers actor; publish it on cluster.listen afterwards.
+peers_actor spawn_peers(caf::actor_system& sys, peers_options options);
+
+}  // namespace taskmill

@@ -1,0 +1,307 @@
+// SPEC §7 over CAF's network layer, with real processes: nodes link after a
+// challenge-response over cluster.secret and refuse a wrong one, show their
+// links, fan wake-ups out so that a node that cannot LISTEN starts work at
+// once, and remote executors run tasks; one killed with SIGKILL loses its
+// tasks at once, fenced by attempt, and another runs them.
+#define BOOST_TEST_MODULE cluster
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/task_sql.hpp"
+#include "tests/support/test_database.hpp"
+#include "tools/http_fetch.hpp"
+#include "tools/node_process.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+extern char** environ;
+
+using namespace taskmill;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+const char* binary() {
+  const char* path = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(path, "TASKMILL_BINARY is not set: run the tests through ctest");
+  return path;
+}
+
+/// `taskmill remote-executor ...` as a child process with the secret in its
+/// environment; its output goes to a log file.
+class executor_process {
+ public:
+  executor_process(const std::string& name, const std::string& node, const std::string& secret,
+                   const std::string& type, int capacity)
+      : log_((std::filesystem::temp_directory_path() /
+              ("taskmill-exec-" + name + "-" + std::to_string(getpid()) + ".log"))
+                 .string()) {
+    std::vector<std::string> args{
+        binary(),     "remote-executor",        "--node", node, "--type", type,
+        "--capacity", std::to_string(capacity), "--name", name};
+    std::vector<std::string> env{"TASKMILL_CLUSTER_SECRET=" + secret};
+    for (char** e = environ; *e; ++e)
+      if (std::string{*e}.rfind("TASKMILL_CLUSTER_SECRET=", 0) != 0) env.emplace_back(*e);
+    std::vector<char*> argv, envp;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    for (auto& e : env) envp.push_back(e.data());
+    envp.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log_.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    int rc = posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&actions);
+    BOOST_REQUIRE_MESSAGE(rc == 0, "cannot start the remote executor");
+  }
+
+  ~executor_process() {
+    stop(SIGTERM);
+    std::filesystem::remove(log_);
+  }
+
+  void stop(int signal) {
+    if (pid_ <= 0) return;
+    kill(pid_, signal);
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = 0;
+  }
+
+  std::string log() const {
+    std::ifstream in{log_};
+    std::stringstream out;
+    out << in.rdbuf();
+    return out.str();
+  }
+
+ private:
+  std::string log_;
+  pid_t pid_ = 0;
+};
+
+/// A node process with its API and cluster ports known.
+struct node_handle {
+  std::unique_ptr<node_process> process;
+  std::string api;
+  std::string cluster;
+};
+
+node_handle start_node(const test::scratch_database& db, const std::string& name,
+                       const std::string& secret, std::vector<std::string> options = {}) {
+  auto api_port = std::to_string(free_loopback_port());
+  auto cluster = "127.0.0.1:" + std::to_string(free_loopback_port());
+  options.insert(options.end(),
+                 {"api.listen=127.0.0.1:" + api_port, "cluster.listen=" + cluster,
+                  "cluster.secret=" + secret, "heartbeat.interval=200ms", "node.log_level=info"});
+  node_handle n;
+  n.process = std::make_unique<node_process>(binary(), name, db.conninfo(), options);
+  n.api = "http://127.0.0.1:" + api_port;
+  n.cluster = cluster;
+  return n;
+}
+
+json get_json(const std::string& url) {
+  auto res = http_fetch("GET", url);
+  if (!res || res->status != 200) return json::object();
+  return json::parse(res->body, nullptr, false);
+}
+
+/// The link `from` has to the node `to`, as GET /v1/nodes shows it.
+std::string link_of(const node_handle& from, const std::string& to) {
+  auto doc = get_json(from.api + "/v1/nodes");
+  if (!doc.contains("nodes")) return "no answer";
+  for (const auto& n : doc["nodes"])
+    if (n["name"] == to) return n["link"].is_string() ? n["link"].get<std::string>() : "null";
+  return "absent";
+}
+
+std::string last_error_of(const node_handle& from, const std::string& to) {
+  auto doc = get_json(from.api + "/v1/nodes");
+  for (const auto& l : doc.value("links", json::array()))
+    if (l["name"] == to && l["last_error"].is_string()) return l["last_error"];
+  return {};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(links)
+
+BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_after_a_crash) {
+  test::task_database db{"clusterlinks"};
+  auto a = start_node(db, "a", "right");
+  auto b = start_node(db, "b", "right");
+  auto c = start_node(db, "c", "wrong");
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
+                        a.process->log_tail());
+  BOOST_REQUIRE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s));
+  BOOST_CHECK_EQUAL(link_of(a, "a"), "self");
+  // c is in the database, so a and b try it, and refuse it.
+  BOOST_REQUIRE(test::eventually(
+      [&] { return last_error_of(a, "c").find("cluster.secret") != std::string::npos; }, 30s));
+  BOOST_CHECK_NE(link_of(a, "c"), "up");
+  BOOST_CHECK_NE(link_of(c, "a"), "up");
+  BOOST_CHECK_NE(link_of(c, "b"), "up");
+  auto metrics = http_fetch("GET", a.api + "/metrics");
+  BOOST_REQUIRE(metrics);
+  BOOST_CHECK_MESSAGE(metrics->body.find("taskmill_cluster_links{kind=\"node\",state=\"up\"} 1") !=
+                          std::string::npos,
+                      metrics->body);
+  // b crashes: a sees the link go down at once (not after the lease), and
+  // up again when b is back.
+  b.process->kill_hard();
+  auto lost_at = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(test::eventually([&] { return link_of(a, "b") == "down"; }, 10s));
+  BOOST_CHECK_LT(std::chrono::steady_clock::now() - lost_at, 3s);
+  b.process = std::make_unique<node_process>(
+      binary(), "b", db.conninfo(),
+      std::vector<std::string>{"api.listen=127.0.0.1:" + b.api.substr(b.api.rfind(':') + 1),
+                               "cluster.listen=" + b.cluster, "cluster.secret=right",
+                               "heartbeat.interval=200ms"});
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
+                      a.process->log_tail());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(wakeups)
+
+// Neither node LISTENs and both poll only every 30 s: a task submitted on a
+// for a type only b runs starts on b within milliseconds, because a tells b
+// over CAF.
+BOOST_AUTO_TEST_CASE(a_task_submitted_on_one_node_starts_on_another_at_once) {
+  test::task_database db{"clusterwake"};
+  std::vector<std::string> quiet{"database.listen=false", "scheduling.poll_interval=30s"};
+  auto a = start_node(db, "a", "s", quiet);
+  auto b_options = quiet;
+  b_options.push_back("types.FAN.executor=noop");
+  auto b = start_node(db, "b", "s", b_options);
+  BOOST_REQUIRE(
+      test::eventually([&] { return link_of(a, "b") == "up" && link_of(b, "a") == "up"; }, 30s));
+  // Let both pushers settle into their 30 s sleep.
+  std::this_thread::sleep_for(1s);
+  constexpr int tasks = 200;
+  for (int i = 0; i < tasks; ++i) {
+    auto res = http_fetch("POST", a.api + "/v1/tasks",
+                          R"({"type": "FAN", "key": "k)" + std::to_string(i) + R"("})");
+    BOOST_REQUIRE(res && res->status == 200);
+    std::this_thread::sleep_for(5ms);
+  }
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") ==
+               std::to_string(tasks);
+      },
+      20s));
+  auto latency = [&](const char* pct) {
+    return std::stod(db.scalar(std::string{"SELECT percentile_cont("} + pct +
+                               ") WITHIN GROUP (ORDER BY extract(epoch FROM started_at - "
+                               "created_at) * 1000) FROM taskmill.tasks"));
+  };
+  auto p50 = latency("0.5"), p99 = latency("0.99"), max = latency("1.0");
+  BOOST_TEST_MESSAGE("submit on a -> start on b: p50 " << p50 << " ms, p99 " << p99 << " ms, max "
+                                                       << max << " ms");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(DISTINCT picked_by) FROM taskmill.tasks"), "1");
+  // Bounds loose enough for a noisy box, far below the 30 s poll.
+  BOOST_CHECK_LT(p50, 50);
+  BOOST_CHECK_LT(p99, 500);
+  BOOST_CHECK_LT(max, 3000);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(remote_executors)
+
+BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_run_elsewhere) {
+  test::task_database db{"clusterexec"};
+  auto node = start_node(db, "n", "s", {"types.REMOTE.executor=caf"});
+  auto e1 = std::make_unique<executor_process>("e1", node.cluster, "s", "REMOTE", 2);
+  auto e2 = std::make_unique<executor_process>("e2", node.cluster, "s", "REMOTE", 2);
+  auto executors_up = [&](int n) {
+    auto doc = get_json(node.api + "/v1/nodes");
+    int up = 0;
+    for (const auto& l : doc.value("links", json::array()))
+      if (l["kind"] == "executor" && l["state"] == "up") ++up;
+    return up == n;
+  };
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s),
+                        e1->log() << node.process->log_tail());
+  // A wrong secret is refused.
+  executor_process intruder{"intruder", node.cluster, "guess", "REMOTE", 8};
+  // Four tasks, two at a time on each.
+  for (int i = 0; i < 4; ++i)
+    db.call("submit('REMOTE', 'share" + std::to_string(i) + "', payload => '{\"sleep_ms\": 500}')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'share%' AND "
+                   "status = 'succeeded'") == "4";
+      },
+      30s));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(h || ':' || n, ',' ORDER BY h) FROM (SELECT "
+                              "result->>'handled_by' AS h, count(*) AS n FROM taskmill.tasks "
+                              "WHERE key LIKE 'share%' GROUP BY 1) x"),
+                    "e1:2,e2:2");
+  BOOST_CHECK_MESSAGE(intruder.log().find("does not know cluster.secret") != std::string::npos,
+                      intruder.log());
+  BOOST_CHECK(!executors_up(3));
+
+  // Only e1 is left; it takes two long tasks. A new executor comes, and e1
+  // is killed: its tasks are failed attempts at once, far within their
+  // timeout, and run again on the new one.
+  e2.reset();
+  BOOST_REQUIRE(test::eventually([&] { return executors_up(1); }, 10s));
+  for (int i = 0; i < 2; ++i)
+    db.call("submit('REMOTE', 'long" + std::to_string(i) +
+            "', payload => '{\"sleep_ms\": 3000}', timeout_ms => 60000, "
+            "backoff_kind => 'fixed', backoff_base_ms => 10)");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'long%' AND "
+                   "status = 'running'") == "2";
+      },
+      30s));
+  auto e3 = std::make_unique<executor_process>("e3", node.cluster, "s", "REMOTE", 2);
+  BOOST_REQUIRE(test::eventually([&] { return executors_up(2); }, 30s));
+  auto killed_at = db.scalar("SELECT clock_timestamp()::text");
+  e1->stop(SIGKILL);
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'long%' AND "
+                   "status = 'succeeded'") == "2";
+      },
+      30s));
+  // Attempt 1 of each ended as the executor went away, within seconds of the
+  // kill; attempt 2 ran on e3. No attempt ran twice.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.attempts a JOIN taskmill.tasks t ON t.id = "
+                "a.task_id WHERE t.key LIKE 'long%' AND a.attempt = 1 AND a.error = 'the "
+                "executor went away' AND a.finished_at < $1::timestamptz + interval '2 seconds'",
+                {killed_at}),
+      "2");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(attempt || ':' || (result->>'handled_by'), ',') "
+                              "FROM taskmill.tasks WHERE key LIKE 'long%'"),
+                    "2:e3,2:e3");
+  auto log = e3->log();
+  for (int i = 0; i < 2; ++i)
+    BOOST_CHECK_MESSAGE(
+        log.find("REMOTE/long" + std::to_string(i) + " attempt 2: done") != std::string::npos, log);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,88 @@
+#include "tools/remote_executor/example.hpp"
+
+#include "actors/executors/outcome.hpp"
+#include "messages/errors.hpp"
+#include "tools/node/node.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include <csignal>
+#include <iostream>
+#include <mutex>
+#include <thread>
+
+namespace taskmill {
+
+namespace {
+
+std::mutex output;
+
+void say(const std::string& line) {
+  std::lock_guard<std::mutex> guard{output};
+  std::cout << "remote-executor: " << line << std::endl;
+}
+
+pb::TaskOutcome run_task(const std::string& name, const pb::Task& task) {
+  auto payload = nlohmann::json::parse(task.payload(), nullptr, false);
+  if (!payload.is_object()) payload = nlohmann::json::object();
+  std::this_thread::sleep_for(std::chrono::milliseconds{payload.value("sleep_ms", 0)});
+  auto what = task.type() + "/" + task.key() + " attempt " + std::to_string(task.attempt());
+  if (payload.value("fail", false)) {
+    say(what + ": failed");
+    return outcome_of(task, pb::OUTCOME_RETRY, "failed as the payload asked");
+  }
+  say(what + ": done");
+  return outcome_of(task, pb::OUTCOME_SUCCEEDED, {}, nlohmann::json{{"handled_by", name}}.dump());
+}
+
+bool stop_within(const sigset_t& signals, std::chrono::milliseconds wait) {
+  timespec ts{static_cast<time_t>(wait.count() / 1000),
+              static_cast<long>((wait.count() % 1000) * 1000000)};
+  return sigtimedwait(&signals, nullptr, &ts) > 0;
+}
+
+}  // namespace
+
+int run_remote_executor_example(const remote_executor_options& options) {
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  caf::actor_system_config cfg;
+  configure_actor_system(cfg);
+  caf::actor_system sys{cfg};
+  auto handler = [name = options.name](const pb::Task& task) { return run_task(name, task); };
+  auto backoff = std::chrono::milliseconds{200};
+  while (true) {
+    auto runner = start_remote_executor(sys, options, handler);
+    if (!runner) {
+      say(error_message(runner.error()) + "; trying again in " + std::to_string(backoff.count()) +
+          " ms");
+      if (stop_within(signals, backoff)) return 0;
+      backoff = std::min(2 * backoff, std::chrono::milliseconds{10000});
+      continue;
+    }
+    backoff = std::chrono::milliseconds{200};
+    say("linked to " + options.node + ", running " + std::to_string(options.capacity) +
+        " at a time");
+    caf::scoped_actor self{sys};
+    self->monitor(*runner);
+    bool linked = true;
+    while (linked) {
+      if (stop_within(signals, std::chrono::milliseconds{200})) {
+        self->send_exit(*runner, caf::exit_reason::user_shutdown);
+        return 0;
+      }
+      self->receive([&](caf::down_msg&) { linked = false; },
+                    caf::after(std::chrono::seconds{0}) >> [] {});
+    }
+    say("the link to " + options.node + " dropped");
+  }
+}
+
+}  // namespace taskmill

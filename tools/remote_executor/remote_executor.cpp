@@ -1,0 +1,131 @@
+#include "tools/remote_executor/remote_executor.hpp"
+
+#include "messages/actors.hpp"
+#include "messages/errors.hpp"
+#include "messages/peer_proof.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <map>
+#include <thread>
+
+namespace taskmill {
+
+namespace {
+
+/// Links to a node, proves cluster.secret and registers (each message must
+/// come from this actor: the node admits its sender), then runs the pushed
+/// tasks, each on a thread of its own; ends with the link.
+struct remote_runner_state {
+  static inline const char* name = "remote-executor";
+  remote_executor_options options;
+  remote_task_handler handler;
+  peer_actor node;
+  int64_t next_id = 0;
+  std::map<int64_t, caf::typed_response_promise<pb::TaskOutcome>> running;
+};
+
+using runner_actor = executor_actor::extend<caf::reacts_to<finished_atom, int64_t, pb::TaskOutcome>,
+                                            caf::replies_to<join_atom>::with<int32_t>>;
+using runner_ptr = runner_actor::stateful_pointer<remote_runner_state>;
+
+caf::error link_failed(const std::string& node, const std::string& why) {
+  return make_error(errc::unavailable, "cannot link to " + node + ": " + why);
+}
+
+/// hello, join, register; answers how many types the node took.
+caf::result<int32_t> join(runner_ptr self) {
+  auto promise = self->make_response_promise<int32_t>();
+  const auto& o = self->state.options;
+  auto nonce = new_nonce();
+  constexpr auto patience = std::chrono::seconds{10};
+  auto fail = [promise, node = o.node](const std::string& why) mutable {
+    promise.deliver(link_failed(node, why));
+  };
+  self->request(self->state.node, patience, hello_atom_v, o.name, nonce)
+      .then(
+          [self, promise, nonce, fail](const std::string& name, const std::string& their_nonce,
+                                       const std::string& proof) mutable {
+            const auto& o = self->state.options;
+            if (!same_proof(proof, peer_proof(o.secret, nonce, name)))
+              return fail("the node does not know cluster.secret");
+            self->request(self->state.node, patience, join_atom_v, o.name, std::string{"executor"},
+                          peer_proof(o.secret, their_nonce, o.name))
+                .then(
+                    [self, promise, fail](bool admitted) mutable {
+                      if (!admitted) return fail("the node refused this executor's proof");
+                      const auto& o = self->state.options;
+                      pb::ExecutorRegistration reg;
+                      for (const auto& type : o.types) reg.add_types(type);
+                      reg.set_capacity(o.capacity);
+                      self->request(self->state.node, patience, register_atom_v,
+                                    caf::actor_cast<caf::actor>(self), reg)
+                          .then(
+                              [promise](int32_t n) mutable { promise.deliver(n); },
+                              [fail](const caf::error& err) mutable { fail(error_message(err)); });
+                    },
+                    [fail](const caf::error& err) mutable { fail(error_message(err)); });
+          },
+          [fail](const caf::error& err) mutable { fail(error_message(err)); });
+  return promise;
+}
+
+runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_options options,
+                                          remote_task_handler handler, peer_actor node) {
+  auto& st = self->state;
+  st.options = std::move(options);
+  st.handler = std::move(handler);
+  st.node = node;
+  self->monitor(node);
+  self->set_down_handler(
+      [self](caf::down_msg&) { self->quit(caf::exit_reason::remote_link_unreachable); });
+  return {
+      [self](join_atom) { return join(self); },
+      [self](execute_atom, pb::Task& task) -> caf::result<pb::TaskOutcome> {
+        auto& st = self->state;
+        auto id = ++st.next_id;
+        auto promise = self->make_response_promise<pb::TaskOutcome>();
+        st.running.emplace(id, promise);
+        std::thread{[runner = caf::actor_cast<runner_actor>(self), handler = st.handler, id,
+                     task = std::move(task)] {
+          caf::anon_send(runner, finished_atom_v, id, handler(task));
+        }}.detach();
+        return promise;
+      },
+      [self](finished_atom, int64_t id, pb::TaskOutcome& outcome) {
+        auto it = self->state.running.find(id);
+        if (it == self->state.running.end()) return;
+        it->second.deliver(std::move(outcome));
+        self->state.running.erase(it);
+      },
+  };
+}
+
+}  // namespace
+
+caf::expected<caf::actor> start_remote_executor(caf::actor_system& sys,
+                                                const remote_executor_options& o,
+                                                remote_task_handler handler,
+                                                std::chrono::milliseconds patience) {
+  auto colon = o.node.rfind(':');
+  if (colon == std::string::npos) return link_failed(o.node, "the address must be host:port");
+  auto port = static_cast<uint16_t>(std::stoi(o.node.substr(colon + 1)));
+  auto node = sys.middleman().remote_actor<peer_actor>(o.node.substr(0, colon), port);
+  if (!node) return link_failed(o.node, error_message(node.error()));
+  auto runner = sys.spawn(remote_runner, o, std::move(handler), *node);
+  caf::scoped_actor self{sys};
+  caf::error err;
+  self->request(runner, patience, join_atom_v)
+      .receive([](int32_t) {}, [&](caf::error& e) { err = std::move(e); });
+  if (err) {
+    self->send_exit(runner, caf::exit_reason::user_shutdown);
+    return err;
+  }
+  return caf::actor_cast<caf::actor>(runner);
+}
+
+}  // namespace taskmill

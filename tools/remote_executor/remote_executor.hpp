@@ -1,0 +1,43 @@
+#pragma once
+
+// The client library for remote executors (SPEC §7): a process on any host
+// links to a node's cluster port, proves cluster.secret, and offers to run
+// tasks of some types, so many at a time. The node pushes tasks to it; when
+// the link drops, the node fails the tasks it had in flight there at once
+// (fenced by attempt) and runs them again elsewhere.
+
+#include "node.pb.h"
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace taskmill {
+
+/// Runs one task and says how it went (see outcome_of in
+/// actors/executors/outcome.hpp); called on a thread of its own, so it may
+/// block.
+using remote_task_handler = std::function<pb::TaskOutcome(const pb::Task&)>;
+
+struct remote_executor_options {
+  /// host:port of a node's cluster.listen.
+  std::string node;
+  std::string secret;
+  /// How the node shows this executor among its links.
+  std::string name;
+  std::vector<std::string> types;
+  int32_t capacity = 1;
+};
+
+/// Links to the node, registers, and runs `handler` for every task pushed.
+/// Answers once registered, with an actor that ends when the link drops (or
+/// an error saying why it could not link).
+caf::expected<caf::actor> start_remote_executor(
+    caf::actor_system& sys, const remote_executor_options& options, remote_task_handler handler,
+    std::chrono::milliseconds patience = std::chrono::seconds{10});
+
+}  // namespace taskmill
