@@ -44,6 +44,8 @@ struct dispatcher_state {
   bool flush_scheduled = false;
   bool storage_failing = false;
   int32_t reports_in_flight = 0;
+  /// Woken when a retry is stored: the pusher, and the peers.
+  std::vector<wake_listener_actor> retry_listeners;
   // Answered once nothing runs here any more (graceful stop).
   std::optional<caf::typed_response_promise<int32_t>> drain;
   std::mt19937_64 rng{std::random_device{}()};
@@ -108,8 +110,13 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
               spdlog::info("dispatcher: outcomes are being stored again");
               st.storage_failing = false;
             }
-            for (const auto& ack : acks.acks())
+            bool retries = false;
+            for (const auto& ack : acks.acks()) {
               if (!ack.applied()) st.options.metrics->outcome_stale.Increment();
+              retries |= ack.applied() && ack.status() == pb::FAILED;
+            }
+            if (retries)
+              for (const auto& target : st.retry_listeners) self->send(target, wake_atom_v);
             // Stored (or stale, which changes nothing): the permits go back.
             release(self, outcomes);
             check_drained(self);
@@ -319,6 +326,9 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
   self->set_down_handler([self](caf::down_msg& msg) { forget_executor(self, msg.source); });
   return {
       [](ping_atom) { return caf::ok_atom_v; },
+      [self](caf::subscribe_atom, wake_listener_actor target) {
+        self->state.retry_listeners.push_back(std::move(target));
+      },
       [self](dispatch_atom, const pb::TaskList& list) {
         for (const auto& task : list.tasks()) execute(self, task);
       },

@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <spdlog/spdlog.h>
@@ -132,7 +133,8 @@ void connect(self_ptr self, const std::string& address) {
   if (colon == std::string::npos) return;
   auto port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
   st.connecting.insert(address);
-  auto mm = self->home_system().middleman().actor_handle();
+  auto& sys = self->home_system();
+  auto mm = st.options.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
   self->request(mm, link_timeout, caf::connect_atom_v, address.substr(0, colon), port)
       .then(
           [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr,

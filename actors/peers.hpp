@@ -16,6 +16,8 @@ struct peers_options {
   std::string address;
   std::string secret;
   std::vector<std::string> seeds;
+  /// Link over TLS (CAF's OpenSSL module, loaded with the certificates).
+  bool tls = false;
   /// How often to look for nodes to link to (and retry failed links, with
   /// backoff up to max_backoff).
   std::chrono::milliseconds interval{1000};

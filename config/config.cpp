@@ -345,6 +345,16 @@ std::string read_sections(const toml::table& root, config& cfg) {
     r.read("listen", c.listen);
     r.read("advertise", c.advertise);
     r.read("secret", c.secret);
+    r.read("tls_cert", c.tls_cert);
+    r.read("tls_key", c.tls_key);
+    r.read("tls_ca", c.tls_ca);
+    int tls_set = !c.tls_cert.empty() + !c.tls_key.empty() + !c.tls_ca.empty();
+    if (tls_set != 0 && tls_set != 3)
+      r.fail("tls_cert", "tls_key and tls_ca go together: set all three or none");
+    for (auto [key, path] :
+         {std::pair{"tls_cert", &c.tls_cert}, {"tls_key", &c.tls_key}, {"tls_ca", &c.tls_ca}})
+      if (!path->empty() && access(path->c_str(), R_OK) != 0)
+        r.fail(key, "names a file that cannot be read: " + *path);
     if (auto seeds = r.array("seeds"))
       for (const auto& seed : *seeds) {
         auto text = seed.value<std::string>();

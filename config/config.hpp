@@ -120,6 +120,12 @@ struct config {
     /// Shared by every node and remote executor; without one only loopback
     /// peers are possible (listen must be a loopback address).
     std::string secret;
+    /// PEM files: with all three set, links use TLS and both sides verify
+    /// the other's certificate against tls_ca.
+    std::string tls_cert;
+    std::string tls_key;
+    std::string tls_ca;
+    bool tls() const { return !tls_cert.empty(); }
   } cluster;
 
   struct scheduling_section {

@@ -397,7 +397,10 @@ using dispatcher_actor = pingable_actor::extend<
     // Internal: report the outcomes gathered so far.
     caf::reacts_to<caf::flush_atom>,
     // Internal: report outcomes again after storage failed to take them.
-    caf::reacts_to<report_atom, pb::TaskOutcomes>>;
+    caf::reacts_to<report_atom, pb::TaskOutcomes>,
+    // Who to wake when a retry is stored: it comes due after its backoff,
+    // and the pushers here and on the peers set their timers by it.
+    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>>;
 
 /// What a node publishes on cluster.listen (SPEC §7), for other nodes and
 /// remote executors. A caller is admitted after a challenge-response over

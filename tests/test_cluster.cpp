@@ -45,13 +45,14 @@ const char* binary() {
 class executor_process {
  public:
   executor_process(const std::string& name, const std::string& node, const std::string& secret,
-                   const std::string& type, int capacity)
+                   const std::string& type, int capacity, std::vector<std::string> extra = {})
       : log_((std::filesystem::temp_directory_path() /
               ("taskmill-exec-" + name + "-" + std::to_string(getpid()) + ".log"))
                  .string()) {
     std::vector<std::string> args{
         binary(),     "remote-executor",        "--node", node, "--type", type,
         "--capacity", std::to_string(capacity), "--name", name};
+    args.insert(args.end(), extra.begin(), extra.end());
     std::vector<std::string> env{"TASKMILL_CLUSTER_SECRET=" + secret};
     for (char** e = environ; *e; ++e)
       if (std::string{*e}.rfind("TASKMILL_CLUSTER_SECRET=", 0) != 0) env.emplace_back(*e);
@@ -189,6 +190,9 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_on_one_node_starts_on_another_at_once) {
   auto a = start_node(db, "a", "s", quiet);
   auto b_options = quiet;
   b_options.push_back("types.FAN.executor=noop");
+  // Nothing listens on port 1: every attempt fails and is retried.
+  b_options.push_back("types.FLAKY.executor=http");
+  b_options.push_back("types.FLAKY.url=http://127.0.0.1:1/");
   auto b = start_node(db, "b", "s", b_options);
   BOOST_REQUIRE(
       test::eventually([&] { return link_of(a, "b") == "up" && link_of(b, "a") == "up"; }, 30s));
@@ -220,6 +224,20 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_on_one_node_starts_on_another_at_once) {
   BOOST_CHECK_LT(p50, 50);
   BOOST_CHECK_LT(p99, 500);
   BOOST_CHECK_LT(max, 3000);
+
+  // Retries come due after their backoff, not at the next poll: three
+  // attempts 200 ms apart end well within the 30 s poll.
+  auto res = http_fetch("POST", a.api + "/v1/tasks",
+                        R"({"type": "FLAKY", "key": "f", "max_retries": 2,
+                            "backoff": {"kind": "fixed", "base_ms": 200, "jitter": 0}})");
+  BOOST_REQUIRE_MESSAGE(res && res->status == 200, (res ? res->body : std::string{}));
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT status::text || ' ' || attempt FROM taskmill.tasks WHERE key = "
+                   "'f'") == "dead 3";
+      },
+      5s));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -302,6 +320,77 @@ BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_
   for (int i = 0; i < 2; ++i)
     BOOST_CHECK_MESSAGE(
         log.find("REMOTE/long" + std::to_string(i) + " attempt 2: done") != std::string::npos, log);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A CA and a certificate it signed, made with the openssl command.
+struct certificates {
+  std::filesystem::path dir;
+  std::string ca, cert, key;
+};
+
+certificates make_certificates(const std::string& name) {
+  certificates c;
+  c.dir = std::filesystem::temp_directory_path() /
+          ("taskmill-tls-" + name + "-" + std::to_string(getpid()));
+  std::filesystem::create_directories(c.dir);
+  auto d = c.dir.string();
+  auto ec = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes ";
+  auto script = "cd " + d + " && openssl req -x509" + ec + "-keyout ca.key -out ca.pem -days 2 " +
+                "-subj /CN=" + name + "-ca 2>/dev/null && openssl req" + ec +
+                "-keyout node.key -out node.csr -subj /CN=" + name +
+                " 2>/dev/null && openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key " +
+                "-CAcreateserial -out node.pem -days 2 2>/dev/null";
+  BOOST_REQUIRE_MESSAGE(std::system(script.c_str()) == 0, "openssl failed: " << script);
+  c.ca = d + "/ca.pem";
+  c.cert = d + "/node.pem";
+  c.key = d + "/node.key";
+  return c;
+}
+
+std::vector<std::string> tls_options(const certificates& c) {
+  return {"cluster.tls_cert=" + c.cert, "cluster.tls_key=" + c.key, "cluster.tls_ca=" + c.ca};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(tls)
+
+BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
+  test::task_database db{"clustertls"};
+  auto ours = make_certificates("ours");
+  auto foreign = make_certificates("foreign");
+  auto a = start_node(db, "a", "s", tls_options(ours));
+  auto b_options = tls_options(ours);
+  b_options.push_back("types.REMOTE.executor=caf");
+  auto b = start_node(db, "b", "s", b_options);
+  auto c = start_node(db, "c", "s", tls_options(foreign));
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
+                        a.process->log_tail());
+  BOOST_REQUIRE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s));
+  // c knows the secret, but its certificate is not signed by our CA.
+  BOOST_REQUIRE(test::eventually(
+      [&] { return last_error_of(a, "c").find("handshake") != std::string::npos; }, 30s));
+  BOOST_CHECK_NE(link_of(a, "c"), "up");
+  BOOST_CHECK_NE(link_of(c, "a"), "up");
+  // A remote executor with our certificate links over TLS and runs a task.
+  executor_process e{
+      "tls-exec", b.cluster, "s",
+      "REMOTE",   1,         {"--tls-cert", ours.cert, "--tls-key", ours.key, "--tls-ca", ours.ca}};
+  db.call("submit('REMOTE', 'over-tls')");
+  BOOST_CHECK_MESSAGE(test::eventually(
+                          [&] {
+                            return db.scalar(
+                                       "SELECT status::text FROM taskmill.tasks WHERE key = "
+                                       "'over-tls'") == "succeeded";
+                          },
+                          30s),
+                      e.log());
+  std::filesystem::remove_all(ours.dir);
+  std::filesystem::remove_all(foreign.dir);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

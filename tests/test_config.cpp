@@ -190,6 +190,11 @@ secret = "s"
   BOOST_CHECK(contains(error_of("[cluster]\nlisten = \"0.0.0.0:8481\"\nsecret = \"s\"\n"),
                        "'cluster.advertise' is required"));
   BOOST_CHECK(contains(error_of("[cluster]\nseeds = [\"nohost\"]\n"), "'cluster.seeds'"));
+  BOOST_CHECK(contains(error_of("[cluster]\ntls_cert = \"/etc/hostname\"\n"),
+                       "tls_key and tls_ca go together"));
+  BOOST_CHECK(contains(error_of("[cluster]\ntls_cert = \"/nonexistent.pem\"\n"
+                                "tls_key = \"/etc/hostname\"\ntls_ca = \"/etc/hostname\"\n"),
+                       "'cluster.tls_cert' names a file that cannot be read: /nonexistent.pem"));
   auto loopback =
       load_config(file.path.string(), {"cluster.listen=127.0.0.1:9000", "cluster.secret="});
   BOOST_CHECK_MESSAGE(loopback, (loopback ? "" : error_message(loopback.error())));

@@ -63,6 +63,12 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
   remote_cmd->add_option("--name", remote.name, "How the node shows this executor");
+  remote_cmd->add_option("--tls-cert", remote.tls_cert, "PEM certificate, for a node with TLS")
+      ->check(CLI::ExistingFile);
+  remote_cmd->add_option("--tls-key", remote.tls_key, "PEM key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  remote_cmd->add_option("--tls-ca", remote.tls_ca, "PEM CA that signed the node's certificate")
+      ->check(CLI::ExistingFile);
 
   taskmill::bench_options bench_opts;
   auto bench = app.add_subcommand(

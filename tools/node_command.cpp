@@ -73,7 +73,7 @@ int run_node(const config& cfg) {
   int exit_code = 0;
   {
     caf::actor_system_config sys_cfg;
-    configure_actor_system(sys_cfg);
+    configure_actor_system(sys_cfg, cfg.cluster);
     sys_cfg.set("scheduler.max-threads",
                 static_cast<int>(std::max(2u, std::thread::hardware_concurrency())));
     caf::actor_system sys{sys_cfg};

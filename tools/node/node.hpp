@@ -80,8 +80,12 @@ int run_until_stopped(caf::actor_system& sys, node_actors& node,
 
 /// Sets up an actor system for nodes: the message types, CAF's network
 /// layer, and link heartbeats, so that a frozen peer counts as gone within
-/// seconds (CAF sends none by default).
+/// seconds (CAF sends none by default). Nodes in one actor system (tests)
+/// link without TLS.
 void configure_actor_system(caf::actor_system_config& cfg);
+
+/// The same, with TLS for links when `cluster` names certificates.
+void configure_actor_system(caf::actor_system_config& cfg, const config::cluster_section& cluster);
 
 /// The per-type settings of `cfg` as written to the database.
 pb::TypeSettingsList type_settings(const config& cfg);

@@ -54,7 +54,11 @@ int run_remote_executor_example(const remote_executor_options& options) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   caf::actor_system_config cfg;
-  configure_actor_system(cfg);
+  config::cluster_section tls;
+  tls.tls_cert = options.tls_cert;
+  tls.tls_key = options.tls_key;
+  tls.tls_ca = options.tls_ca;
+  configure_actor_system(cfg, tls);
   caf::actor_system sys{cfg};
   auto handler = [name = options.name](const pb::Task& task) { return run_task(name, task); };
   auto backoff = std::chrono::milliseconds{200};

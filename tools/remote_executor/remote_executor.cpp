@@ -7,6 +7,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
+#include <caf/openssl/remote_actor.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -114,7 +115,9 @@ caf::expected<caf::actor> start_remote_executor(caf::actor_system& sys,
   auto colon = o.node.rfind(':');
   if (colon == std::string::npos) return link_failed(o.node, "the address must be host:port");
   auto port = static_cast<uint16_t>(std::stoi(o.node.substr(colon + 1)));
-  auto node = sys.middleman().remote_actor<peer_actor>(o.node.substr(0, colon), port);
+  auto host = o.node.substr(0, colon);
+  auto node = o.tls_cert.empty() ? sys.middleman().remote_actor<peer_actor>(host, port)
+                                 : caf::openssl::remote_actor<peer_actor>(sys, host, port);
   if (!node) return link_failed(o.node, error_message(node.error()));
   auto runner = sys.spawn(remote_runner, o, std::move(handler), *node);
   caf::scoped_actor self{sys};

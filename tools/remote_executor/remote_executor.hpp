@@ -31,6 +31,12 @@ struct remote_executor_options {
   std::string name;
   std::vector<std::string> types;
   int32_t capacity = 1;
+  /// With the node's TLS: this executor's certificate and key, and the CA
+  /// that signed the node's (the actor system must be set up with them, see
+  /// configure_actor_system).
+  std::string tls_cert;
+  std::string tls_key;
+  std::string tls_ca;
 };
 
 /// Links to the node, registers, and runs `handler` for every task pushed.
