@@ -144,7 +144,7 @@ BOOST_AUTO_TEST_SUITE(links)
 
 BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_after_a_crash) {
   test::task_database db{"clusterlinks"};
-  auto a = start_node(db, "a", "right");
+  auto a = start_node(db, "a", "right", {"types.LINKLESS.executor=noop"});
   auto b = start_node(db, "b", "right");
   auto c = start_node(db, "c", "wrong");
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
@@ -157,6 +157,18 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
   BOOST_CHECK_NE(link_of(a, "c"), "up");
   BOOST_CHECK_NE(link_of(c, "a"), "up");
   BOOST_CHECK_NE(link_of(c, "b"), "up");
+  // Without a link work still flows, by NOTIFY: a task submitted on c runs
+  // on a.
+  auto submitted =
+      http_fetch("POST", c.api + "/v1/tasks", R"({"type": "LINKLESS", "key": "by-notify"})");
+  BOOST_REQUIRE(submitted && submitted->status == 200);
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT status::text || ' ' || picked_by FROM taskmill.tasks WHERE key "
+                   "= 'by-notify'") == "succeeded a";
+      },
+      10s));
   auto metrics = http_fetch("GET", a.api + "/metrics");
   BOOST_REQUIRE(metrics);
   BOOST_CHECK_MESSAGE(metrics->body.find("taskmill_cluster_links{kind=\"node\",state=\"up\"} 1") !=
