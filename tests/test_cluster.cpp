@@ -252,6 +252,40 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_on_one_node_starts_on_another_at_once) {
       5s));
 }
 
+// Under a global limit of one running task, node b waits for the permit
+// node a holds; when a's task ends, a tells b, which starts at once rather
+// than at its next poll.
+BOOST_AUTO_TEST_CASE(a_permit_freed_on_one_node_wakes_another) {
+  test::task_database db{"clusterpermit"};
+  std::vector<std::string> quiet{"database.listen=false", "scheduling.poll_interval=30s",
+                                 "scheduling.global_limit=1"};
+  auto a_options = quiet;
+  a_options.push_back("types.HOLD.executor=sleep");
+  auto a = start_node(db, "a", "s", a_options);
+  auto b_options = quiet;
+  b_options.push_back("types.NEXT.executor=noop");
+  auto b = start_node(db, "b", "s", b_options);
+  BOOST_REQUIRE(
+      test::eventually([&] { return link_of(a, "b") == "up" && link_of(b, "a") == "up"; }, 30s));
+  db.call("submit('HOLD', 'h', payload => '{\"ms\": 1500}')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'h'") == "running";
+      },
+      30s));
+  db.call("submit('NEXT', 'n')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == "2";
+      },
+      20s));
+  auto gap =
+      std::stod(db.scalar("SELECT extract(epoch FROM n.started_at - h.updated_at) * 1000 FROM "
+                          "taskmill.tasks n, taskmill.tasks h WHERE n.key = 'n' AND h.key = 'h'"));
+  BOOST_TEST_MESSAGE("permit freed on a -> start on b: " << gap << " ms");
+  BOOST_CHECK_LT(gap, 2000);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(remote_executors)
