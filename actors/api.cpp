@@ -5,6 +5,7 @@
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
+#include "messages/peer_proof.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
@@ -178,14 +179,6 @@ void split_target(call& c) {
     if (amp == std::string_view::npos) break;
     query = query.substr(amp + 1);
   }
-}
-
-/// Compares in time independent of where the strings differ.
-bool same_secret(const std::string& a, const std::string& b) {
-  if (a.size() != b.size()) return false;
-  unsigned char diff = 0;
-  for (size_t i = 0; i < a.size(); ++i) diff |= static_cast<unsigned char>(a[i] ^ b[i]);
-  return diff == 0;
 }
 
 caf::expected<int64_t> task_id(const std::string& text) {

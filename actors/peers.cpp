@@ -1,5 +1,6 @@
 #include "actors/peers.hpp"
 
+#include "config/config.hpp"
 #include "messages/errors.hpp"
 #include "messages/peer_proof.hpp"
 #include "messages/time.hpp"
@@ -100,7 +101,7 @@ void handshake(self_ptr self, const std::string& address, peer_actor remote) {
               self->state.connecting.erase(address);
               return;
             }
-            if (!same_proof(proof, peer_proof(o.secret, nonce, name))) {
+            if (!same_secret(proof, peer_proof(o.secret, nonce, name))) {
               spdlog::warn("peers: {} at {} does not know cluster.secret: not linked", name,
                            address);
               return link_failed(self, address, "it does not know cluster.secret");
@@ -129,13 +130,14 @@ void connect(self_ptr self, const std::string& address) {
   if (st.connecting.count(address)) return;
   if (auto r = st.retries.find(address); r != st.retries.end() && clock::now() < r->second.next)
     return;
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos) return;
-  auto port = static_cast<uint16_t>(std::stoi(address.substr(colon + 1)));
+  // Addresses come from the database too: a bad one is a failed link, not
+  // an exception in this actor.
+  auto target = parse_listen_address(address, "the address of a node");
+  if (!target) return link_failed(self, address, error_message(target.error()));
   st.connecting.insert(address);
   auto& sys = self->home_system();
   auto mm = st.options.tls ? sys.openssl_manager().actor_handle() : sys.middleman().actor_handle();
-  self->request(mm, link_timeout, caf::connect_atom_v, address.substr(0, colon), port)
+  self->request(mm, link_timeout, caf::connect_atom_v, target->first, target->second)
       .then(
           [self, address](const caf::node_id&, caf::strong_actor_ptr& ptr,
                           const std::set<std::string>&) {
@@ -206,7 +208,7 @@ bool admit(self_ptr self, const std::string& name, const std::string& kind,
   if (challenge == st.challenges.end()) return false;
   auto expected = peer_proof(st.options.secret, challenge->second, name);
   st.challenges.erase(challenge);
-  if (!same_proof(proof, expected) || (kind != "node" && kind != "executor") ||
+  if (!same_secret(proof, expected) || (kind != "node" && kind != "executor") ||
       name == st.options.node) {
     spdlog::warn("peers: refused {} {}: wrong proof of cluster.secret", kind, name);
     return false;

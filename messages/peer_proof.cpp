@@ -41,7 +41,7 @@ std::string peer_proof(const std::string& secret, const std::string& nonce,
   return hex(mac.data(), size);
 }
 
-bool same_proof(const std::string& a, const std::string& b) {
+bool same_secret(const std::string& a, const std::string& b) {
   return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
 }
 

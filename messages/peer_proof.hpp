@@ -15,7 +15,8 @@ std::string new_nonce();
 std::string peer_proof(const std::string& secret, const std::string& nonce,
                        const std::string& name);
 
-/// Compares two proofs in constant time.
-bool same_proof(const std::string& a, const std::string& b);
+/// Compares two secrets or proofs in time independent of where they differ
+/// (the API token, peer proofs).
+bool same_secret(const std::string& a, const std::string& b);
 
 }  // namespace taskmill

@@ -157,6 +157,13 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
   BOOST_CHECK_NE(link_of(a, "c"), "up");
   BOOST_CHECK_NE(link_of(c, "a"), "up");
   BOOST_CHECK_NE(link_of(c, "b"), "up");
+  // A node row with an address that is not host:port is a failed link, not
+  // a crash.
+  db.exec(
+      "INSERT INTO taskmill.nodes (name, incarnation, address) VALUES ('junk', 'x', 'junk:abc')");
+  BOOST_CHECK(test::eventually(
+      [&] { return last_error_of(a, "junk").find("bad port") != std::string::npos; }, 10s));
+  BOOST_CHECK_EQUAL(link_of(a, "b"), "up");
   // Without a link work still flows, by NOTIFY: a task submitted on c runs
   // on a.
   auto submitted =

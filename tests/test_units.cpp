@@ -69,8 +69,8 @@ BOOST_AUTO_TEST_CASE(a_proof_is_hmac_sha256_of_nonce_and_name) {
   BOOST_CHECK_NE(peer_proof("k2", "abc", "n1"), peer_proof("k", "abc", "n1"));
   BOOST_CHECK_NE(peer_proof("k", "abd", "n1"), peer_proof("k", "abc", "n1"));
   BOOST_CHECK_NE(peer_proof("k", "abc", "n2"), peer_proof("k", "abc", "n1"));
-  BOOST_CHECK(same_proof(peer_proof("k", "abc", "n1"), peer_proof("k", "abc", "n1")));
-  BOOST_CHECK(!same_proof(peer_proof("k", "abc", "n1"), ""));
+  BOOST_CHECK(same_secret(peer_proof("k", "abc", "n1"), peer_proof("k", "abc", "n1")));
+  BOOST_CHECK(!same_secret(peer_proof("k", "abc", "n1"), ""));
   auto a = new_nonce(), b = new_nonce();
   BOOST_CHECK_EQUAL(a.size(), 32u);
   BOOST_CHECK_NE(a, b);

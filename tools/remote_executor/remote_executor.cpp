@@ -1,5 +1,6 @@
 #include "tools/remote_executor/remote_executor.hpp"
 
+#include "config/config.hpp"
 #include "messages/actors.hpp"
 #include "messages/errors.hpp"
 #include "messages/peer_proof.hpp"
@@ -52,7 +53,7 @@ caf::result<int32_t> join(runner_ptr self) {
           [self, promise, nonce, fail](const std::string& name, const std::string& their_nonce,
                                        const std::string& proof) mutable {
             const auto& o = self->state.options;
-            if (!same_proof(proof, peer_proof(o.secret, nonce, name)))
+            if (!same_secret(proof, peer_proof(o.secret, nonce, name)))
               return fail("the node does not know cluster.secret");
             self->request(self->state.node, patience, join_atom_v, o.name, std::string{"executor"},
                           peer_proof(o.secret, their_nonce, o.name))
@@ -112,10 +113,9 @@ caf::expected<caf::actor> start_remote_executor(caf::actor_system& sys,
                                                 const remote_executor_options& o,
                                                 remote_task_handler handler,
                                                 std::chrono::milliseconds patience) {
-  auto colon = o.node.rfind(':');
-  if (colon == std::string::npos) return link_failed(o.node, "the address must be host:port");
-  auto port = static_cast<uint16_t>(std::stoi(o.node.substr(colon + 1)));
-  auto host = o.node.substr(0, colon);
+  auto target = parse_listen_address(o.node, "the node's address");
+  if (!target) return target.error();
+  auto& [host, port] = *target;
   auto node = o.tls_cert.empty() ? sys.middleman().remote_actor<peer_actor>(host, port)
                                  : caf::openssl::remote_actor<peer_actor>(sys, host, port);
   if (!node) return link_failed(o.node, error_message(node.error()));
