@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <map>
 #include <set>
 
@@ -45,6 +46,7 @@ struct peers_state {
   /// Addresses with a link attempt under way, and those that failed.
   std::set<std::string> connecting;
   std::map<std::string, retry> retries;
+  uint64_t ticks = 0;
 };
 
 namespace {
@@ -155,6 +157,16 @@ bool linked(const peers_state& st, const std::string& name) {
   return p != st.peers.end() && !p->second.links.empty();
 }
 
+/// A node links to the others as it starts, so while every known node is
+/// linked taskmill.nodes is read only every tenth tick; a node without a
+/// link is looked after at every tick.
+bool worth_looking(const peers_state& st) {
+  if (st.ticks % 10 == 0) return true;
+  return std::any_of(st.peers.begin(), st.peers.end(), [](const auto& entry) {
+    return entry.second.kind == "node" && entry.second.links.empty();
+  });
+}
+
 /// Links to the seeds and to the live nodes in taskmill.nodes not yet linked.
 void look_for_peers(self_ptr self) {
   auto& st = self->state;
@@ -167,13 +179,20 @@ void look_for_peers(self_ptr self) {
       .then(
           [self](const pb::NodeList& nodes) {
             auto& st = self->state;
+            std::set<std::string> live;
             for (const auto& n : nodes.nodes()) {
               if (n.name() == st.options.node || n.role() == "dead" || n.address().empty())
                 continue;
+              live.insert(n.name());
               st.peers[n.name()].address = n.address();
               if (st.peers[n.name()].kind.empty()) st.peers[n.name()].kind = "node";
               if (!linked(st, n.name())) connect(self, n.address());
             }
+            // Nodes gone from the cluster are no longer waited for.
+            for (auto it = st.peers.begin(); it != st.peers.end();)
+              it = it->second.kind == "node" && it->second.links.empty() && !live.count(it->first)
+                       ? st.peers.erase(it)
+                       : std::next(it);
           },
           [](const caf::error& err) {
             spdlog::debug("peers: cannot read the nodes: {}", error_message(err));
@@ -269,7 +288,8 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
       },
       [self](peers_atom) { return links_of(self->state); },
       [self](caf::tick_atom) {
-        look_for_peers(self);
+        if (worth_looking(self->state)) look_for_peers(self);
+        ++self->state.ticks;
         self->delayed_send(self, self->state.options.interval, caf::tick_atom_v);
       },
   };
