@@ -2,11 +2,15 @@
 // challenge-response over cluster.secret and refuse a wrong one, show their
 // links, fan wake-ups out so that a node that cannot LISTEN starts work at
 // once, and remote executors run tasks; one killed with SIGKILL loses its
-// tasks at once, fenced by attempt, and another runs them.
+// tasks at once, fenced by attempt, and another runs them. Links cut by a
+// partition (a proxy that drops every connection) lose no work and run
+// none twice.
 #define BOOST_TEST_MODULE cluster
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
+#include "tests/support/tcp_proxy.hpp"
 #include "tests/support/test_database.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
@@ -24,7 +28,10 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <regex>
+#include <set>
 #include <sstream>
+#include <thread>
 
 extern char** environ;
 
@@ -103,9 +110,10 @@ struct node_handle {
 };
 
 node_handle start_node(const test::scratch_database& db, const std::string& name,
-                       const std::string& secret, std::vector<std::string> options = {}) {
+                       const std::string& secret, std::vector<std::string> options = {},
+                       const std::string& cluster = "127.0.0.1:" +
+                                                    std::to_string(free_loopback_port())) {
   auto api_port = std::to_string(free_loopback_port());
-  auto cluster = "127.0.0.1:" + std::to_string(free_loopback_port());
   options.insert(options.end(),
                  {"api.listen=127.0.0.1:" + api_port, "cluster.listen=" + cluster,
                   "cluster.secret=" + secret, "heartbeat.interval=200ms", "node.log_level=info"});
@@ -129,6 +137,15 @@ std::string link_of(const node_handle& from, const std::string& to) {
   for (const auto& n : doc["nodes"])
     if (n["name"] == to) return n["link"].is_string() ? n["link"].get<std::string>() : "null";
   return "absent";
+}
+
+/// Remote executors linked to `node`, as GET /v1/nodes shows them.
+int executors_linked(const node_handle& node) {
+  auto doc = get_json(node.api + "/v1/nodes");
+  int up = 0;
+  for (const auto& l : doc.value("links", json::array()))
+    if (l["kind"] == "executor" && l["state"] == "up") ++up;
+  return up;
 }
 
 std::string last_error_of(const node_handle& from, const std::string& to) {
@@ -302,13 +319,7 @@ BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_
   auto node = start_node(db, "n", "s", {"types.REMOTE.executor=caf"});
   auto e1 = std::make_unique<executor_process>("e1", node.cluster, "s", "REMOTE", 2);
   auto e2 = std::make_unique<executor_process>("e2", node.cluster, "s", "REMOTE", 2);
-  auto executors_up = [&](int n) {
-    auto doc = get_json(node.api + "/v1/nodes");
-    int up = 0;
-    for (const auto& l : doc.value("links", json::array()))
-      if (l["kind"] == "executor" && l["state"] == "up") ++up;
-    return up == n;
-  };
+  auto executors_up = [&](int n) { return executors_linked(node) == n; };
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s),
                         e1->log() << node.process->log_tail());
   // A wrong secret is refused.
@@ -373,6 +384,165 @@ BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_
   for (int i = 0; i < 2; ++i)
     BOOST_CHECK_MESSAGE(
         log.find("REMOTE/long" + std::to_string(i) + " attempt 2: done") != std::string::npos, log);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(partitions)
+
+// Two nodes reach each other only through proxies (each advertises its
+// proxy). Tasks are submitted on b for a type only a runs, neither LISTENs
+// and a polls every 2 s: linked, a starts them at once; while the partition
+// lasts, a's poll finds them all. Nothing is lost, nothing runs twice.
+BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice) {
+  test::task_database db{"clustercut"};
+  test::scripted_executor executor;
+  auto a_port = "127.0.0.1:" + std::to_string(free_loopback_port());
+  auto b_port = "127.0.0.1:" + std::to_string(free_loopback_port());
+  test::tcp_proxy to_a{a_port}, to_b{b_port};
+  std::vector<std::string> quiet{"database.listen=false", "scheduling.poll_interval=2s"};
+  auto a_options = quiet;
+  for (const std::string& o :
+       {std::string{"types.CUT.executor=http"}, std::string{"types.CUT.max_retries=0"},
+        "cluster.advertise=" + to_a.address(), "types.CUT.url=" + executor.url()})
+    a_options.push_back(o);
+  auto b_options = quiet;
+  b_options.push_back("cluster.advertise=" + to_b.address());
+  auto a = start_node(db, "a", "s", a_options, a_port);
+  auto b = start_node(db, "b", "s", b_options, b_port);
+  auto linked = [&] { return link_of(a, "b") == "up" && link_of(b, "a") == "up"; };
+  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), a.process->log_tail());
+  BOOST_REQUIRE_GT(to_a.forwarded() + to_b.forwarded(), 0);
+  std::this_thread::sleep_for(2500ms);
+
+  // Three phases of 60 tasks, 25 ms apart: linked, cut, linked again.
+  auto submit_phase = [&](const std::string& phase) {
+    for (int i = 0; i < 60; ++i) {
+      auto res = http_fetch("POST", b.api + "/v1/tasks",
+                            R"({"type": "CUT", "key": ")" + phase + std::to_string(i) + R"("})");
+      BOOST_REQUIRE(res && res->status == 200);
+      std::this_thread::sleep_for(25ms);
+    }
+  };
+  submit_phase("before-");
+  to_a.cut();
+  to_b.cut();
+  BOOST_REQUIRE(test::eventually(
+      [&] { return link_of(a, "b") == "down" && link_of(b, "a") == "down"; }, 10s));
+  submit_phase("during-");
+  // Polling alone gets all of it done while the partition lasts.
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'during-%' AND "
+                   "status = 'succeeded'") == "60";
+      },
+      10s));
+  BOOST_REQUIRE_EQUAL(link_of(a, "b"), "down");
+  to_a.restore();
+  to_b.restore();
+  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), a.process->log_tail());
+  std::this_thread::sleep_for(2500ms);
+  submit_phase("after-");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == "180";
+      },
+      30s));
+
+  // Every task ran once, under attempt 1: no (task, attempt) twice.
+  std::set<std::pair<int64_t, int>> runs;
+  for (const auto& r : executor.all_requests())
+    BOOST_CHECK(runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second);
+  BOOST_CHECK_EQUAL(runs.size(), 180u);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT max(attempt) FROM taskmill.tasks"), "1");
+  auto p50 = [&](const std::string& phase) {
+    return std::stod(db.scalar(
+        "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - "
+        "created_at) * 1000) FROM taskmill.tasks WHERE key LIKE $1",
+        {phase + "%"}));
+  };
+  auto before = p50("before-"), during = p50("during-"), after = p50("after-");
+  BOOST_TEST_MESSAGE("submit on b -> start on a, p50: linked " << before << " ms, cut " << during
+                                                               << " ms, relinked " << after
+                                                               << " ms (poll every 2 s)");
+  // Linked, a wake-up starts the task; cut, only the 2 s poll does.
+  BOOST_CHECK_LT(before, 300);
+  BOOST_CHECK_LT(after, 300);
+  BOOST_CHECK_GT(during, 300);
+}
+
+// e1 reaches the node through a proxy, e2 directly. e1 holds two long
+// tasks when the proxy cuts it off: it still finishes them, but the node has
+// already failed those attempts (fenced by attempt) and e2 runs them again.
+// When the proxy is back, e1 links again and takes work.
+BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewhere) {
+  test::task_database db{"clusterexeccut"};
+  auto node = start_node(db, "n", "s", {"types.REMOTE.executor=caf"});
+  test::tcp_proxy proxy{node.cluster};
+  auto executors_up = [&](int n) { return executors_linked(node) == n; };
+  executor_process e1{"e1", proxy.address(), "s", "REMOTE", 2};
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(1); }, 30s), e1.log());
+  for (int i = 0; i < 2; ++i)
+    db.call("submit('REMOTE', 'long" + std::to_string(i) +
+            "', payload => '{\"sleep_ms\": 2000}', timeout_ms => 60000, "
+            "backoff_kind => 'fixed', backoff_base_ms => 10)");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'") == "2";
+      },
+      30s));
+  executor_process e2{"e2", node.cluster, "s", "REMOTE", 2};
+  BOOST_REQUIRE(test::eventually([&] { return executors_up(2); }, 30s));
+  auto cut_at = db.scalar("SELECT clock_timestamp()::text");
+  proxy.cut();
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == "2";
+      },
+      30s));
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.attempts WHERE attempt = 1 AND error = 'the "
+                "executor went away' AND finished_at < $1::timestamptz + interval '2 seconds'",
+                {cut_at}),
+      "2");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(attempt || ':' || (result->>'handled_by'), ',') "
+                              "FROM taskmill.tasks"),
+                    "2:e2,2:e2");
+  // e1 finished its attempts 1 after all, too late: they stay failed.
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                            [&] {
+                              auto log = e1.log();
+                              return log.find("long0 attempt 1: done") != std::string::npos &&
+                                     log.find("long1 attempt 1: done") != std::string::npos;
+                            },
+                            10s),
+                        e1.log());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE attempt = 1 AND "
+                              "outcome = 'succeeded'"),
+                    "0");
+
+  proxy.restore();
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s), e1.log());
+  for (int i = 0; i < 8; ++i)
+    db.call("submit('REMOTE', 'again" + std::to_string(i) + "', payload => '{\"sleep_ms\": 300}')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == "10";
+      },
+      30s));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(DISTINCT result->>'handled_by') FROM taskmill.tasks "
+                              "WHERE key LIKE 'again%'"),
+                    "2");
+  // No (task, attempt) ran twice across both executors.
+  std::regex done{R"(REMOTE/(\S+) attempt (\d+): done)"};
+  std::set<std::string> runs;
+  for (const auto& log : {e1.log(), e2.log()})
+    for (auto it = std::sregex_iterator(log.begin(), log.end(), done); it != std::sregex_iterator();
+         ++it)
+      BOOST_CHECK_MESSAGE(runs.insert((*it)[1].str() + "/" + (*it)[2].str()).second,
+                          "ran twice: " << (*it)[0]);
+  BOOST_CHECK_EQUAL(runs.size(), 12u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

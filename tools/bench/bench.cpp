@@ -44,6 +44,8 @@ constexpr const char* submit_type = "BENCH_SUBMIT";
 constexpr const char* noop_type = "BENCH_NOOP";
 constexpr const char* latency_type = "BENCH_LATENCY";
 constexpr const char* backlog_type = "BENCH_BACKLOG";
+/// Run only by the second of the two wake-up nodes.
+constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
 constexpr const char* never_due = "2100-01-01T00:00:00Z";
 constexpr int submit_batch = 1000;
@@ -237,23 +239,25 @@ class bench_database {
 /// measurement, under a new name each time.
 class bench_node {
  public:
-  bench_node(std::string binary, std::string conninfo, std::string executor_url)
-      : binary_(std::move(binary)),
+  /// `types`: config overrides saying which types it runs; `role` names it
+  /// among the bench's nodes.
+  bench_node(std::string binary, std::string conninfo, std::vector<std::string> types,
+             std::string role = "bench")
+      : role_(std::move(role)),
+        binary_(std::move(binary)),
         conninfo_(std::move(conninfo)),
-        executor_url_(std::move(executor_url)) {}
+        types_(std::move(types)) {}
 
   void start() {
     port_ = free_loopback_port();
     std::vector<std::string> options{
         "api.listen=127.0.0.1:" + std::to_string(port_),
         "cluster.listen=127.0.0.1:0",
+        "cluster.secret=bench-" + std::to_string(getpid()),
         "node.log_level=warn",
-        std::string{"types."} + noop_type + ".executor=noop",
-        std::string{"types."} + backlog_type + ".executor=noop",
-        std::string{"types."} + latency_type + ".executor=http",
-        std::string{"types."} + latency_type + ".url=" + executor_url_,
     };
-    auto name = "bench-" + std::to_string(getpid()) + "-" + std::to_string(++incarnation_);
+    options.insert(options.end(), types_.begin(), types_.end());
+    auto name = role_ + "-" + std::to_string(getpid()) + "-" + std::to_string(++incarnation_);
     process_ = std::make_unique<node_process>(binary_, name, conninfo_, options);
     auto deadline = steady::now() + std::chrono::seconds{60};
     while (steady::now() < deadline) {
@@ -283,9 +287,10 @@ class bench_node {
   }
 
  private:
+  std::string role_;
   std::string binary_;
   std::string conninfo_;
-  std::string executor_url_;
+  std::vector<std::string> types_;
   std::unique_ptr<node_process> process_;
   uint16_t port_ = 0;
   int incarnation_ = 0;
@@ -504,11 +509,11 @@ struct latency_run {
   double p50, p95, p99, max;
 };
 
-/// Submits through taskmill.submit (one autocommit statement each, as a
-/// business service would) at a steady rate and times, for each task, the
-/// return of its commit to its arrival at the HTTP executor.
-latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, int run_index) {
-  run(conn, sql::reset_tasks);
+/// Submits at the latency rate, `submit(i)` answering the key of task i once
+/// it is committed, and times each from then to its arrival at the HTTP
+/// executor.
+latency_run paced_latency(arrivals& seen, const plan& p, const char* what,
+                          const std::function<std::string(int)>& submit) {
   seen.clear();
   int count = static_cast<int>(p.latency_seconds * p.latency_rate);
   auto interval = std::chrono::duration_cast<steady::duration>(
@@ -519,8 +524,7 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, 
   for (int i = 0; i < count; ++i) {
     check_interrupted();
     std::this_thread::sleep_until(start + i * interval);
-    auto key = "l" + std::to_string(run_index) + "-" + std::to_string(i);
-    run(conn, sql::submit_one, {std::string{latency_type}, key});
+    auto key = submit(i);
     committed.emplace_back(key, steady::now());
   }
   auto deadline = steady::now() + std::chrono::seconds{30};
@@ -530,11 +534,68 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, 
   for (const auto& [key, at] : committed) {
     auto arrived = seen.find(key);
     if (!arrived)
-      throw bench_failure{"latency: task " + key + " did not reach the executor within 30 s"};
+      throw bench_failure{std::string{what} + ": task " + key +
+                          " did not reach the executor within 30 s"};
     ms.push_back(std::max(0.0, std::chrono::duration<double, std::milli>(*arrived - at).count()));
   }
   std::sort(ms.begin(), ms.end());
   return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+}
+
+/// Submits through taskmill.submit (one autocommit statement each, as a
+/// business service would) at a steady rate and times, for each task, the
+/// return of its commit to its arrival at the HTTP executor.
+latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, int run_index) {
+  run(conn, sql::reset_tasks);
+  return paced_latency(seen, p, "latency", [&](int i) {
+    auto key = "l" + std::to_string(run_index) + "-" + std::to_string(i);
+    run(conn, sql::submit_one, {std::string{latency_type}, key});
+    return key;
+  });
+}
+
+/// Two nodes that neither LISTEN nor poll more than every 30 s (the bench's
+/// node is stopped meanwhile); only the second runs any type. Tasks are
+/// submitted one per request to the first, at the latency rate, and timed
+/// from the answer to their arrival at the executor: each start is a
+/// wake-up the first node sent over CAF.
+latency_run cluster_wakeup(const std::string& binary, db::connection& conn,
+                           const std::string& conninfo, const std::string& executor_url,
+                           arrivals& seen, const plan& p, int run_index) {
+  run(conn, sql::reset_tasks);
+  std::vector<std::string> quiet{"database.listen=false", "scheduling.poll_interval=30s"};
+  auto runs_it = quiet;
+  runs_it.push_back(std::string{"types."} + wakeup_type + ".executor=http");
+  runs_it.push_back(std::string{"types."} + wakeup_type + ".url=" + executor_url);
+  bench_node submitter{binary, conninfo, quiet, "wake-submitter"};
+  bench_node runner{binary, conninfo, runs_it, "wake-runner"};
+  submitter.start();
+  runner.start();
+  auto deadline = steady::now() + std::chrono::seconds{30};
+  auto linked = [&] {
+    auto nodes = http_fetch("GET", submitter.api() + "/v1/nodes");
+    if (!nodes || nodes->status != 200) return false;
+    auto doc = json::parse(nodes->body, nullptr, false);
+    for (const auto& l : doc.value("links", json::array()))
+      if (l.value("name", "").rfind("wake-runner", 0) == 0 && l.value("state", "") == "up")
+        return true;
+    return false;
+  };
+  while (!linked()) {
+    if (steady::now() > deadline) throw bench_failure{"the wake-up nodes did not link in 30 s"};
+    sleep_checked(milliseconds{100});
+  }
+  // Past both pushers' first poll, into their 30 s sleep.
+  sleep_checked(milliseconds{1000});
+  http_session session{submitter.api()};
+  auto timed = paced_latency(seen, p, "wake-up", [&](int i) {
+    auto key = "w" + std::to_string(run_index) + "-" + std::to_string(i);
+    post_tasks(session, task_json(wakeup_type, key, nullptr));
+    return key;
+  });
+  submitter.stop();
+  runner.stop();
+  return timed;
 }
 
 /// Starts the node afresh over a backlog of `backlog` due tasks and answers
@@ -627,14 +688,20 @@ int measure(const bench_options& options) {
         reply(http_response{200, "application/json", "{}"});
       });
   if (!executor) throw bench_failure{error_message(executor.error())};
-  bench_node node{options.binary, database.conninfo(),
-                  "http://127.0.0.1:" + std::to_string((*executor)->port()) + "/run"};
+  auto executor_url = "http://127.0.0.1:" + std::to_string((*executor)->port()) + "/run";
+  bench_node node{options.binary,
+                  database.conninfo(),
+                  {std::string{"types."} + noop_type + ".executor=noop",
+                   std::string{"types."} + backlog_type + ".executor=noop",
+                   std::string{"types."} + latency_type + ".executor=http",
+                   std::string{"types."} + latency_type + ".url=" + executor_url}};
   node.start();
   run(conn, sql::create_raw_table);
 
   series submit_single{"tasks/s"}, submit_batched{"tasks/s"}, e2e{"tasks/s"}, raw{"tasks/s"},
       e2e_ratio{"ratio"}, p50{"ms"}, p95{"ms"}, p99{"ms"}, latency_max{"ms"},
-      backlog_small{"tasks/s"}, backlog_large{"tasks/s"}, backlog_ratio{"ratio"}, rss{"MiB"};
+      backlog_small{"tasks/s"}, backlog_large{"tasks/s"}, backlog_ratio{"ratio"}, rss{"MiB"},
+      wake_p50{"ms"}, wake_p99{"ms"};
   auto runs = [&](const std::string& what, int r) {
     progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) + ")");
   };
@@ -663,6 +730,13 @@ int measure(const bench_options& options) {
     latency_max.runs.push_back(l.max);
   }
   for (int r = 0; r < p.runs; ++r) {
+    runs("wake-up over CAF, two more nodes, at " + std::to_string(p.latency_rate) + " tasks/s", r);
+    node.stop();
+    auto l = cluster_wakeup(options.binary, conn, database.conninfo(), executor_url, seen, p, r);
+    wake_p50.runs.push_back(l.p50);
+    wake_p99.runs.push_back(l.p99);
+  }
+  for (int r = 0; r < p.runs; ++r) {
     runs("backlog of " + std::to_string(p.backlog_small), r);
     backlog_small.runs.push_back(backlog_rate(node, conn, p.backlog_small, p.backlog_window, r));
     runs("backlog of " + std::to_string(p.backlog_large), r);
@@ -686,6 +760,8 @@ int measure(const bench_options& options) {
       {"pickup latency p95", p95},
       {"pickup latency p99", p99},
       {"pickup latency max", latency_max},
+      {"wake-up over CAF p50 (submit on A, start on B)", wake_p50},
+      {"wake-up over CAF p99", wake_p99},
       {"backlog " + k(p.backlog_small) + ": first " + k(p.backlog_window) + " tasks",
        backlog_small},
       {"backlog " + k(p.backlog_large) + ": first " + k(p.backlog_window) + " tasks",
@@ -697,6 +773,7 @@ int measure(const bench_options& options) {
       {"end to end >= 50% of the raw-SQL ceiling", e2e_ratio.median(), ">=", 0.5},
       {"pickup latency p50 (ms)", p50.median(), "<=", 5},
       {"pickup latency p99 (ms)", p99.median(), "<=", 20},
+      {"wake-up over CAF p99 (ms)", wake_p99.median(), "<=", 50},
       {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
        ">=", 0.8},
       {"node peak RSS (MiB)", rss.median(), "<=", 100},

@@ -1,0 +1,45 @@
+#pragma once
+
+// A TCP forwarder on loopback, for tests that cut the network between two
+// live processes: while cut, every connection through it is closed and new
+// ones are refused, as a partition would do; restored, it forwards again.
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <thread>
+
+namespace taskmill::test {
+
+class tcp_proxy {
+ public:
+  /// Forwards connections to `target` (host:port on loopback).
+  explicit tcp_proxy(const std::string& target);
+  ~tcp_proxy();
+
+  tcp_proxy(const tcp_proxy&) = delete;
+  tcp_proxy& operator=(const tcp_proxy&) = delete;
+
+  /// Where to connect instead of the target: 127.0.0.1:port.
+  std::string address() const;
+  /// Closes every forwarded connection and refuses new ones.
+  void cut();
+  void restore();
+  /// Connections accepted and forwarded so far.
+  int forwarded() const { return forwarded_; }
+
+ private:
+  void run();
+  void wake();
+
+  uint16_t target_port_ = 0;
+  uint16_t port_ = 0;
+  int listener_ = -1;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> cut_{false};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> forwarded_{0};
+  std::thread loop_;
+};
+
+}  // namespace taskmill::test
