@@ -4,6 +4,7 @@
 #include "tools/commands.hpp"
 #include "tools/example_executor.hpp"
 #include "tools/remote_executor/example.hpp"
+#include "tools/scenario/scenario.hpp"
 
 #include <unistd.h>
 
@@ -80,6 +81,19 @@ int main(int argc, char** argv) {
   bench->add_option("--output", bench_opts.output, "Where the JSON report goes (empty: nowhere)")
       ->capture_default_str();
 
+  taskmill::scenario::run_options scenario_opts;
+  auto scenario_cmd = app.add_subcommand(
+      "scenario", "Run TOML scenarios against real processes: PostgreSQL, nodes, executors");
+  scenario_cmd->add_option("files", scenario_opts.files, "Scenario files (TOML)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  scenario_cmd->add_option("--database", scenario_opts.database,
+                           "Use this PostgreSQL database (default: start a throwaway server per "
+                           "scenario)");
+  scenario_cmd->add_flag("--json", scenario_opts.json, "The report as JSON on stdout");
+  scenario_cmd->add_flag("--keep-logs", scenario_opts.keep_logs,
+                         "Keep the processes' logs even when every assertion held");
+
   taskmill::client_command client;
   taskmill::add_client_commands(app, client);
 
@@ -108,6 +122,11 @@ int main(int argc, char** argv) {
     taskmill::setup_logging("warn");
     bench_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
     return taskmill::run_bench(bench_opts);
+  }
+  if (scenario_cmd->parsed()) {
+    taskmill::setup_logging("warn");
+    scenario_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
+    return taskmill::scenario::run_scenarios(scenario_opts);
   }
   if (node->parsed()) {
     // A value that is not TOML is taken as a bare string.
