@@ -198,11 +198,16 @@ std::vector<caf::expected<result>> connection::run(const std::vector<call>& call
       return fail_rest(lost("cannot send"));
   }
   if (auto err = flush_all()) return fail_rest(err);
+  // Each statement runs in a transaction of its own that commits at its
+  // Sync: its rows arrive before that, so a statement counts only once its
+  // Sync came back. Lost in between, the commit is in doubt, and the caller
+  // hears an error (a claim it never hears of is recovered by its timeout).
   for (size_t i = 0; i < calls.size(); ++i) {
     auto res = read_one_statement();
     if (broken_) return fail_rest(res ? lost("connection lost") : res.error());
-    out.push_back(std::move(res));
-    if (auto err = read_sync()) return fail_rest(err);
+    auto committed = read_sync();
+    if (broken_) return fail_rest(committed);
+    out.push_back(committed ? caf::expected<result>{committed} : std::move(res));
   }
   return out;
 }
@@ -287,14 +292,32 @@ caf::expected<result> connection::read_one_statement() {
 }
 
 caf::error connection::read_sync() {
-  while (PQisBusy(conn_.get())) {
-    if (auto e = wait_for(false)) return e;
+  // A commit can fail (a deferred constraint): its error comes before the
+  // Sync's result.
+  caf::error commit_error;
+  for (;;) {
+    while (PQisBusy(conn_.get())) {
+      if (auto e = wait_for(false)) return e;
+    }
+    PGresult* raw = PQgetResult(conn_.get());
+    if (!raw) {
+      // The end of the failed commit's results.
+      if (commit_error) continue;
+      return lost("pipeline out of step");
+    }
+    auto status = PQresultStatus(raw);
+    if (status == PGRES_PIPELINE_SYNC) {
+      PQclear(raw);
+      return commit_error;
+    }
+    if (status != PGRES_FATAL_ERROR) {
+      PQclear(raw);
+      return lost("pipeline out of step");
+    }
+    commit_error = error_of(raw);
+    PQclear(raw);
+    if (PQstatus(conn_.get()) == CONNECTION_BAD) return lost(error_message(commit_error));
   }
-  PGresult* raw = PQgetResult(conn_.get());
-  bool ok = raw && PQresultStatus(raw) == PGRES_PIPELINE_SYNC;
-  PQclear(raw);
-  if (!ok) return lost("pipeline out of step");
-  return caf::none;
 }
 
 caf::error connection::lost(const std::string& what) {

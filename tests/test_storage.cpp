@@ -202,6 +202,39 @@ BOOST_AUTO_TEST_CASE(a_database_of_the_releases_before_the_baseline_is_upgraded_
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(pipeline)
+
+// Each pipelined statement commits at its Sync, after its rows have come: a
+// commit that fails must make the statement an error, never a result the
+// caller acts on (a claim dispatched although its commit never happened
+// would run the same attempt twice once the tasks are claimed again).
+BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
+  test::scratch_database db{"pipelinecommit"};
+  db.exec(
+      "CREATE TABLE parent (id int PRIMARY KEY); "
+      "CREATE TABLE child (parent int REFERENCES parent DEFERRABLE INITIALLY DEFERRED)");
+  static const db::statement orphan{"insert_orphan",
+                                    "INSERT INTO child VALUES (42) RETURNING parent"};
+  static const db::statement parent{"insert_parent",
+                                    "INSERT INTO parent VALUES ($1::int) RETURNING id"};
+  auto conn = db::connection::open(db.conninfo(), 10s, 10s);
+  BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+  BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&orphan, &parent}));
+  auto out = conn->run({{&parent, {"1"}}, {&orphan, {}}, {&parent, {"2"}}});
+  BOOST_REQUIRE_EQUAL(out.size(), 3u);
+  BOOST_CHECK(out[0]);
+  BOOST_CHECK_MESSAGE(!out[1], "the orphan's commit failed, yet it came back as a result");
+  if (!out[1])
+    BOOST_CHECK_MESSAGE(error_message(out[1].error()).find("foreign key") != std::string::npos,
+                        error_message(out[1].error()));
+  BOOST_CHECK(out[2]);
+  BOOST_CHECK(!conn->broken());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM child"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM parent"), "2");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_FIXTURE_TEST_SUITE(storage_actor_tests, test::actor_system_fixture)
 
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
