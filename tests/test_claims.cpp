@@ -311,6 +311,24 @@ BOOST_AUTO_TEST_CASE(levels_without_work_lend_their_share) {
   for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
 }
 
+// A node at its limit claims as tasks finish, one or two at a time: the
+// shares still hold over the rounds, and the low level is not starved.
+BOOST_AUTO_TEST_CASE(rounds_of_one_or_two_claims_keep_the_shares) {
+  task_database db{"fairsmall"};
+  insert_due(db, "F", 1, 1000);
+  insert_due(db, "F", 5, 1000);
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  std::array<int, 5> total{};
+  for (int n : {1, 2}) {
+    auto got = run_rounds(db, shares, 170, n);
+    for (int l = 0; l < 5; ++l) total[l] += got[l];
+  }
+  BOOST_TEST_MESSAGE("510 claims, rounds of 1 and 2: priority 1 " << total[0] << ", priority 5 "
+                                                                  << total[4]);
+  BOOST_CHECK_EQUAL(total[0] + total[4], 510);
+  BOOST_CHECK_LE(std::abs(total[4] - 510 / 17.0), 3.0);
+}
+
 BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
   task_database db{"fairone"};
   insert_due(db, "F", 5, 500);

@@ -235,10 +235,10 @@ const std::map<std::string, std::set<std::string>>& step_keys() {
       {"api", {"node", "method", "path", "body", "status"}},
       {"sleep", {"for"}},
       {"chaos", {"nodes", "for", "every", "down_for"}},
-      {"wait", {"timeout", "tasks", "sql", "equals", "deliveries"}},
+      {"wait", {"timeout", "tasks", "sql", "equals", "at_least", "at_most", "deliveries"}},
       {"assert",
-       {"tasks", "sql", "equals", "no_duplicate_deliveries", "every_task_ran", "latency", "alerts",
-        "recovered_within"}},
+       {"tasks", "sql", "equals", "at_least", "at_most", "no_duplicate_deliveries",
+        "every_task_ran", "latency", "alerts", "recovered_within"}},
   };
   return keys;
 }
@@ -282,6 +282,10 @@ std::string read_step(table_reader& r, const toml::table& t, step& s) {
   }
   if (auto v = r.text("sql")) s.sql = *v;
   if (auto v = r.text("equals")) s.equals = *v;
+  s.at_least = r.number("at_least", -1e18, 1e18);
+  s.at_most = r.number("at_most", -1e18, 1e18);
+  if ((s.at_least || s.at_most) && t.contains("equals"))
+    r.fail(*r.get("equals"), "equals", "goes with neither at_least nor at_most");
   if (auto v = r.integer("repeat", 1, 10'000'000)) s.repeat = *v;
   if (auto v = r.integer("count", 1, 10'000'000)) s.count = *v;
   if (auto v = r.integer("batch", 1, 10'000)) s.batch = *v;

@@ -37,6 +37,9 @@ struct recording_executor::job {
   int attempt = 0;
   std::string payload;
   std::string key;
+  /// SQL literals: a number, or NULL for a task that is not a shard.
+  std::string shard_index = "NULL";
+  std::string shard_total = "NULL";
 };
 
 std::unique_ptr<recording_executor> recording_executor::start(executor_behaviour behaviour,
@@ -80,12 +83,15 @@ std::string replace_all(std::string text, const std::string& from, const std::st
 
 namespace {
 
-/// The work statement for one delivery: {payload} (jsonb), {key} (text) and
-/// {attempt} become literals; standard_conforming_strings is on since
-/// PostgreSQL 9.1, so doubling quotes is all the quoting they need.
+/// The work statement for one delivery: {payload} (jsonb), {key} (text),
+/// {attempt}, {shard_index} and {shard_total} become literals;
+/// standard_conforming_strings is on since PostgreSQL 9.1, so doubling quotes
+/// is all the quoting they need.
 std::string work_statement(const std::string& sql, const recording_executor::job& j) {
   auto out = replace_all(sql, "{payload}", quoted(j.payload) + "::jsonb");
   out = replace_all(out, "{key}", quoted(j.key));
+  out = replace_all(out, "{shard_index}", j.shard_index);
+  out = replace_all(out, "{shard_total}", j.shard_total);
   return replace_all(out, "{attempt}", std::to_string(j.attempt));
 }
 
@@ -156,6 +162,10 @@ void recording_executor::on_request(http_request req, http_reply reply) {
   j->attempt = task.value("attempt", 0);
   j->key = task.value("key", std::string{});
   j->payload = task.contains("payload") ? task["payload"].dump() : "null";
+  if (task.value("shard_total", json{}).is_number_integer()) {
+    j->shard_index = std::to_string(task["shard_index"].get<int64_t>());
+    j->shard_total = std::to_string(task["shard_total"].get<int64_t>());
+  }
   delivery d;
   d.executor = behaviour_.name;
   d.task_id = j->task_id;

@@ -41,7 +41,8 @@ struct executor_behaviour {
   double late_rate = 0;
   int late_ms = 0;
   /// The business work, run before a success is answered; {payload},
-  /// {key} and {attempt} stand for the task's.
+  /// {key}, {attempt}, {shard_index} and {shard_total} stand for the task's.
+  /// An error in it is answered 503, a failed attempt.
   std::string work_sql;
 };
 

@@ -368,9 +368,12 @@ void runner::call_api(const step& s, step_report& r) {
   auto res = http_fetch(s.method, api_of(s.node) + expand(s.path, 0), expand(s.body, 0));
   if (!res) throw step_failure{"api: " + error_message(res.error())};
   r.message = "answered " + std::to_string(res->status);
-  if (res->status != s.expect_status)
+  bool expected =
+      s.expect_status ? res->status == *s.expect_status : res->status >= 200 && res->status < 300;
+  if (!expected)
     throw step_failure{s.method + " " + s.path + " answered " + std::to_string(res->status) +
-                       ", expected " + std::to_string(s.expect_status) + ": " +
+                       ", expected " +
+                       (s.expect_status ? std::to_string(*s.expect_status) : "2xx") + ": " +
                        res->body.substr(0, 300)};
 }
 
@@ -444,11 +447,44 @@ std::vector<delivery> runner::all_deliveries() const {
   return out;
 }
 
+/// What a sql check expects: equals, or numeric bounds.
+std::string sql_expectation(const step& s) {
+  if (!s.at_least && !s.at_most) return s.equals;
+  auto number = [](double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string{buf};
+  };
+  std::string out;
+  if (s.at_least) out += ">= " + number(*s.at_least);
+  if (s.at_most) out += std::string{out.empty() ? "" : ", "} + "<= " + number(*s.at_most);
+  return out;
+}
+
+bool sql_holds(const step& s, const std::string& found) {
+  if (!s.at_least && !s.at_most) return found == s.equals;
+  char* end = nullptr;
+  double v = std::strtod(found.c_str(), &end);
+  if (found.empty() || *end != '\0') return false;
+  return (!s.at_least || v >= *s.at_least) && (!s.at_most || v <= *s.at_most);
+}
+
+/// A statement as one short line, for the report.
+std::string one_line(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '\n' || c == '\t') c = ' ';
+    if (c == ' ' && (out.empty() || out.back() == ' ')) continue;
+    out += c;
+  }
+  return out.size() > 120 ? out.substr(0, 117) + "..." : out;
+}
+
 std::pair<bool, std::string> runner::condition(const step& s) {
   if (s.tasks) return count_condition(*s.tasks);
   if (!s.sql.empty()) {
     auto found = scalar(expand(s.sql, 0));
-    return {found == s.equals, found};
+    return {sql_holds(s, found), found};
   }
   auto n = static_cast<int64_t>(all_deliveries().size());
   return {n >= *s.deliveries, std::to_string(n)};
@@ -469,7 +505,7 @@ std::string count_subject(const count_check& c) {
 
 void runner::wait(const step& s, step_report& r) {
   auto what = s.tasks          ? count_subject(*s.tasks) + " " + count_expectation(*s.tasks)
-              : !s.sql.empty() ? "sql = " + s.equals
+              : !s.sql.empty() ? "sql " + sql_expectation(s)
                                : "deliveries >= " + std::to_string(*s.deliveries);
   auto deadline = steady::now() + s.timeout;
   auto next_progress = steady::now() + std::chrono::seconds{2};
@@ -518,17 +554,19 @@ void runner::check(const step& s, step_report& r) {
   }
   if (!s.sql.empty()) {
     auto found = scalar(expand(s.sql, 0));
-    add(s, "sql: " + s.sql, s.equals, found, found == s.equals);
+    add(s, "sql: " + one_line(s.sql), sql_expectation(s), found, sql_holds(s, found));
   }
   if (s.no_duplicate_deliveries) {
-    std::map<std::pair<int64_t, int>, int> seen;
+    std::map<std::pair<int64_t, int>, int64_t> first_seen;
     std::string examples;
     int twice = 0;
-    for (const auto& d : all_deliveries())
-      if (++seen[{d.task_id, d.attempt}] == 2) {
-        ++twice;
-        if (twice <= 3) examples += " " + d.type + "/" + d.key + "#" + std::to_string(d.attempt);
-      }
+    for (const auto& d : all_deliveries()) {
+      auto [at, fresh] = first_seen.emplace(std::pair{d.task_id, d.attempt}, d.arrived_us);
+      if (fresh) continue;
+      if (++twice <= 3)
+        examples += " " + d.type + "/" + d.key + "#" + std::to_string(d.attempt) + " at " +
+                    format_rfc3339(at->second) + " and " + format_rfc3339(d.arrived_us);
+    }
     add(s, "no (task, attempt) delivered twice", "0",
         std::to_string(twice) + (examples.empty() ? "" : " (" + examples + " )"), twice == 0);
   }

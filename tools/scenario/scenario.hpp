@@ -57,6 +57,9 @@ struct step {
   std::string node;  // whose API
   std::string sql;
   std::string equals = "t";
+  /// For sql in wait and assert: the answer as a number, within bounds
+  /// (instead of equals).
+  std::optional<double> at_least, at_most;
   int64_t repeat = 1;
   int64_t count = 1;
   int64_t batch = 1;
@@ -69,7 +72,8 @@ struct step {
   milliseconds timeout{60000};
   // api
   std::string method, path, body;
-  int expect_status = 200;
+  /// Empty: any 2xx.
+  std::optional<int> expect_status;
   // wait and assert
   std::optional<count_check> tasks;
   std::optional<int64_t> deliveries;
