@@ -601,3 +601,154 @@ BOOST_AUTO_TEST_CASE(a_node_without_a_database_runs_its_own_postgres_and_stops_i
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(scenarios)
+
+namespace {
+
+std::string write_scenario(const std::string& name, const std::string& text) {
+  auto path = std::filesystem::temp_directory_path() /
+              ("taskmill-" + name + "-" + std::to_string(getpid()) + ".toml");
+  std::ofstream{path} << text;
+  return path.string();
+}
+
+/// A scenario on one node: an executor that answers 202 and posts the
+/// result later, failing each task's first attempt; submits, an API
+/// reschedule and cancel; then `checks`.
+std::string api_scenario(const std::string& node, const std::string& checks) {
+  return R"(name = "api steps"
+[[executor]]
+name = "later"
+async = true
+answers = [503]
+latency_ms = [10, 50]
+[[node]]
+name = ")" +
+         node +
+         R"("
+set = ["types.LATER.executor=http", "types.LATER.url={executor.later}",
+       "types.LATER.backoff=fixed", "types.LATER.backoff_base=100ms"]
+[[step]]
+do = "start"
+node = ")" +
+         node +
+         R"("
+[[step]]
+do = "submit"
+count = 20
+batch = 10
+task = { type = "LATER", key = "k-{i}", execute_at = "+2s" }
+[[step]]
+do = "cancel"
+count = 5
+task = { type = "LATER", key = "k-{i}" }
+[[step]]
+do = "reschedule"
+count = 5
+task = { type = "LATER", key = "k-1{i}", execute_at = "+100ms" }
+[[step]]
+do = "wait"
+timeout = "30s"
+tasks = { type = "LATER", status = "succeeded", equals = 15 }
+)" + checks;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_scenario_reports_as_json_and_exits_0_when_every_assertion_held) {
+  test::scratch_database db{"scenariojson"};
+  auto file = write_scenario("pass", api_scenario("s-pass", R"(
+[[step]]
+do = "assert"
+tasks = { type = "LATER", status = "cancelled", equals = 5 }
+no_duplicate_deliveries = true
+every_task_ran = "LATER"
+sql = "SELECT count(*) FROM taskmill.tasks WHERE attempt = 2 AND status = 'succeeded'"
+equals = "15"
+)"));
+  auto r = run_binary({"scenario", "--json", "--database", db.conninfo(), file});
+  BOOST_CHECK_MESSAGE(r.exit_code == 0, r);
+  auto report = json::parse(r.out, nullptr, false);
+  BOOST_REQUIRE_MESSAGE(report.is_array() && report.size() == 1, r);
+  BOOST_CHECK(report[0]["passed"] == true);
+  BOOST_CHECK_EQUAL(report[0]["assertions"].size(), 4u);
+  for (const auto& a : report[0]["assertions"]) BOOST_CHECK_MESSAGE(a["held"] == true, a.dump());
+  BOOST_CHECK_EQUAL(report[0]["steps"].size(), 6u);
+  BOOST_CHECK(report[0]["logs"].is_null());
+  // The progress went to stderr, step by step.
+  BOOST_CHECK_MESSAGE(contains(r.err, "step 4 (line 23): reschedule 5 LATER k-1{i}"), r);
+  std::filesystem::remove(file);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_assertion_exits_1_says_what_was_expected_and_keeps_the_logs) {
+  test::scratch_database db{"scenariofail"};
+  auto file = write_scenario("fail", api_scenario("s-fail", R"(
+[[step]]
+do = "assert"
+tasks = { type = "LATER", status = "succeeded", equals = 16 }
+)"));
+  auto r = run_binary({"scenario", "--database", db.conninfo(), file});
+  BOOST_CHECK_MESSAGE(r.exit_code == 1, r);
+  BOOST_CHECK_MESSAGE(contains(r.out, "FAILED in") &&
+                          contains(r.out, "tasks of LATER succeeded: expected = 16, found 15"),
+                      r);
+  auto at = r.out.find("logs of every process: ");
+  BOOST_REQUIRE_MESSAGE(at != std::string::npos, r);
+  auto logs = r.out.substr(at + 23, r.out.find('\n', at) - at - 23);
+  BOOST_CHECK_MESSAGE(std::filesystem::exists(logs + "/s-fail.log"), logs);
+  std::filesystem::remove_all(logs);
+  std::filesystem::remove(file);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_file_exits_2_naming_the_line_and_the_key) {
+  auto file =
+      write_scenario("bad", "name = \"x\"\n[[step]]\ndo = \"sleep\"\nfor = \"1s\"\nfast = 1\n");
+  auto r = run_binary({"scenario", file});
+  BOOST_CHECK_EQUAL(r.exit_code, 2);
+  BOOST_CHECK_MESSAGE(contains(r.err, ":5: step: fast is not a key of a 'sleep' step"), r);
+  std::filesystem::remove(file);
+}
+
+// Ctrl-C in the middle: every process the scenario started is stopped.
+BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_process_the_scenario_started) {
+  test::scratch_database db{"scenarioint"};
+  auto node = "s-int-" + std::to_string(getpid());
+  auto file = write_scenario("int", R"(name = "interrupted"
+[[node]]
+name = ")" + node + R"("
+[[step]]
+do = "start"
+node = ")" + node + R"("
+[[step]]
+do = "sleep"
+for = "60s"
+)");
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  std::vector<std::string> argv_texts{binary, "scenario", "--database", db.conninfo(), file};
+  auto env_texts = child_environment({});
+  auto argv = c_strings(argv_texts);
+  auto envp = c_strings(env_texts);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  pid_t pid = 0;
+  BOOST_REQUIRE_EQUAL(posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  auto live = [&] {
+    if (db.scalar("SELECT to_regclass('taskmill.nodes') IS NOT NULL") != "t") return false;
+    return db.scalar("SELECT count(*) FROM taskmill.nodes WHERE name = $1 AND stopped_at IS NULL",
+                     {node}) == "1";
+  };
+  BOOST_REQUIRE(test::eventually(live, 60s));
+  kill(pid, SIGINT);
+  BOOST_CHECK_EQUAL(wait_for_exit(pid, 60s), 130);
+  // The node was stopped (it deregistered), not left running.
+  BOOST_CHECK(!live());
+  // (node[.]name: the pattern must not match the shell that runs pgrep.)
+  BOOST_CHECK_NE(std::system(("pgrep -f 'node[.]name=" + node + "' > /dev/null").c_str()), 0);
+  std::filesystem::remove(file);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -205,10 +205,24 @@ void runner::tear_down() {
       n.process->stop(SIGTERM, std::chrono::seconds{20});
       retire(n);
     }
+  // What each executor was sent, next to the nodes' logs.
+  for (const auto& [name, e] : executors_) {
+    std::ofstream out{logs_ + "/" + name + ".deliveries.csv"};
+    out << "arrived,task_id,type,key,attempt,behaviour\n";
+    for (const auto& d : e->deliveries())
+      out << format_rfc3339(d.arrived_us) << ',' << d.task_id << ',' << d.type << ',' << d.key
+          << ',' << d.attempt << ',' << d.behaviour << '\n';
+  }
   executors_.clear();
   conn_.reset();
   if (pg_) {
     pg_->stop();
+    // The server may live elsewhere (a directory its user can reach).
+    // Its log stays with the others; its data goes.
+    std::error_code ignored;
+    fs::copy_file(fs::path{pg_->dir()} / "postgres.log", fs::path{logs_} / "postgres.log",
+                  fs::copy_options::overwrite_existing, ignored);
+    fs::remove_all(pg_->dir(), ignored);
     pg_.reset();
   }
 }
@@ -427,7 +441,7 @@ void runner::chaos(const step& s, step_report& r) {
     sleep_checked(s.down_for);
     start_node(victim, {});
   }
-  r.message = std::to_string(killed) + " nodes killed and restarted";
+  r.message = std::to_string(killed) + (killed == 1 ? " node" : " nodes") + " killed and restarted";
 }
 
 std::pair<bool, std::string> runner::count_condition(const count_check& c) {
