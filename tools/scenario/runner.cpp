@@ -168,9 +168,10 @@ void runner::start_database() {
     conninfo_ = options_.database;
     return;
   }
+  // Durable settings (fsync, synchronous commit): a crash step must lose
+  // only what PostgreSQL never acknowledged, as in production.
   db::embedded_postgres_options o;
   o.dir = logs_ + "/postgres";
-  o.throwaway = true;
   auto started = db::embedded_postgres::start(o);
   if (!started) throw step_failure{"cannot start PostgreSQL: " + error_message(started.error())};
   pg_.emplace(std::move(*started));
