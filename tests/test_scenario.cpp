@@ -6,7 +6,9 @@
 #include "messages/errors.hpp"
 #include "tools/scenario/scenario.hpp"
 
+#include <algorithm>
 #include <filesystem>
+#include <random>
 
 using namespace taskmill;
 using namespace taskmill::scenario;
@@ -93,6 +95,26 @@ recovered_within = "2s"
   BOOST_CHECK_EQUAL(sc->steps[3].recovered_within->count(), 2000);
 }
 
+BOOST_AUTO_TEST_CASE(executor_delays_follow_the_configured_distribution) {
+  std::mt19937_64 random{7};
+  executor_behaviour tail;
+  tail.latency_p50_ms = 40;
+  tail.latency_p99_ms = 400;
+  executor_behaviour range;
+  range.latency_min_ms = 10;
+  range.latency_max_ms = 20;
+  std::vector<double> tails, ranges;
+  for (int i = 0; i < 20000; ++i) {
+    tails.push_back(draw_delay_ms(tail, random));
+    ranges.push_back(draw_delay_ms(range, random));
+  }
+  std::sort(tails.begin(), tails.end());
+  BOOST_CHECK_CLOSE(tails[10000], 40.0, 5.0);
+  BOOST_CHECK_CLOSE(tails[19800], 400.0, 15.0);
+  BOOST_CHECK_EQUAL(*std::min_element(ranges.begin(), ranges.end()), 10.0);
+  BOOST_CHECK_EQUAL(*std::max_element(ranges.begin(), ranges.end()), 20.0);
+}
+
 BOOST_AUTO_TEST_CASE(bad_files_are_refused_naming_the_line_and_the_key) {
   check_refused("name = \"t\"\ncolour = \"red\"\n[[step]]\ndo = \"sleep\"\nfor = \"1s\"\n",
                 "s.toml:2: scenario: unknown key 'colour'");
@@ -130,6 +152,18 @@ name = "work"
 latency_ms = [50, 10]
 )",
                 "latency_ms must be [min, max] with min <= max");
+  check_refused(R"(name = "t"
+[[executor]]
+name = "work"
+latency_ms = { p50 = 100, p99 = 10 }
+)",
+                "latency_ms must be {p50 = ms, p99 = ms} with p50 <= p99");
+  check_refused(R"(name = "t"
+[[executor]]
+name = "work"
+latency_ms = { p50 = 10, p90 = 100 }
+)",
+                "s.toml:4: latency_ms: unknown key 'p90'");
   check_refused(R"(name = "t"
 [[node]]
 name = "n1"

@@ -174,9 +174,20 @@ class table_reader {
 
 std::string read_executor(table_reader& r, executor_behaviour& e) {
   if (auto v = r.text("name")) e.name = *v;
-  if (auto range = r.integers("latency_ms", 0, 3'600'000)) {
+  if (auto spread = r.get("latency_ms"); spread && spread->is_table()) {
+    table_reader lr{r.file(), *spread->as_table(), "latency_ms"};
+    auto p50 = lr.number("p50", 0.001, 3'600'000);
+    auto p99 = lr.number("p99", 0.001, 3'600'000);
+    auto unknown = lr.finish();
+    r.absorb(unknown);
+    if (unknown.empty() && (!p50 || !p99 || *p99 < *p50))
+      r.fail(*spread, "latency_ms", "must be {p50 = ms, p99 = ms} with p50 <= p99");
+    e.latency_p50_ms = p50.value_or(0);
+    e.latency_p99_ms = p99.value_or(0);
+  } else if (auto range = r.integers("latency_ms", 0, 3'600'000)) {
     if (range->size() != 2 || (*range)[0] > (*range)[1])
-      r.fail(*r.get("latency_ms"), "latency_ms", "must be [min, max] with min <= max");
+      r.fail(*r.get("latency_ms"), "latency_ms",
+             "must be [min, max] with min <= max, or {p50 = ms, p99 = ms}");
     else
       e.latency_min_ms = (*range)[0], e.latency_max_ms = (*range)[1];
   }

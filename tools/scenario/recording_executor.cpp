@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 namespace taskmill::scenario {
 
@@ -79,6 +80,19 @@ std::string replace_all(std::string text, const std::string& from, const std::st
   for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size()))
     text.replace(at, from.size(), to);
   return text;
+}
+
+double draw_delay_ms(const executor_behaviour& b, std::mt19937_64& random) {
+  if (b.latency_p50_ms <= 0) {
+    std::uniform_int_distribution<int> uniform{b.latency_min_ms,
+                                               std::max(b.latency_min_ms, b.latency_max_ms)};
+    return uniform(random);
+  }
+  // ln(delay) is normal: its median is ln(p50), and p99 lies 2.326 standard
+  // deviations above it.
+  double sigma = std::log(b.latency_p99_ms / b.latency_p50_ms) / 2.326;
+  std::lognormal_distribution<double> tail{std::log(b.latency_p50_ms), sigma};
+  return tail(random);
 }
 
 namespace {
@@ -176,9 +190,8 @@ void recording_executor::on_request(http_request req, http_reply reply) {
 
   std::lock_guard<std::mutex> guard{mtx_};
   std::uniform_real_distribution<double> chance{0, 1};
-  std::uniform_int_distribution<int> latency{
-      behaviour_.latency_min_ms, std::max(behaviour_.latency_min_ms, behaviour_.latency_max_ms)};
-  j->at = steady::now() + std::chrono::milliseconds{latency(random_)};
+  j->at = steady::now() + std::chrono::microseconds{
+                              static_cast<int64_t>(1000 * draw_delay_ms(behaviour_, random_))};
   auto n = static_cast<size_t>(j->attempt);
   if (n >= 1 && n <= behaviour_.answers.size())
     j->status = behaviour_.answers[n - 1];

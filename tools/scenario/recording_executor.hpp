@@ -26,9 +26,13 @@ namespace scenario {
 
 struct executor_behaviour {
   std::string name;
-  /// Each answer after a uniform delay in [min, max].
+  /// Each answer after a uniform delay in [min, max] ...
   int latency_min_ms = 0;
   int latency_max_ms = 0;
+  /// ... or, when p50 is set, a log-normal one with these percentiles: the
+  /// long tail real services have.
+  double latency_p50_ms = 0;
+  double latency_p99_ms = 0;
   /// Answers 500 (a failed attempt, retried) with this probability.
   double failure_rate = 0;
   /// The status of attempt N is answers[N-1]; later attempts get 200.
@@ -49,6 +53,9 @@ struct executor_behaviour {
 /// `text` with every `from` replaced by `to`: how placeholders such as {i}
 /// are filled in.
 std::string replace_all(std::string text, const std::string& from, const std::string& to);
+
+/// How long an executor with behaviour `b` takes over one delivery.
+double draw_delay_ms(const executor_behaviour& b, std::mt19937_64& random);
 
 /// One task delivered to an executor.
 struct delivery {
