@@ -29,8 +29,4 @@ const char* const due_times = R"sql(
 SELECT id, attempt, (extract(epoch FROM execute_at) * 1000000)::bigint FROM taskmill.tasks
 )sql";
 
-const char* const now =
-    "SELECT to_char(clock_timestamp() AT TIME ZONE 'UTC', "
-    "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"')";
-
 }  // namespace taskmill::db::scenario_sql

@@ -19,7 +19,5 @@ extern const char* const count_alerts;
 /// Answers id, attempt and execute_at (microseconds since the epoch) of
 /// every task: when its latest attempt was due.
 extern const char* const due_times;
-/// The database clock, RFC 3339.
-extern const char* const now;
 
 }  // namespace taskmill::db::scenario_sql

@@ -150,11 +150,6 @@ void recording_executor::set_result_api(const std::string& base) {
   result_api_ = base;
 }
 
-void recording_executor::set_conninfo(const std::string& conninfo) {
-  std::lock_guard<std::mutex> guard{mtx_};
-  conninfo_ = conninfo;
-}
-
 std::vector<delivery> recording_executor::deliveries() const {
   std::lock_guard<std::mutex> guard{mtx_};
   return deliveries_;
@@ -224,7 +219,6 @@ void recording_executor::on_request(http_request req, http_reply reply) {
 
 void recording_executor::run_jobs() {
   std::optional<db::connection> conn;
-  std::string connected_to;
   std::unique_lock<std::mutex> lock{mtx_};
   while (!stopping_) {
     if (jobs_.empty()) {
@@ -236,19 +230,14 @@ void recording_executor::run_jobs() {
       continue;
     }
     auto next = pop();
-    auto conninfo = conninfo_;
     auto result_api = result_api_;
     lock.unlock();
     if (next->work && !behaviour_.work_sql.empty()) {
       next->work = false;
-      if (!conn || connected_to != conninfo) {
-        conn.reset();
-        if (auto c = db::connection::open(conninfo, std::chrono::seconds{30},
-                                          std::chrono::seconds{10})) {
+      if (!conn)
+        if (auto c =
+                db::connection::open(conninfo_, std::chrono::seconds{30}, std::chrono::seconds{10}))
           conn.emplace(std::move(*c));
-          connected_to = conninfo;
-        }
-      }
       std::string why = "no connection to PostgreSQL";
       bool done = false;
       if (conn) {

@@ -82,7 +82,6 @@ class recording_executor {
   std::string url() const;
   /// Where 202 results are posted: a node's API.
   void set_result_api(const std::string& base);
-  void set_conninfo(const std::string& conninfo);
   std::vector<delivery> deliveries() const;
   /// Failures of work_sql, which a scenario reports.
   std::vector<std::string> work_errors() const;

@@ -462,18 +462,26 @@ std::vector<delivery> runner::all_deliveries() const {
   return out;
 }
 
+/// "= 5, >= 1, <= 9": whichever of the three are set.
+std::string bounds_text(std::optional<double> equals, std::optional<double> least,
+                        std::optional<double> most) {
+  std::string out;
+  auto add = [&](const char* op, std::optional<double> v) {
+    if (!v) return;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%s%s %.15g", out.empty() ? "" : ", ", op, *v);
+    out += buf;
+  };
+  add("=", equals);
+  add(">=", least);
+  add("<=", most);
+  return out;
+}
+
 /// What a sql check expects: equals, or numeric bounds.
 std::string sql_expectation(const step& s) {
   if (!s.at_least && !s.at_most) return s.equals;
-  auto number = [](double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%g", v);
-    return std::string{buf};
-  };
-  std::string out;
-  if (s.at_least) out += ">= " + number(*s.at_least);
-  if (s.at_most) out += std::string{out.empty() ? "" : ", "} + "<= " + number(*s.at_most);
-  return out;
+  return bounds_text(std::nullopt, s.at_least, s.at_most);
 }
 
 bool sql_holds(const step& s, const std::string& found) {
@@ -506,11 +514,10 @@ std::pair<bool, std::string> runner::condition(const step& s) {
 }
 
 std::string count_expectation(const count_check& c) {
-  std::string out;
-  if (c.equals) out += "= " + std::to_string(*c.equals);
-  if (c.at_least) out += std::string{out.empty() ? "" : ", "} + ">= " + std::to_string(*c.at_least);
-  if (c.at_most) out += std::string{out.empty() ? "" : ", "} + "<= " + std::to_string(*c.at_most);
-  return out;
+  auto number = [](std::optional<int64_t> v) {
+    return v ? std::optional<double>{static_cast<double>(*v)} : std::nullopt;
+  };
+  return bounds_text(number(c.equals), number(c.at_least), number(c.at_most));
 }
 
 std::string count_subject(const count_check& c) {

@@ -83,7 +83,6 @@ struct step {
   bool every_task_ran = false;
   std::optional<std::string> every_task_ran_type;
   std::optional<milliseconds> recovered_within;
-  std::string describe;
 };
 
 struct scenario {
