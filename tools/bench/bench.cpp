@@ -6,6 +6,7 @@
 #include "storage/pg.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+#include "tools/percentile.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 
 #include <libpq-fe.h>
@@ -498,12 +499,6 @@ class arrivals {
   std::mutex guard_;
   std::unordered_map<std::string, steady::time_point> at_;
 };
-
-double percentile(std::vector<double> sorted, double p) {
-  if (sorted.empty()) return 0;
-  auto rank = static_cast<size_t>(std::ceil(p * static_cast<double>(sorted.size())));
-  return sorted[std::clamp<size_t>(rank, 1, sorted.size()) - 1];
-}
 
 struct latency_run {
   double p50, p95, p99, max;

@@ -6,6 +6,7 @@
 #include "storage/scenario/scenario_sql.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+#include "tools/percentile.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 #include "tools/scenario/scenario.hpp"
 
@@ -562,13 +563,6 @@ void runner::add(const step& s, std::string what, std::string expected, std::str
   assertions_.push_back({s.line, std::move(what), std::move(expected), std::move(found), held});
 }
 
-double percentile(std::vector<double> v, double p) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  auto rank = static_cast<size_t>(std::ceil(p / 100 * static_cast<double>(v.size())));
-  return v[std::clamp<size_t>(rank, 1, v.size()) - 1];
-}
-
 void runner::check(const step& s, step_report& r) {
   if (s.tasks) {
     auto [held, found] = count_condition(*s.tasks);
@@ -619,7 +613,8 @@ void runner::check(const step& s, step_report& r) {
     for (const auto& d : executors_.at(s.latency->executor)->deliveries())
       if (auto at = due.find({d.task_id, d.attempt}); at != due.end())
         ms.push_back(std::max<double>(0, static_cast<double>(d.arrived_us - at->second) / 1000.0));
-    auto p = percentile(ms, s.latency->percentile);
+    std::sort(ms.begin(), ms.end());
+    auto p = percentile(ms, s.latency->percentile / 100);
     char found[64], expected[64];
     std::snprintf(found, sizeof found, "%.1f ms over %zu deliveries", p, ms.size());
     std::snprintf(expected, sizeof expected, "<= %.1f ms", s.latency->at_most_ms);
