@@ -1,5 +1,6 @@
 #include "actors/api.hpp"
 
+#include "actors/http/web_assets.hpp"
 #include "actors/jobs/job_times.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
@@ -367,6 +368,28 @@ void batch_endpoint(self_ptr self, call_ptr c) {
   }
 }
 
+/// The use of each running limit, from the running counts in `stats` and
+/// this node's tasks in flight.
+void add_limit_use(const config& cfg, int64_t in_flight, pb::Stats& stats) {
+  std::map<std::string, int64_t> running;
+  int64_t total_running = 0;
+  for (const auto& count : stats.counts())
+    if (count.status() == pb::RUNNING) {
+      running[count.type()] += count.count();
+      total_running += count.count();
+    }
+  auto use = [&](const std::string& scope, int64_t used, int64_t limit) {
+    auto l = stats.add_limiter();
+    l->set_scope(scope);
+    l->set_used(used);
+    l->set_limit(limit);
+  };
+  use("node:" + cfg.node.name, in_flight, cfg.scheduling.node_limit);
+  use("global", total_running, cfg.scheduling.global_limit);
+  for (const auto& [type, t] : cfg.types)
+    if (t.running_limit > 0) use("type:" + type, running[type], t.running_limit);
+}
+
 void stats(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
   self->request(o.storage, ask_timeout, stats_atom_v)
@@ -380,27 +403,8 @@ void stats(self_ptr self, call_ptr c) {
                       self->request(o.limiter, ask_timeout, caf::get_atom_v)
                           .then(
                               [self, c, stats, nodes](int64_t in_flight) mutable {
-                                const auto& cfg = *self->state.options.cfg;
-                                std::map<std::string, int64_t> running;
-                                int64_t total_running = 0;
-                                for (const auto& count : stats.counts())
-                                  if (count.status() == pb::RUNNING) {
-                                    running[count.type()] += count.count();
-                                    total_running += count.count();
-                                  }
                                 for (const auto& n : nodes.nodes()) *stats.add_nodes() = n;
-                                auto use = [&](const std::string& scope, int64_t used,
-                                               int64_t limit) {
-                                  auto l = stats.add_limiter();
-                                  l->set_scope(scope);
-                                  l->set_used(used);
-                                  l->set_limit(limit);
-                                };
-                                use("node:" + cfg.node.name, in_flight, cfg.scheduling.node_limit);
-                                use("global", total_running, cfg.scheduling.global_limit);
-                                for (const auto& [type, t] : cfg.types)
-                                  if (t.running_limit > 0)
-                                    use("type:" + type, running[type], t.running_limit);
+                                add_limit_use(*self->state.options.cfg, in_flight, stats);
                                 answer(self, *c, stats);
                               },
                               [self, c](const caf::error& err) { fail(self, *c, err); });
@@ -623,7 +627,20 @@ void ready(self_ptr self, call_ptr c) {
   if (r->waiting == 0) answer_readiness(self, *c, *r);
 }
 
-/// /metrics, once the numbers of the jobs are in: the alerts' come last.
+/// /metrics, last: live tasks per type and the use of the limits.
+void answer_live_metrics(self_ptr self, call_ptr c, http_response res) {
+  self->request(self->state.options.storage, ask_timeout, stats_atom_v, live_atom_v)
+      .then(
+          [self, c, res](pb::Stats& live) mutable {
+            const auto& o = self->state.options;
+            add_limit_use(*o.cfg, static_cast<int64_t>(o.metrics->in_flight.Value()), live);
+            res.body += render_live_metrics(live);
+            send(self, *c, std::move(res));
+          },
+          [self, c](const caf::error& err) { fail(self, *c, err); });
+}
+
+/// /metrics, once the numbers of the jobs are in: the alerts' come next.
 void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
   self->request(self->state.options.storage, ask_timeout, alerts_atom_v, stats_atom_v)
       .then(
@@ -636,7 +653,7 @@ void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
                 .then(
                     [self, c, res](const pb::PeerLinks& links) mutable {
                       res.body += render_link_metrics(links);
-                      send(self, *c, std::move(res));
+                      answer_live_metrics(self, c, std::move(res));
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
           },
@@ -689,12 +706,30 @@ void answer_nodes(self_ptr self, call_ptr c, pb::NodeList nodes) {
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
+/// A file compiled into the node; `/ui` alone is sent on to `/ui/`, so that
+/// the console's relative links resolve.
+void serve_asset(self_ptr self, const call& c) {
+  auto path = std::string_view{c.req.target}.substr(0, c.req.target.find('?'));
+  if (path == "/ui")
+    return send(self, c, http_response{308, "text/plain", "", {{"Location", "/ui/"}}});
+  auto asset = find_web_asset(path);
+  if (!asset)
+    return fail(self, c, make_error(errc::not_found, "no such file: " + quote_input(c.req.target)));
+  send(self, c,
+       http_response{200,
+                     std::string{asset->content_type},
+                     std::string{asset->body},
+                     {{"Cache-Control", "no-cache"}}});
+}
+
 /// The methods the endpoint at `p` answers, or nullptr when there is none.
 const char* allowed_methods(const std::vector<std::string>& p) {
   constexpr const char* get = "GET, HEAD";
   constexpr const char* post = "POST";
   if (p.size() == 1 && (p[0] == "healthz" || p[0] == "readyz" || p[0] == "metrics")) return get;
+  if (!p.empty() && p[0] == "ui") return get;
   if (p.size() < 2 || p[0] != "v1") return nullptr;
+  if (p.size() == 2 && p[1] == "openapi.json") return get;
   if (p[1] == "tasks") {
     if (p.size() == 2) return "GET, HEAD, POST";
     if (p.size() == 3 && (p[2] == "reschedule" || p[2] == "cancel")) return post;
@@ -766,7 +801,9 @@ void route(self_ptr self, call_ptr c) {
     return fail(self, *c,
                 make_error(errc::not_found, "no such endpoint: " + quote_input(c->req.method) +
                                                 " " + quote_input(c->req.target)));
-  if (p.size() > 1) {
+  // The console's files hold no data: the page asks for the token itself.
+  bool public_endpoint = p.size() == 1 || p[0] == "ui";
+  if (!public_endpoint) {
     const auto& token = self->state.options.cfg->api.token;
     if (!token.empty() && !has_bearer_token(c->req.authorization, token))
       return fail(
@@ -781,6 +818,7 @@ void route(self_ptr self, call_ptr c) {
   }
   // HEAD is GET without the body, which the HTTP server leaves out.
   const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
+  if (p[0] == "ui" || (p.size() == 2 && p[1] == "openapi.json")) return serve_asset(self, *c);
   if (p.size() == 1) {
     if (p[0] == "healthz")
       return send(self, *c, http_response{200, "application/json", R"({"status":"ok"})"});

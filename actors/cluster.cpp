@@ -1,9 +1,12 @@
 #include "actors/cluster.hpp"
 
+#include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <prometheus/counter.h>
 
 #include <spdlog/spdlog.h>
 
@@ -21,6 +24,10 @@ struct cluster_state {
   std::chrono::steady_clock::time_point last_renewed = std::chrono::steady_clock::now();
   bool paused = false;
   bool beating = false;
+  /// The outcome counters as of the last stored heartbeat.
+  int64_t stored_succeeded = 0;
+  int64_t stored_retried = 0;
+  int64_t stored_failed = 0;
 };
 
 namespace {
@@ -83,12 +90,25 @@ void beat(self_ptr self) {
   hb.set_name(st.options.node);
   hb.set_incarnation(st.options.incarnation);
   hb.set_want_lead(true);
+  int64_t succeeded = 0, retried = 0, failed = 0;
+  if (st.options.metrics) {
+    const auto& m = *st.options.metrics;
+    succeeded = static_cast<int64_t>(m.outcome_succeeded.Value());
+    retried = static_cast<int64_t>(m.outcome_retry.Value());
+    failed = static_cast<int64_t>(m.outcome_fail.Value());
+    hb.set_succeeded(succeeded - st.stored_succeeded);
+    hb.set_retried(retried - st.stored_retried);
+    hb.set_failed(failed - st.stored_failed);
+  }
   auto sent = clock::now();
   self->request(st.options.storage, st.options.lease, heartbeat_atom_v, hb)
       .then(
-          [self, sent](const pb::HeartbeatAck& ack) {
+          [self, sent, succeeded, retried, failed](const pb::HeartbeatAck& ack) {
             auto& st = self->state;
             st.beating = false;
+            st.stored_succeeded = succeeded;
+            st.stored_retried = retried;
+            st.stored_failed = failed;
             if (!ack.alive()) {
               register_again(self);
               return;

@@ -5,10 +5,13 @@
 #include <caf/fwd.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace taskmill {
+
+struct node_metrics;
 
 struct cluster_options {
   std::string node;
@@ -25,6 +28,8 @@ struct cluster_options {
   pusher_actor pusher;
   /// Told when this node starts or stops leading.
   std::vector<leader_duty_actor> leader_duties;
+  /// Its outcome counters go to the database with each heartbeat.
+  std::shared_ptr<node_metrics> metrics;
 };
 
 cluster_actor spawn_cluster(caf::actor_system& sys, cluster_options options);

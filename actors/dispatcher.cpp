@@ -6,6 +6,7 @@
 #include "actors/executors/outcome.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
+#include "messages/time.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -58,16 +59,21 @@ using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 constexpr auto storage_timeout = std::chrono::seconds{120};
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
 
-void count_outcome(const node_metrics& m, pb::ExecutionOutcome kind) {
-  switch (kind) {
+/// Counts an outcome in all and, where its type is known, for its type.
+void count_outcome(node_metrics& m, const pb::TaskOutcome& outcome) {
+  auto* of_type = outcome.type().empty() ? nullptr : &m.of_type(outcome.type());
+  switch (outcome.outcome()) {
     case pb::OUTCOME_SUCCEEDED:
       m.outcome_succeeded.Increment();
+      if (of_type) of_type->succeeded.Increment();
       break;
     case pb::OUTCOME_RETRY:
       m.outcome_retry.Increment();
+      if (of_type) of_type->retry.Increment();
       break;
     default:
       m.outcome_fail.Increment();
+      if (of_type) of_type->fail.Increment();
       break;
   }
 }
@@ -137,7 +143,8 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
 void forget(self_ptr self, std::unordered_map<int64_t, execution>::iterator it) {
   auto& st = self->state;
   auto elapsed = std::chrono::steady_clock::now() - it->second.started;
-  st.options.metrics->execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
+  st.options.metrics->of_type(it->second.type)
+      .execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
   if (it->second.executor) st.executors.release(it->second.executor);
   st.running.erase(it);
 }
@@ -149,7 +156,7 @@ void finish(self_ptr self, pb::TaskOutcome outcome) {
   auto it = st.running.find(outcome.task_id());
   if (it == st.running.end() || it->second.attempt != outcome.attempt()) return;
   forget(self, it);
-  count_outcome(*st.options.metrics, outcome.outcome());
+  count_outcome(*st.options.metrics, outcome);
   record(self, std::move(outcome));
 }
 
@@ -163,8 +170,9 @@ void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor =
 // -- executors ------------------------------------------------------------------
 
 void record_at_once(self_ptr self, pb::TaskOutcome outcome) {
-  self->state.options.metrics->execution_seconds.Observe(0);
-  count_outcome(*self->state.options.metrics, outcome.outcome());
+  auto& m = *self->state.options.metrics;
+  m.of_type(outcome.type()).execution_seconds.Observe(0);
+  count_outcome(m, outcome);
   record(self, std::move(outcome));
 }
 
@@ -224,6 +232,12 @@ void forget_executor(self_ptr self, const caf::actor_addr& gone) {
 
 void execute(self_ptr self, const pb::Task& task) {
   const auto& type = self->state.options.cfg->type_config(task.type());
+  if (task.has_started_at() && task.has_execute_at()) {
+    auto waited_us =
+        std::max<int64_t>(0, to_micros(task.started_at()) - to_micros(task.execute_at()));
+    self->state.options.metrics->of_type(task.type())
+        .pickup_seconds.Observe(static_cast<double>(waited_us) / 1e6);
+  }
   switch (type.executor) {
     case executor_kind::noop:
     case executor_kind::fail:
@@ -303,7 +317,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
             pb::ResultAck ack;
             ack.set_accepted(acks.acks_size() == 1 && acks.acks(0).applied());
             if (ack.accepted())
-              count_outcome(*self->state.options.metrics, one.outcomes(0).outcome());
+              count_outcome(*self->state.options.metrics, one.outcomes(0));
             else
               ack.set_reason("stale: the task is not running under attempt " +
                              std::to_string(attempt));

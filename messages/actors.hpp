@@ -147,6 +147,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, hello_atom, "hello")
   CAF_ADD_ATOM(taskmill, taskmill, join_atom, "join")
   CAF_ADD_ATOM(taskmill, taskmill, peers_atom, "peers")
+  CAF_ADD_ATOM(taskmill, taskmill, live_atom, "live")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -196,7 +197,10 @@ using query_storage_actor =
                      caf::replies_to<nodes_atom, int64_t>::with<pb::NodeList>,
                      caf::replies_to<alerts_atom, pb::ListAlertsRequest>::with<pb::AlertList>,
                      // Alerts by kind and deliveries by state (/metrics).
-                     caf::replies_to<alerts_atom, stats_atom>::with<pb::AlertMetrics>>;
+                     caf::replies_to<alerts_atom, stats_atom>::with<pb::AlertMetrics>,
+                     // Pending, failed and running tasks per type, counted
+                     // through their partial indexes (/metrics).
+                     caf::replies_to<stats_atom, live_atom>::with<pb::Stats>>;
 
 /// Whether the connection is up and migrated (readiness).
 using storage_status_actor =

@@ -304,6 +304,13 @@ void write_task(std::string& out, const pb::Task& t) {
   w.time_or_null("started_at", t.started_at(), t.has_started_at());
   w.time_or_null("created_at", t.created_at(), t.has_created_at());
   w.time_or_null("updated_at", t.updated_at(), t.has_updated_at());
+  if (t.has_waiting()) {
+    auto& field = w.field("waiting");
+    object_writer waiting{field};
+    waiting.text("reason", t.waiting().reason());
+    waiting.text("message", t.waiting().message());
+    if (t.waiting().has_until()) waiting.time_or_null("until", t.waiting().until(), true);
+  }
 }
 
 /// `{"outcome": "...", "task": {...}}`
@@ -487,7 +494,11 @@ std::string encode(const pb::BatchCounts& counts) {
 
 std::string encode(const pb::Stats& stats) {
   json counts = json::object();
-  for (const auto& c : stats.counts()) counts[c.type()][status_name(c.status())] = c.count();
+  std::set<std::string> estimated;
+  for (const auto& c : stats.counts()) {
+    counts[c.type()][status_name(c.status())] = c.count();
+    if (c.estimated()) estimated.insert(status_name(c.status()));
+  }
   json nodes = json::array();
   for (const auto& n : stats.nodes())
     nodes.push_back(json{{"node", n.name()}, {"running", n.running()}});
@@ -496,7 +507,17 @@ std::string encode(const pb::Stats& stats) {
     limiter.push_back(json{{"scope", l.scope()},
                            {"used", l.used()},
                            {"limit", l.limit() > 0 ? json(l.limit()) : json(nullptr)}});
-  return dump(json{{"counts", counts}, {"running_by_node", nodes}, {"limiter", limiter}});
+  json recent = json::array();
+  for (const auto& m : stats.recent())
+    recent.push_back(json{{"minute", format_rfc3339(to_micros(m.minute()))},
+                          {"succeeded", m.succeeded()},
+                          {"retried", m.retried()},
+                          {"failed", m.failed()}});
+  return dump(json{{"counts", counts},
+                   {"estimated", estimated},
+                   {"running_by_node", nodes},
+                   {"limiter", limiter},
+                   {"recent", recent}});
 }
 
 std::string encode(const pb::NodeList& list) {

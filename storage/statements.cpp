@@ -21,13 +21,14 @@ const statement cancel_by_id{"cancel_by_id",
 const statement cancel_by_key{
     "cancel_by_key", "SELECT c.outcome, (c.task).* FROM taskmill.cancel($1::text, $2::text) c"};
 
-// Only what running a task takes (read_task leaves the other fields unset):
-// a claim is the hottest statement there is, and every column sent costs the
-// server its text form (timestamps most).
+// Only what running a task takes (read_task leaves the other fields unset),
+// and execute_at for the pickup latency: a claim is the hottest statement
+// there is, and every column sent costs the server its text form
+// (timestamps most).
 const statement claim{
     "claim",
     "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
-    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by FROM "
+    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at FROM "
     "taskmill.claim($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, $7::text[], "
     "$8::text[], $9::int[])"};
 
@@ -41,6 +42,11 @@ const statement complete_many{
     "$5::text[], $6::text)"};
 
 const statement get_task{"get_task", "SELECT * FROM taskmill.tasks WHERE id = $1::bigint"};
+
+const statement waiting_reason{
+    "waiting_reason",
+    "SELECT reason, message, until FROM taskmill.waiting_reason($1::bigint, $2::bigint, "
+    "$3::bigint, $4::int, $5::int[])"};
 
 const statement put_type_settings{
     "put_type_settings",
@@ -81,9 +87,11 @@ const statement batch_counts{
 
 const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
 
+// Finished tasks are counted exactly up to 100,000 rows in the table, and
+// estimated beyond.
 const statement status_counts{
     "status_counts",
-    "SELECT type, status::text, count(*) FROM taskmill.tasks GROUP BY 1, 2 ORDER BY 1, 2"};
+    "SELECT type, status, n, estimated FROM taskmill.status_counts(100000) ORDER BY 1, 2"};
 
 // $1: how long a node may be silent before it counts as dead, in ms.
 const statement list_nodes{
@@ -101,6 +109,15 @@ const statement heartbeat{
     "heartbeat",
     "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
     "AS leader) l"};
+
+const statement live_counts{"live_counts", "SELECT type, status, n FROM taskmill.live_counts()"};
+
+const statement add_outcomes{
+    "add_outcomes", "SELECT taskmill.add_outcomes($1, $2::bigint, $3::bigint, $4::bigint)"};
+
+const statement recent_outcomes{
+    "recent_outcomes",
+    "SELECT minute, succeeded, retried, failed FROM taskmill.recent_outcomes($1::int)"};
 
 const statement leave{"leave", "SELECT taskmill.stop_node($1, $2), taskmill.lead(false)"};
 
@@ -215,6 +232,10 @@ const std::vector<const statement*>& all() {
       &next_due,
       &complete_many,
       &get_task,
+      &live_counts,
+      &add_outcomes,
+      &recent_outcomes,
+      &waiting_reason,
       &put_type_settings,
       &list_tasks,
       &list_unit_tasks,

@@ -430,8 +430,13 @@ pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::r
     spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
     return out;
   }
-  if (next->rows() > 0 && !next->is_null(0, 0)) {
-    auto delay_us = next->micros(0, 0) - next->micros(0, 1);
+  if (next->rows() == 0) return out;
+  // The claim and this statement run back to back: the database's clock
+  // here is when the tasks started, for their pickup latency.
+  auto db_now_us = next->micros(0, 1);
+  for (auto& task : *out.mutable_tasks()) set_micros(task.mutable_started_at(), db_now_us);
+  if (!next->is_null(0, 0)) {
+    auto delay_us = next->micros(0, 0) - db_now_us;
     out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
   }
   return out;
@@ -488,13 +493,21 @@ caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const st
   return out;
 }
 
-pb::Stats read_stats(const db::result& res) {
+pb::Stats read_stats(const db::result& counts, const db::result& recent) {
   pb::Stats out;
-  for (int row = 0; row < res.rows(); ++row) {
+  for (int row = 0; row < counts.rows(); ++row) {
     auto c = out.add_counts();
-    c->set_type(res.string(row, 0));
-    c->set_status(parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
-    c->set_count(res.int64(row, 2));
+    c->set_type(counts.string(row, 0));
+    c->set_status(parse_status(counts.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+    c->set_count(counts.int64(row, 2));
+    c->set_estimated(counts.boolean(row, 3));
+  }
+  for (int row = 0; row < recent.rows(); ++row) {
+    auto m = out.add_recent();
+    set_micros(m->mutable_minute(), recent.micros(row, 0));
+    m->set_succeeded(recent.int64(row, 1));
+    m->set_retried(recent.int64(row, 2));
+    m->set_failed(recent.int64(row, 3));
   }
   return out;
 }
@@ -579,6 +592,28 @@ caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) 
       [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
 }
 
+/// A task with its waiting reason, read in one round trip.
+caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
+  const auto& w = self->state.options.waiting;
+  auto weights = db::array_literal_of(w.weights, [](int v) { return std::to_string(v); });
+  db::call reason{&db::sql::waiting_reason,
+                  {std::to_string(id), std::to_string(w.lease.count()),
+                   std::to_string(w.heartbeat_interval.count()), std::to_string(w.global_limit),
+                   std::move(weights)}};
+  return ask_db<pb::Task>(
+      self, {db::call{&db::sql::get_task, {std::to_string(id)}}, reason}, [id](results& rs) {
+        auto task = single_task(*rs[0], "no task with id " + std::to_string(id));
+        if (task && rs[1]->rows() > 0) {
+          const auto& r = *rs[1];
+          auto* waiting = task->mutable_waiting();
+          waiting->set_reason(r.string(0, 0));
+          waiting->set_message(r.string(0, 1));
+          if (!r.is_null(0, 2)) set_micros(waiting->mutable_until(), r.micros(0, 2));
+        }
+        return task;
+      });
+}
+
 caf::result<pb::Task> task_by_id(self_ptr self, const db::statement& statement, int64_t id) {
   return ask_db<pb::Task>(self, {db::call{&statement, {std::to_string(id)}}}, [id](results& rs) {
     return single_task(*rs[0], "no task with id " + std::to_string(id));
@@ -615,9 +650,26 @@ caf::result<int32_t> ask_count(self_ptr self, db::call c) {
                          [](results& rs) -> caf::expected<int32_t> { return rs[0]->int32(0, 0); });
 }
 
+caf::result<pb::Stats> live_counts(self_ptr self) {
+  return ask_db<pb::Stats>(self, {db::call{&db::sql::live_counts, {}}}, [](results& rs) {
+    pb::Stats out;
+    const auto& res = *rs[0];
+    for (int row = 0; row < res.rows(); ++row) {
+      auto c = out.add_counts();
+      c->set_type(res.string(row, 0));
+      c->set_status(parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+      c->set_count(res.int64(row, 2));
+    }
+    return out;
+  });
+}
+
 caf::result<pb::Stats> stats(self_ptr self) {
-  return ask_db<pb::Stats>(self, {db::call{&db::sql::status_counts, {}}},
-                           [](results& rs) { return read_stats(*rs[0]); });
+  constexpr const char* recent_minutes = "15";
+  return ask_db<pb::Stats>(self,
+                           {db::call{&db::sql::status_counts, {}},
+                            db::call{&db::sql::recent_outcomes, {recent_minutes}}},
+                           [](results& rs) { return read_stats(*rs[0], *rs[1]); });
 }
 
 caf::result<pb::NodeList> nodes(self_ptr self, int64_t lease_ms) {
@@ -634,9 +686,14 @@ caf::result<int32_t> register_node(self_ptr self, const pb::NodeRegistration& no
 }
 
 caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
-  db::call c{&db::sql::heartbeat,
-             {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}};
-  return ask_db<pb::HeartbeatAck>(self, {std::move(c)},
+  std::vector<db::call> calls{
+      {&db::sql::heartbeat,
+       {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}}};
+  if (beat.succeeded() > 0 || beat.retried() > 0 || beat.failed() > 0)
+    calls.push_back({&db::sql::add_outcomes,
+                     {beat.name(), std::to_string(beat.succeeded()), std::to_string(beat.retried()),
+                      std::to_string(beat.failed())}});
+  return ask_db<pb::HeartbeatAck>(self, std::move(calls),
                                   [](results& rs) -> caf::expected<pb::HeartbeatAck> {
                                     pb::HeartbeatAck ack;
                                     ack.set_leader(rs[0]->boolean(0, 0));
@@ -843,7 +900,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](reschedule_atom, const pb::RescheduleRequest& r) { return reschedule(self, r); },
       [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
       [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
-      [self](caf::get_atom, int64_t id) { return task_by_id(self, db::sql::get_task, id); },
+      [self](caf::get_atom, int64_t id) { return task_with_waiting(self, id); },
       [self](list_atom, const pb::ListTasksRequest& r) { return list_tasks(self, r); },
       [self](attempts_atom, int64_t id) { return attempts(self, id); },
       [self](retry_atom, int64_t id) { return task_by_id(self, db::sql::retry_task, id); },
@@ -852,6 +909,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
         return ask_count(self, {&db::sql::retry_batch, {batch}});
       },
       [self](stats_atom) { return stats(self); },
+      [self](stats_atom, live_atom) { return live_counts(self); },
       [self](nodes_atom, int64_t lease_ms) { return nodes(self, lease_ms); },
       [self](status_atom) { return self->state.status; },
       [self](register_atom, const pb::NodeRegistration& n) { return register_node(self, n); },

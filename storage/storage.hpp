@@ -5,6 +5,7 @@
 
 #include <caf/fwd.hpp>
 
+#include <array>
 #include <chrono>
 #include <string>
 #include <vector>
@@ -28,6 +29,15 @@ struct storage_options {
   std::vector<compensation_rule> rules;
   /// Most rows one compensation pass submits.
   int32_t compensation_batch = 1000;
+  /// What a task's waiting reason weighs: the cluster's lease, heartbeat
+  /// interval, global running limit (0: none) and priority weights.
+  /// The node sets them from its configuration.
+  struct waiting_context {
+    std::chrono::milliseconds lease{};
+    std::chrono::milliseconds heartbeat_interval{};
+    int32_t global_limit = 0;
+    std::array<int, 5> weights{};
+  } waiting;
 };
 
 /// Spawns the storage actor on its own thread (libpq blocks). It connects,

@@ -199,6 +199,86 @@ BOOST_AUTO_TEST_CASE(stats_nodes_health_and_metrics) {
   BOOST_CHECK_EQUAL(call("GET", "/v1/nodes").status, 200);
 }
 
+BOOST_AUTO_TEST_CASE(metrics_per_type_and_recent_throughput) {
+  call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "m1"})");
+  call("POST", "/v1/tasks", R"({"type": "FAIL", "key": "m2"})");
+  call("POST", "/v1/tasks",
+       R"({"type": "SLEEP", "key": "later", "execute_at": "2099-01-01T00:00:00Z"})");
+  // The node adds its outcomes to the minute at its next heartbeat.
+  json recent;
+  BOOST_REQUIRE(test::eventually([&] {
+    recent = call("GET", "/v1/stats").body["recent"];
+    int64_t succeeded = 0, failed = 0;
+    for (const auto& m : recent) {
+      succeeded += m["succeeded"].get<int64_t>();
+      failed += m["failed"].get<int64_t>();
+    }
+    return succeeded == 1 && failed == 1;
+  }));
+  BOOST_CHECK_EQUAL(recent.size(), 15u);
+  BOOST_CHECK(recent.back()["minute"].is_string());
+  auto metrics = call("GET", "/metrics").raw;
+  for (const char* line :
+       {"taskmill_task_outcomes_total{outcome=\"succeeded\",type=\"NOOP\"} 1",
+        "taskmill_task_outcomes_total{outcome=\"fail\",type=\"FAIL\"} 1",
+        "taskmill_pickup_seconds_count{type=\"NOOP\"} 1",
+        "taskmill_execution_seconds_count{type=\"FAIL\"} 1",
+        "taskmill_tasks{status=\"pending\",type=\"SLEEP\"} 1",
+        "taskmill_limit{scope=\"node:api-node\"} 2048", "taskmill_limit_used{scope=\"global\"} 0"})
+    BOOST_CHECK_MESSAGE(metrics.find(line) != std::string::npos, "no line " << line);
+}
+
+// The console's overview asks for the stats every few seconds: with more
+// than 100,000 rows, finished tasks are estimated from a sample, and live
+// ones stay exact.
+BOOST_AUTO_TEST_CASE(stats_of_a_large_table_estimate_only_finished_tasks) {
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, status, priority, execute_at, trace_id, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT 'BULK', "
+      "'b' || g, 'succeeded', 3, now(), 't', 3, 5000, 'fixed', 1000, 1000, 0 FROM "
+      "generate_series(1, 150000) g");
+  db.exec("ANALYZE taskmill.tasks");
+  call("POST", "/v1/tasks",
+       R"({"type": "SLEEP", "key": "exact", "execute_at": "2099-01-01T00:00:00Z"})");
+  auto stats = call("GET", "/v1/stats").body;
+  BOOST_CHECK_EQUAL(stats["estimated"], json::array({"succeeded"}));
+  BOOST_CHECK_EQUAL(stats["counts"]["SLEEP"]["pending"], 1);
+  auto bulk = stats["counts"]["BULK"]["succeeded"].get<int64_t>();
+  BOOST_TEST_MESSAGE("150,000 succeeded tasks estimated at " << bulk);
+  BOOST_CHECK(bulk > 50000 && bulk < 300000);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_says_why_it_is_not_running) {
+  auto later = call("POST", "/v1/tasks",
+                    R"({"type": "NOOP", "key": "w", "execute_at": "2099-01-01T00:00:00Z"})");
+  auto id = later.body["task"]["id"].get<int64_t>();
+  auto task = call("GET", "/v1/tasks/" + std::to_string(id)).body;
+  BOOST_CHECK_EQUAL(task["waiting"]["reason"], "due_later");
+  BOOST_CHECK_EQUAL(task["waiting"]["until"], "2099-01-01T00:00:00Z");
+  auto unrun = call("POST", "/v1/tasks", R"({"type": "NOBODY_RUNS_THIS", "key": "w"})");
+  auto unrun_id = unrun.body["task"]["id"].get<int64_t>();
+  task = call("GET", "/v1/tasks/" + std::to_string(unrun_id)).body;
+  BOOST_CHECK_EQUAL(task["waiting"]["reason"], "no_node_for_type");
+  auto done = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "w2"})");
+  task = wait_for_status(done.body["task"]["id"].get<int64_t>(), "succeeded");
+  BOOST_CHECK(!task.contains("waiting"));
+}
+
+BOOST_AUTO_TEST_CASE(the_console_and_the_openapi_document_are_served) {
+  auto page = call("GET", "/ui/");
+  BOOST_CHECK_EQUAL(page.status, 200);
+  BOOST_CHECK(page.content_type.rfind("text/html", 0) == 0);
+  BOOST_CHECK(page.raw.find("console.js") != std::string::npos);
+  BOOST_CHECK_EQUAL(call("GET", "/ui/console.js").status, 200);
+  auto bare = call("GET", "/ui");
+  BOOST_CHECK_EQUAL(bare.status, 308);
+  expect_error(call("GET", "/ui/nothing.js"), 404, "no such file");
+  expect_error(call("POST", "/ui/"), 405, "not allowed");
+  auto doc = call("GET", "/v1/openapi.json");
+  BOOST_CHECK_EQUAL(doc.status, 200);
+  BOOST_CHECK(doc.body.contains("openapi"));
+}
+
 BOOST_AUTO_TEST_CASE(protobuf_bodies_work_like_json) {
   pb::SubmitTasks req;
   auto t = req.add_tasks();

@@ -663,3 +663,93 @@ BOOST_AUTO_TEST_CASE(reschedules_racing_claims_are_never_lost) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// "Why isn't it running?" (SPEC §8): taskmill.waiting_reason, each reason
+// arranged in the database as the nodes and the claims would leave it.
+BOOST_AUTO_TEST_SUITE(waiting)
+
+struct waiting_reason {
+  std::string reason, message;
+  bool has_until = false;
+};
+
+/// With a lease of 5 s, heartbeats every second and the default weights.
+waiting_reason waiting_of(const task_database& db, int64_t id, int global_limit = 0) {
+  auto r = db.exec("SELECT reason, message, until IS NOT NULL FROM taskmill.waiting_reason(" +
+                   std::to_string(id) + ", 5000, 1000, " + std::to_string(global_limit) +
+                   ", '{16,8,4,2,1}')");
+  if (r.rows() == 0) return {};
+  return {r.string(0, 0), r.string(0, 1), r.boolean(0, 2)};
+}
+
+void check_reason(const waiting_reason& w, const std::string& reason, const std::string& part) {
+  BOOST_CHECK_EQUAL(w.reason, reason);
+  BOOST_CHECK_MESSAGE(w.message.find(part) != std::string::npos,
+                      "'" << w.message << "' does not mention '" << part << "'");
+}
+
+BOOST_AUTO_TEST_CASE(every_reason_is_reported_where_it_holds) {
+  task_database db{"waiting"};
+  // n1 runs A and B and is live; nobody runs C.
+  db.exec("INSERT INTO taskmill.nodes (name, incarnation, types) VALUES ('n1', 'i1', '{A,B}')");
+
+  auto later = db.call("submit('A', 'later', execute_at => now() + interval '1 hour')");
+  auto w = waiting_of(db, later.id);
+  check_reason(w, "due_later", "due later");
+  BOOST_CHECK(w.has_until);
+
+  auto unrun = db.call("submit('C', 'nobody')");
+  check_reason(waiting_of(db, unrun.id), "no_node_for_type", "no live node runs type C");
+
+  auto low = db.call("submit('A', 'low', priority => 5)");
+  check_reason(waiting_of(db, low.id), "due_now", "n1");
+  auto high = db.call("submit('B', 'high', priority => 1)");
+  check_reason(waiting_of(db, low.id), "behind_priorities", "priority 5 gets 6%");
+  BOOST_CHECK_EQUAL(waiting_of(db, high.id).reason, "due_now");
+
+  // A type limit of 1 with one running; then the global limit.
+  db.exec(
+      "INSERT INTO taskmill.task_types (type, timeout_ms, max_retries, backoff_kind, "
+      "backoff_base_ms, backoff_cap_ms, backoff_jitter, running_limit) "
+      "SELECT 'B', timeout_ms, max_retries, backoff_kind, backoff_base_ms, backoff_cap_ms, "
+      "backoff_jitter, 1 FROM taskmill.task_types WHERE type = ''");
+  auto running = db.claim(1, "n1");
+  BOOST_REQUIRE_EQUAL(running.size(), 1u);
+  BOOST_REQUIRE_EQUAL(running[0].id, high.id);
+  BOOST_CHECK(waiting_of(db, high.id).reason.empty());
+  auto second_b = db.call("submit('B', 'second')");
+  check_reason(waiting_of(db, second_b.id), "limit_full", "type B is full: 1 of 1");
+  check_reason(waiting_of(db, low.id, 1), "limit_full", "global running limit is full: 1 of 1");
+
+  // A retryable failure waits for its backoff.
+  BOOST_REQUIRE(db.complete(high.id, 1, "retry", "connection refused"));
+  w = waiting_of(db, high.id);
+  check_reason(w, "retry_backoff", "connection refused");
+  BOOST_CHECK(w.has_until);
+
+  // The only node that runs A stops renewing its heartbeat: its lease is in
+  // doubt and it has stopped claiming, but it is not dead yet.
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '4.5 seconds'");
+  check_reason(waiting_of(db, low.id), "claiming_paused", "n1");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '6 seconds'");
+  check_reason(waiting_of(db, low.id), "no_node_for_type", "type A");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now()");
+
+  // A broadcast shard pinned to a node that is down.
+  db.exec(
+      "INSERT INTO taskmill.nodes (name, incarnation, heartbeat_at) "
+      "VALUES ('n2', 'i2', now() - interval '1 minute')");
+  auto shard = db.call("submit('A', 'shard-0')");
+  db.exec(
+      "UPDATE taskmill.tasks SET pinned_node = 'n2', shard_index = 0, shard_total = 2 "
+      "WHERE id = " +
+      std::to_string(shard.id));
+  check_reason(waiting_of(db, shard.id), "pinned_node_down", "pinned to node n2");
+
+  // Finished tasks wait for nothing.
+  auto done = db.call("submit('A', 'done')");
+  db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE id = " + std::to_string(done.id));
+  BOOST_CHECK(waiting_of(db, done.id).reason.empty());
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -214,6 +214,9 @@ BOOST_AUTO_TEST_CASE(submit_show_and_list) {
   BOOST_CHECK_EQUAL(listing(shown.out)["id"], std::to_string(id));
   BOOST_CHECK_EQUAL(listing(shown.out)["key"], "other");
   BOOST_CHECK_EQUAL(listing(shown.out)["batch"], "-");
+  // Due in two hours: it says why it is not running.
+  BOOST_CHECK_EQUAL(listing(shown.out)["waiting"], "due_later");
+  BOOST_CHECK(contains(listing(shown.out)["why"], "due later, at "));
 
   auto table = run({"list", "--type", "NOOP"});
   CHECK_RUN(table, 0);

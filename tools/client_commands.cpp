@@ -140,6 +140,11 @@ constexpr const char* task_fields[] = {
 void add_task_fields(table& listing, const json& task) {
   for (const char* name : task_fields)
     listing.add({std::string{name} + ":", shorten(shown(field(task, name)), value_chars)});
+  if (task.contains("waiting")) {
+    const auto& waiting = task["waiting"];
+    listing.add({"waiting:", shown(field(waiting, "reason"))});
+    listing.add({"why:", shown(field(waiting, "message"))});
+  }
 }
 
 void print_task(const json& task) {

@@ -11,6 +11,8 @@ packages=(
   libboost-dev libboost-test-dev
   nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev prometheus-cpp-dev
   libhowardhinnant-date-dev tzdata
+  # The console's browser test and the OpenAPI check.
+  python3 python3-jsonschema python3-selenium chromium chromium-driver
 )
 
 missing=()

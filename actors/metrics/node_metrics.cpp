@@ -1,5 +1,6 @@
 #include "actors/metrics/node_metrics.hpp"
 
+#include "messages/names.hpp"
 #include "node.pb.h"
 
 #include <prometheus/counter.h>
@@ -46,13 +47,6 @@ node_metrics::node_metrics()
           counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "fail"}})),
       outcome_stale(
           counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "stale"}})),
-      execution_seconds(
-          prometheus::BuildHistogram()
-              .Name("taskmill_execution_seconds")
-              .Help("Time from dispatch to outcome")
-              .Register(*registry)
-              .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.005, 0.01, 0.05, 0.1, 0.5,
-                                                               1, 5, 30, 120})),
       in_flight(gauge(*registry, "taskmill_in_flight", "Tasks in flight on this node")),
       storage_connected(
           gauge(*registry, "taskmill_storage_connected", "1 while PostgreSQL is connected")),
@@ -62,7 +56,38 @@ node_metrics::node_metrics()
           gauge(*registry, "taskmill_storage_statements", "Statements run since start")),
       http_requests(counter(*registry, "taskmill_http_requests_total", "API requests answered")),
       http_errors(counter(*registry, "taskmill_http_errors_total",
-                          "API requests answered with 4xx or 5xx")) {}
+                          "API requests answered with 4xx or 5xx")),
+      task_outcomes_(prometheus::BuildCounter()
+                         .Name("taskmill_task_outcomes_total")
+                         .Help("Outcomes of executions on this node, by task type")
+                         .Register(*registry)),
+      execution_seconds_(prometheus::BuildHistogram()
+                             .Name("taskmill_execution_seconds")
+                             .Help("Time from dispatch to outcome, by task type")
+                             .Register(*registry)),
+      pickup_seconds_(prometheus::BuildHistogram()
+                          .Name("taskmill_pickup_seconds")
+                          .Help("Time from due (execute_at) to claimed, by task type")
+                          .Register(*registry)) {}
+
+type_metrics& node_metrics::of_type(const std::string& type) {
+  std::lock_guard<std::mutex> guard{types_mutex_};
+  if (auto it = types_.find(type); it != types_.end()) return it->second;
+  // Executions run from under a millisecond (built-ins) to minutes (HTTP
+  // work); pickups from a millisecond (woken) to the poll interval and beyond.
+  static const prometheus::Histogram::BucketBoundaries execution{
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
+  static const prometheus::Histogram::BucketBoundaries pickup{
+      0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60};
+  auto outcome = [&](const char* name) -> prometheus::Counter& {
+    return task_outcomes_.Add({{"type", type}, {"outcome", name}});
+  };
+  return types_
+      .emplace(type, type_metrics{outcome("succeeded"), outcome("retry"), outcome("fail"),
+                                  execution_seconds_.Add({{"type", type}}, execution),
+                                  pickup_seconds_.Add({{"type", type}}, pickup)})
+      .first->second;
+}
 
 node_metrics::~node_metrics() = default;
 
@@ -115,6 +140,30 @@ std::string render_alert_metrics(const pb::AlertMetrics& alerts) {
     auto it = alerts.deliveries().find(state);
     deliveries.Add({{"state", state}})
         .Set(it == alerts.deliveries().end() ? 0.0 : static_cast<double>(it->second));
+  }
+  return prometheus::TextSerializer{}.Serialize(r.Collect());
+}
+
+std::string render_live_metrics(const pb::Stats& live) {
+  prometheus::Registry r;
+  auto& tasks = prometheus::BuildGauge()
+                    .Name("taskmill_tasks")
+                    .Help("Pending, failed and running tasks by type, cluster-wide")
+                    .Register(r);
+  for (const auto& c : live.counts())
+    tasks.Add({{"type", c.type()}, {"status", status_name(c.status())}})
+        .Set(static_cast<double>(c.count()));
+  auto& used = prometheus::BuildGauge()
+                   .Name("taskmill_limit_used")
+                   .Help("Running tasks counted against each running limit")
+                   .Register(r);
+  auto& limit = prometheus::BuildGauge()
+                    .Name("taskmill_limit")
+                    .Help("Each running limit (global, node:<name>, type:<name>)")
+                    .Register(r);
+  for (const auto& l : live.limiter()) {
+    used.Add({{"scope", l.scope()}}).Set(static_cast<double>(l.used()));
+    limit.Add({{"scope", l.scope()}}).Set(static_cast<double>(l.limit()));
   }
   return prometheus::TextSerializer{}.Serialize(r.Collect());
 }

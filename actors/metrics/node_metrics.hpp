@@ -3,10 +3,13 @@
 // The node's Prometheus metrics. Counters are atomic, so actors update them
 // directly; GET /metrics renders them.
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace taskmill::pb {
+class Stats;
 class JobMetrics;
 class AlertMetrics;
 class PeerLinks;
@@ -17,9 +20,22 @@ class Registry;
 class Counter;
 class Gauge;
 class Histogram;
+template <class T>
+class Family;
 }  // namespace prometheus
 
 namespace taskmill {
+
+/// The metrics of one task type on this node.
+struct type_metrics {
+  prometheus::Counter& succeeded;
+  prometheus::Counter& retry;
+  prometheus::Counter& fail;
+  /// From dispatch to outcome.
+  prometheus::Histogram& execution_seconds;
+  /// From due (execute_at) to claimed, by the database's clock.
+  prometheus::Histogram& pickup_seconds;
+};
 
 struct node_metrics {
   node_metrics();
@@ -37,7 +53,6 @@ struct node_metrics {
   prometheus::Counter& outcome_retry;
   prometheus::Counter& outcome_fail;
   prometheus::Counter& outcome_stale;
-  prometheus::Histogram& execution_seconds;
   prometheus::Gauge& in_flight;
   prometheus::Gauge& storage_connected;
   prometheus::Gauge& storage_round_trips;
@@ -45,8 +60,18 @@ struct node_metrics {
   prometheus::Counter& http_requests;
   prometheus::Counter& http_errors;
 
+  /// The metrics of `type`, made at its first use. Thread-safe.
+  type_metrics& of_type(const std::string& type);
+
   /// The Prometheus text exposition of every metric.
   std::string render() const;
+
+ private:
+  prometheus::Family<prometheus::Counter>& task_outcomes_;
+  prometheus::Family<prometheus::Histogram>& execution_seconds_;
+  prometheus::Family<prometheus::Histogram>& pickup_seconds_;
+  std::mutex types_mutex_;
+  std::map<std::string, type_metrics> types_;
 };
 
 /// Each job's firings by outcome and its last and next fire time, as the
@@ -59,5 +84,9 @@ std::string render_alert_metrics(const pb::AlertMetrics& alerts);
 
 /// This node's peer links by kind and state, in Prometheus text.
 std::string render_link_metrics(const pb::PeerLinks& links);
+
+/// Live tasks per type and status (the counts) and the use of each running
+/// limit (the limiter entries), in Prometheus text.
+std::string render_live_metrics(const pb::Stats& live);
 
 }  // namespace taskmill

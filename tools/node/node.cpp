@@ -219,6 +219,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.next_due_horizon = cfg->scheduling.poll_interval;
   storage_opts.rules = cfg->reconciler.rules;
   storage_opts.compensation_batch = cfg->watcher.batch_size;
+  storage_opts.waiting = {cfg->heartbeat.interval * cfg->heartbeat.missed, cfg->heartbeat.interval,
+                          cfg->scheduling.global_limit, cfg->scheduling.weights};
   node.cfg = cfg;
   node.health = std::make_shared<node_health>();
   node.supervisor = spawn_supervisor(sys, cfg->node.name, node.health);
@@ -390,6 +392,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.types = run_here.types;
   cluster_opts.storage = node.storage;
   cluster_opts.pusher = node.pusher;
+  cluster_opts.metrics = node.metrics;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
                                 caf::actor_cast<leader_duty_actor>(node.reconciler),
                                 caf::actor_cast<leader_duty_actor>(node.cron),

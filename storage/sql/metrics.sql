@@ -1,0 +1,65 @@
+-- What the console and /metrics read besides the tasks themselves (SPEC §8):
+-- throughput over the last minutes, which nodes add to at each heartbeat from
+-- their outcome counters, and the live tasks per type.
+
+-- Adds a node's outcomes since its last heartbeat to the current minute, and
+-- forgets minutes older than a day.
+CREATE FUNCTION taskmill.add_outcomes(p_node text, p_succeeded bigint, p_retried bigint,
+                                      p_failed bigint) RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO taskmill.outcome_minutes AS m (minute, node, succeeded, retried, failed)
+  VALUES (date_trunc('minute', now()), p_node, p_succeeded, p_retried, p_failed)
+  ON CONFLICT (minute, node) DO UPDATE
+    SET succeeded = m.succeeded + excluded.succeeded, retried = m.retried + excluded.retried,
+        failed = m.failed + excluded.failed;
+  DELETE FROM taskmill.outcome_minutes WHERE minute < now() - interval '1 day';
+$$;
+
+-- The last p_minutes minutes, the current one last, each summed over the
+-- nodes; minutes without outcomes are zeros.
+CREATE FUNCTION taskmill.recent_outcomes(p_minutes integer)
+RETURNS TABLE (minute timestamptz, succeeded bigint, retried bigint, failed bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT g.minute, coalesce(sum(m.succeeded), 0)::bigint, coalesce(sum(m.retried), 0)::bigint,
+         coalesce(sum(m.failed), 0)::bigint
+    FROM generate_series(date_trunc('minute', now()) - (p_minutes - 1) * interval '1 minute',
+                         date_trunc('minute', now()), interval '1 minute') AS g(minute)
+    LEFT JOIN taskmill.outcome_minutes m ON m.minute = g.minute
+   GROUP BY g.minute
+   ORDER BY g.minute
+$$;
+
+-- Pending, failed and running tasks per type for /metrics, each counted
+-- through the partial index that holds exactly that status set, so the
+-- finished tasks that make up most of the table are never read.
+CREATE FUNCTION taskmill.live_counts() RETURNS TABLE (type text, status text, n bigint)
+LANGUAGE sql STABLE AS $$
+  SELECT t.type, t.status::text, count(*) FROM taskmill.tasks t
+   WHERE t.status IN ('pending', 'failed') GROUP BY 1, 2
+  UNION ALL
+  SELECT t.type, 'running', count(*) FROM taskmill.tasks t WHERE t.status = 'running' GROUP BY 1
+$$;
+
+-- Tasks per type and status for GET /v1/stats and the console's overview,
+-- which asks every few seconds: live tasks exactly (live_counts), finished
+-- ones exactly while the table holds fewer than p_exact_up_to rows, and
+-- beyond that estimated from a 1% sample of the table's pages, so that the
+-- answer costs the same with millions of finished tasks.
+CREATE FUNCTION taskmill.status_counts(p_exact_up_to bigint)
+RETURNS TABLE (type text, status text, n bigint, estimated boolean)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  -- -1 until the table was first vacuumed or analyzed.
+  v_rows real := (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'taskmill.tasks'::regclass);
+BEGIN
+  RETURN QUERY SELECT l.type, l.status, l.n, false FROM taskmill.live_counts() l;
+  IF v_rows < p_exact_up_to THEN
+    RETURN QUERY SELECT t.type, t.status::text, count(*), false FROM taskmill.tasks t
+                  WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
+  ELSE
+    RETURN QUERY SELECT t.type, t.status::text, count(*) * 100, true
+                   FROM taskmill.tasks t TABLESAMPLE SYSTEM (1)
+                  WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
+  END IF;
+END
+$$;

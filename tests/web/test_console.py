@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""The console (SPEC §8) in a real browser: headless Chromium, driven by
+Selenium, against a real node with data. It goes through every page, asks
+for the token once, performs retry, cancel, reschedule and a job trigger,
+and checks each result through the API, not through the page. Writes
+screenshots of the overview and a task's detail to --screenshots."""
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+from selenium import webdriver
+from selenium.common.exceptions import TimeoutException
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.action_chains import ActionChains
+from selenium.webdriver.common.by import By
+from selenium.webdriver.common.keys import Keys
+from selenium.webdriver.support.ui import WebDriverWait
+
+from taskmill_node import running_node
+
+TOKEN = "console-test-token"
+results = {"passed": 0, "failed": 0}
+
+
+def check(what, condition, detail=""):
+    if condition:
+        results["passed"] += 1
+        print("PASS", what)
+    else:
+        results["failed"] += 1
+        print("FAIL", what, detail)
+
+
+def eventually(predicate, seconds=15):
+    deadline = time.monotonic() + seconds
+    while True:
+        value = predicate()
+        if value or time.monotonic() > deadline:
+            return value
+        time.sleep(0.2)
+
+
+def sel(test, **attrs):
+    extra = "".join('[data-%s="%s"]' % (k.replace("_", "-"), v) for k, v in attrs.items())
+    return '[data-test="%s"]%s' % (test, extra)
+
+
+class Console:
+    def __init__(self, driver, base):
+        self.driver = driver
+        self.base = base
+
+    def open(self, route):
+        self.driver.get(self.base + "/ui/#" + route)
+
+    def find(self, test, seconds=15, **attrs):
+        css = sel(test, **attrs)
+        try:
+            return WebDriverWait(self.driver, seconds).until(
+                lambda d: next((e for e in d.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()), None))
+        except TimeoutException:
+            raise AssertionError("no visible %s on %s" % (css, self.driver.current_url))
+
+    def click(self, test, **attrs):
+        self.find(test, **attrs).click()
+
+    def follow(self, test, **attrs):
+        """Follows the link in a row."""
+        self.find(test, **attrs).find_element(By.TAG_NAME, "a").click()
+
+    def confirm(self):
+        self.click("confirm")
+
+    def banner(self):
+        banner = self.driver.find_element(By.CSS_SELECTOR, sel("error"))
+        return banner.text if banner.is_displayed() else ""
+
+
+def browser(width, height, mobile=False):
+    options = webdriver.ChromeOptions()
+    if mobile:
+        options.add_experimental_option(
+            "mobileEmulation", {"deviceMetrics": {"width": width, "height": height, "pixelRatio": 2}})
+    options.binary_location = "/usr/bin/chromium"
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                 "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync",
+                 "--user-data-dir=" + tempfile.mkdtemp(prefix="taskmill-chromium-"),
+                 "--window-size=%d,%d" % (width, height)):
+        options.add_argument(flag)
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def arrange(node):
+    """Data for every page: tasks in several states, a batch, a job."""
+    def submit(task):
+        status, body = node.call("POST", "/v1/tasks", task)
+        assert status == 200, (status, body)
+        return body["task"]
+
+    for i in range(5):
+        submit({"type": "NOOP", "key": "done-%d" % i, "batch": "nightly"})
+    doomed = submit({"type": "FAIL", "key": "doomed", "batch": "nightly"})
+    later = submit({"type": "SLOW", "key": "later", "execute_at": "2099-01-01T00:00:00Z",
+                    "payload": {"pages": 12}})
+    unwanted = submit({"type": "SLOW", "key": "unwanted", "execute_at": "2099-06-01T00:00:00Z"})
+    status, _ = node.call("PUT", "/v1/jobs/hourly-report",
+                          {"schedule": "0 * * * *", "type": "NOOP", "payload": {"scope": "all"}})
+    assert status in (200, 201), status
+    eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["status"] == "dead")
+    return doomed, later, unwanted
+
+
+def walk(console, node, doomed, later, unwanted, shots):
+    driver = console.driver
+
+    # The token is asked once, then kept for the browser session.
+    console.open("/overview")
+    console.find("token-input").send_keys(TOKEN)
+    console.click("token-save")
+    cell = console.find("count", type="NOOP", status="succeeded")
+    check("overview: counts per type and status", eventually(lambda: cell.text.strip() == "5"),
+          cell.text)
+    check("overview: throughput chart", console.find("chart") is not None)
+    check("overview: the node's in flight", console.find("node-running", node="console") is not None)
+    check("overview: limits in use", console.find("limit-row", scope="node:console") is not None)
+    check("overview: the dead task's alert", console.find("alert-row", seconds=20) is not None)
+    driver.save_screenshot(os.path.join(shots, "console-overview.png"))
+    driver.refresh()
+    console.find("count", type="NOOP", status="succeeded")
+    check("the token is kept for the session",
+          not driver.find_element(By.CSS_SELECTOR, sel("token-form")).is_displayed())
+
+    # Tasks: a filter, then a task's detail, then retry.
+    console.click("nav-tasks")
+    type_filter = console.find("filter-type")
+    type_filter.clear()
+    type_filter.send_keys("FAIL")
+    console.click("filter-apply")
+    console.follow("task-row", id=doomed["id"])
+    check("task detail: status", eventually(lambda: console.find("status").text.strip() == "dead"))
+    check("task detail: attempt history", console.find("attempt-row", attempt=1) is not None)
+    console.click("retry")
+    console.confirm()
+    retried = eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"] >= 2)
+    check("retry: the task ran again (by the API)", retried)
+
+    # A task due later says why it is not running; reschedule it.
+    console.open("/tasks/%d" % later["id"])
+    waiting = console.find("waiting")
+    check("task detail: why it isn't running", waiting.get_attribute("data-reason") == "due_later",
+          waiting.text)
+    check("task detail: payload", "12" in console.find("payload").text)
+    driver.save_screenshot(os.path.join(shots, "console-task.png"))
+    at = console.find("reschedule-at")
+    driver.execute_script(
+        "arguments[0].value = '2098-03-04T05:06'; arguments[0].dispatchEvent(new Event('input', {bubbles: true}));"
+        "arguments[0].dispatchEvent(new Event('change', {bubbles: true}));", at)
+    zone = console.find("reschedule-zone")
+    driver.execute_script(
+        "arguments[0].value = 'utc'; arguments[0].dispatchEvent(new Event('change', {bubbles: true}));", zone)
+    console.click("reschedule")
+    console.confirm()
+    moved = eventually(lambda: node.call("GET", "/v1/tasks/%d" % later["id"])[1]["execute_at"]
+                       == "2098-03-04T05:06:00Z")
+    check("reschedule: the new time is stored (by the API)", moved,
+          node.call("GET", "/v1/tasks/%d" % later["id"])[1]["execute_at"])
+
+    # Cancel, with the confirmation dismissed once first.
+    console.open("/tasks/%d" % unwanted["id"])
+    console.click("cancel")
+    console.click("dismiss")
+    time.sleep(0.5)
+    check("a dismissed confirmation changes nothing",
+          node.call("GET", "/v1/tasks/%d" % unwanted["id"])[1]["status"] == "pending")
+    console.click("cancel")
+    console.confirm()
+    check("cancel: the task is cancelled (by the API)",
+          eventually(lambda: node.call("GET", "/v1/tasks/%d" % unwanted["id"])[1]["status"] == "cancelled"))
+
+    # Batches: counts per status.
+    console.open("/batches/nightly")
+    total = console.find("batch-total")
+    check("batch: counts", eventually(lambda: "6" in total.text), total.text)
+
+    # Jobs: schedule in words, next fire times, a trigger with a payload.
+    console.click("nav-jobs")
+    console.follow("job-row", name="hourly-report")
+    words = console.find("schedule-words").text
+    check("job: schedule in words", "hour" in words, words)
+    check("job: next fire times", console.find("next-fire") is not None)
+    payload = console.find("trigger-payload")
+    payload.send_keys('{"scope": "one"')
+    console.click("trigger")
+    bad = console.find("trigger-error")
+    check("trigger: bad JSON is refused in the page", bad.text != "", bad.text)
+    payload.send_keys("}")
+    console.click("trigger")
+    console.confirm()
+
+    def manual_firing():
+        firings = node.call("GET", "/v1/jobs/hourly-report/firings")[1].get("firings", [])
+        return next((f for f in firings if f.get("kind") == "manual"), None)
+    firing = eventually(manual_firing)
+    check("trigger: a manual firing (by the API)", firing is not None)
+    if firing:
+        tasks = node.call("GET", "/v1/tasks?batch=" + firing["batch"].replace("+", "%2B"))[1]["tasks"]
+        check("trigger: its task has the payload",
+              len(tasks) == 1 and tasks[0]["payload"] == {"scope": "one"}, tasks)
+
+    # Nodes: role and heartbeat.
+    console.click("nav-nodes")
+    role = console.find("role")
+    check("nodes: role", eventually(lambda: role.text.strip() == "leader"), role.text)
+    check("nodes: heartbeat age", console.find("heartbeat-age") is not None)
+
+    # An API error is shown, not swallowed.
+    console.open("/tasks/999999999")
+    check("an API error is shown", eventually(lambda: "999999999" in console.banner()), console.banner())
+
+    # Keyboard: the navigation is reachable with Tab.
+    console.open("/overview")
+    console.find("count", type="NOOP", status="succeeded")
+    driver.refresh()
+    console.find("count", type="NOOP", status="succeeded")
+    reached = []
+    for _ in range(12):
+        ActionChains(driver).send_keys(Keys.TAB).perform()
+        reached.append(driver.switch_to.active_element.get_attribute("data-test"))
+    check("keyboard: Tab reaches the navigation", "nav-tasks" in reached, reached)
+    # The 401 before the token and the 404 above are the only errors expected.
+    errors = [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"
+              and "999999999" not in e["message"] and "401" not in e["message"]]
+    check("no other errors in the page's console", not errors, errors)
+
+
+def phone(node, shots):
+    """At a phone's width nothing but the tables' own wrappers scrolls sideways."""
+    driver = browser(375, 800, mobile=True)
+    try:
+        console = Console(driver, node.base)
+        console.open("/overview")
+        console.find("token-input").send_keys(TOKEN)
+        console.click("token-save")
+        console.find("count", type="NOOP", status="succeeded")
+        for route in ("/overview", "/tasks", "/jobs/hourly-report", "/nodes"):
+            console.open(route)
+            console.find("page-title")
+            time.sleep(0.3)
+            width = driver.execute_script("return document.documentElement.scrollWidth")
+            inner = driver.execute_script("return window.innerWidth")
+            check("phone width: %s fits (%s <= %s)" % (route, width, inner), width <= inner + 1)
+        driver.save_screenshot(os.path.join(shots, "console-phone.png"))
+    finally:
+        driver.quit()
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--screenshots", default=tempfile.gettempdir())
+    args = parser.parse_args()
+    os.makedirs(args.screenshots, exist_ok=True)
+    options = ["types.NOOP.executor=noop", "types.SLOW.executor=sleep",
+               "types.FAIL.executor=fail", "alerts.interval=500ms"]
+    with running_node("console", token=TOKEN, options=options) as node:
+        doomed, later, unwanted = arrange(node)
+        driver = browser(1280, 900)
+        try:
+            walk(Console(driver, node.base), node, doomed, later, unwanted, args.screenshots)
+        except Exception:
+            results["failed"] += 1
+            traceback.print_exc()
+            driver.save_screenshot(os.path.join(args.screenshots, "console-failure.png"))
+            print("the page at the failure:", os.path.join(args.screenshots, "console-failure.png"))
+        finally:
+            driver.quit()
+        try:
+            phone(node, args.screenshots)
+        except Exception:
+            results["failed"] += 1
+            traceback.print_exc()
+    print("screenshots in", args.screenshots)
+    print("%d passed, %d failed" % (results["passed"], results["failed"]))
+    return 1 if results["failed"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
