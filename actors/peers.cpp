@@ -103,13 +103,13 @@ void handshake(self_ptr self, const std::string& address, peer_actor remote) {
               self->state.connecting.erase(address);
               return;
             }
-            if (!same_secret(proof, peer_proof(o.secret, nonce, name))) {
+            if (!same_secret(proof, peer_proof(o.secret, proof_role::answer, nonce, name))) {
               spdlog::warn("peers: {} at {} does not know cluster.secret: not linked", name,
                            address);
               return link_failed(self, address, "it does not know cluster.secret");
             }
             self->request(remote, link_timeout, join_atom_v, o.node, std::string{"node"},
-                          peer_proof(o.secret, their_nonce, o.node))
+                          peer_proof(o.secret, proof_role::join, their_nonce, o.node))
                 .then(
                     [self, address, remote, name](bool admitted) {
                       if (!admitted)
@@ -225,7 +225,7 @@ bool admit(self_ptr self, const std::string& name, const std::string& kind,
   auto sender = caf::actor_cast<caf::actor>(self->current_sender());
   auto challenge = st.challenges.find(sender.address());
   if (challenge == st.challenges.end()) return false;
-  auto expected = peer_proof(st.options.secret, challenge->second, name);
+  auto expected = peer_proof(st.options.secret, proof_role::join, challenge->second, name);
   st.challenges.erase(challenge);
   if (!same_secret(proof, expected) || (kind != "node" && kind != "executor") ||
       name == st.options.node) {
@@ -262,7 +262,8 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
         auto& st = self->state;
         auto mine = new_nonce();
         st.challenges[caf::actor_cast<caf::actor_addr>(self->current_sender())] = mine;
-        return {st.options.node, mine, peer_proof(st.options.secret, nonce, st.options.node)};
+        return {st.options.node, mine,
+                peer_proof(st.options.secret, proof_role::answer, nonce, st.options.node)};
       },
       [self](join_atom, const std::string& name, const std::string& kind,
              const std::string& proof) { return admit(self, name, kind, proof); },

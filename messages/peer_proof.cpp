@@ -29,9 +29,10 @@ std::string new_nonce() {
   return hex(bytes.data(), bytes.size());
 }
 
-std::string peer_proof(const std::string& secret, const std::string& nonce,
+std::string peer_proof(const std::string& secret, proof_role role, const std::string& nonce,
                        const std::string& name) {
-  auto message = "taskmill-peer|" + nonce + "|" + name;
+  std::string message = role == proof_role::answer ? "taskmill-answer|" : "taskmill-join|";
+  message += nonce + "|" + name;
   std::array<unsigned char, EVP_MAX_MD_SIZE> mac{};
   size_t size = 0;
   if (!EVP_Q_mac(nullptr, "HMAC", nullptr, "SHA256", nullptr, secret.data(), secret.size(),

@@ -8,12 +8,18 @@
 #define BOOST_TEST_MODULE cluster
 #include <boost/test/unit_test.hpp>
 
+#include "messages/actors.hpp"
+#include "messages/peer_proof.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
 #include "tests/support/tcp_proxy.hpp"
 #include "tests/support/test_database.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+
+#include <caf/event_based_actor.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
 
 #include <nlohmann/json.hpp>
 
@@ -211,6 +217,68 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
                                "heartbeat.interval=200ms"});
   BOOST_CHECK_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
                       a.process->log_tail());
+}
+
+// A caller without the secret that speaks the protocol itself gets nowhere:
+// a join it was not challenged for, a made-up proof, and one node's answer
+// to another node's challenge (a reflection, which would otherwise pass as
+// that node's join) are refused, and executors it offers are not taken.
+BOOST_AUTO_TEST_CASE(a_caller_without_the_secret_cannot_join_even_by_reflecting_a_nodes_answer) {
+  test::task_database db{"clusterreflect"};
+  auto a = start_node(db, "a", "right");
+  auto b = start_node(db, "b", "right");
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
+                        a.process->log_tail());
+  test::actor_system_fixture caller;
+  auto connect = [&](const node_handle& n) {
+    auto colon = n.cluster.rfind(':');
+    auto port = static_cast<uint16_t>(std::stoi(n.cluster.substr(colon + 1)));
+    auto peer = caller.sys->middleman().remote_actor<peer_actor>(n.cluster.substr(0, colon), port);
+    if (!peer)
+      BOOST_FAIL("cannot reach " << n.cluster << ": " << test::error_message_of(peer.error()));
+    return *peer;
+  };
+  auto to_a = connect(a);
+  auto to_b = connect(b);
+  caf::scoped_actor self{*caller.sys};
+  // (name, nonce, proof) of a node's answer to hello.
+  auto hello = [&](const peer_actor& peer, const std::string& nonce) {
+    std::vector<std::string> out;
+    self->request(peer, 5s, hello_atom_v, std::string{"mallory"}, nonce)
+        .receive(
+            [&](const std::string& name, const std::string& their_nonce, const std::string& proof) {
+              out = {name, their_nonce, proof};
+            },
+            [&](const caf::error& err) { BOOST_FAIL(test::error_message_of(err)); });
+    return out;
+  };
+  auto join = [&](const peer_actor& peer, const std::string& name, const std::string& proof) {
+    bool admitted = true;
+    self->request(peer, 5s, join_atom_v, name, std::string{"node"}, proof)
+        .receive([&](bool answer) { admitted = answer; },
+                 [&](const caf::error& err) { BOOST_FAIL(test::error_message_of(err)); });
+    return admitted;
+  };
+  BOOST_CHECK(!join(to_b, "a", std::string(64, '0')));
+  hello(to_b, new_nonce());
+  BOOST_CHECK(!join(to_b, "a", std::string(64, '0')));
+  auto challenge = hello(to_b, new_nonce());
+  auto reflected = hello(to_a, challenge[1]);
+  BOOST_REQUIRE_EQUAL(reflected[0], "a");
+  BOOST_CHECK_MESSAGE(!join(to_b, "a", reflected[2]),
+                      "b admitted a caller that reflected a's answer to b's challenge");
+  auto executor = caller.sys->spawn([] { return caf::behavior{[](int32_t) {}}; });
+  pb::ExecutorRegistration offer;
+  offer.add_types("REMOTE");
+  offer.set_capacity(1);
+  std::string refusal;
+  self->request(to_b, 5s, register_atom_v, executor, offer)
+      .receive([&](int32_t) { refusal = "taken"; },
+               [&](const caf::error& err) { refusal = test::error_message_of(err); });
+  BOOST_CHECK_MESSAGE(refusal.find("cluster.secret") != std::string::npos, refusal);
+  self->send_exit(executor, caf::exit_reason::user_shutdown);
+  BOOST_CHECK_EQUAL(link_of(b, "a"), "up");
+  BOOST_CHECK_EQUAL(executors_linked(b), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -62,15 +62,20 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(peer_proofs)
 
-BOOST_AUTO_TEST_CASE(a_proof_is_hmac_sha256_of_nonce_and_name) {
-  // printf 'taskmill-peer|abc|n1' | openssl dgst -sha256 -hmac k
-  BOOST_CHECK_EQUAL(peer_proof("k", "abc", "n1"),
-                    "2db57e178335aeb9f551400b4cd3415691d6b89d588ba5aea591cf9ca822cf36");
-  BOOST_CHECK_NE(peer_proof("k2", "abc", "n1"), peer_proof("k", "abc", "n1"));
-  BOOST_CHECK_NE(peer_proof("k", "abd", "n1"), peer_proof("k", "abc", "n1"));
-  BOOST_CHECK_NE(peer_proof("k", "abc", "n2"), peer_proof("k", "abc", "n1"));
-  BOOST_CHECK(same_secret(peer_proof("k", "abc", "n1"), peer_proof("k", "abc", "n1")));
-  BOOST_CHECK(!same_secret(peer_proof("k", "abc", "n1"), ""));
+BOOST_AUTO_TEST_CASE(a_proof_is_hmac_sha256_of_role_nonce_and_name) {
+  constexpr auto join = proof_role::join;
+  constexpr auto answer = proof_role::answer;
+  // printf 'taskmill-join|abc|n1' | openssl dgst -sha256 -hmac k
+  BOOST_CHECK_EQUAL(peer_proof("k", join, "abc", "n1"),
+                    "ae344ff9775c5baff3fc497d838bbe4b5a006da628079cdf27a9abb70dddd101");
+  // printf 'taskmill-answer|abc|n1' | openssl dgst -sha256 -hmac k
+  BOOST_CHECK_EQUAL(peer_proof("k", answer, "abc", "n1"),
+                    "120dc42e513f2327506fb7b7b8f17e2402c1250ad8f60b7581f65617dc28e400");
+  BOOST_CHECK_NE(peer_proof("k2", join, "abc", "n1"), peer_proof("k", join, "abc", "n1"));
+  BOOST_CHECK_NE(peer_proof("k", join, "abd", "n1"), peer_proof("k", join, "abc", "n1"));
+  BOOST_CHECK_NE(peer_proof("k", join, "abc", "n2"), peer_proof("k", join, "abc", "n1"));
+  BOOST_CHECK(same_secret(peer_proof("k", join, "abc", "n1"), peer_proof("k", join, "abc", "n1")));
+  BOOST_CHECK(!same_secret(peer_proof("k", join, "abc", "n1"), ""));
   auto a = new_nonce(), b = new_nonce();
   BOOST_CHECK_EQUAL(a.size(), 32u);
   BOOST_CHECK_NE(a, b);

@@ -53,10 +53,10 @@ caf::result<int32_t> join(runner_ptr self) {
           [self, promise, nonce, fail](const std::string& name, const std::string& their_nonce,
                                        const std::string& proof) mutable {
             const auto& o = self->state.options;
-            if (!same_secret(proof, peer_proof(o.secret, nonce, name)))
+            if (!same_secret(proof, peer_proof(o.secret, proof_role::answer, nonce, name)))
               return fail("the node does not know cluster.secret");
             self->request(self->state.node, patience, join_atom_v, o.name, std::string{"executor"},
-                          peer_proof(o.secret, their_nonce, o.name))
+                          peer_proof(o.secret, proof_role::join, their_nonce, o.name))
                 .then(
                     [self, promise, fail](bool admitted) mutable {
                       if (!admitted) return fail("the node refused this executor's proof");
