@@ -219,6 +219,23 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
                       a.process->log_tail());
 }
 
+// A node reaches the cluster through cluster.seeds alone: a advertises an
+// address where nothing listens, so the only way from b to a is b's seed, a
+// proxy in front of a's cluster port.
+BOOST_AUTO_TEST_CASE(a_seed_is_dialed_where_the_database_has_no_usable_address) {
+  test::task_database db{"clusterseeds"};
+  auto a_port = std::to_string(free_loopback_port());
+  auto a = start_node(db, "a", "right",
+                      {"cluster.advertise=127.0.0.1:" + std::to_string(free_loopback_port())},
+                      "127.0.0.1:" + a_port);
+  test::tcp_proxy seed{"127.0.0.1:" + a_port};
+  auto b = start_node(db, "b", "right", {"cluster.seeds=[\"" + seed.address() + "\"]"});
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return seed.forwarded() > 0; }, 30s),
+                        b.process->log_tail());
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s),
+                      b.process->log_tail());
+}
+
 // A caller without the secret that speaks the protocol itself gets nowhere:
 // a join it was not challenged for, a made-up proof, and one node's answer
 // to another node's challenge (a reflection, which would otherwise pass as
