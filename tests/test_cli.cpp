@@ -713,6 +713,83 @@ BOOST_AUTO_TEST_CASE(a_bad_file_exits_2_naming_the_line_and_the_key) {
   std::filesystem::remove(file);
 }
 
+// Every node and PostgreSQL step on the harness's own throwaway server, with
+// an executor that fails a third of its calls: work goes on through a stop,
+// a kill -9, restarts (plain and hard) and PostgreSQL stopped, crashed and
+// started again, and nothing is delivered twice under one attempt.
+BOOST_AUTO_TEST_CASE(node_and_postgres_steps_on_the_harnesss_own_server) {
+  auto file = write_scenario("steps", R"(name = "every process step"
+[[executor]]
+name = "flaky"
+failure_rate = 0.3
+latency_ms = [1, 5]
+[[node]]
+name = "st1"
+set = ["types.WORK.executor=http", "types.WORK.url={executor.flaky}", "types.WORK.max_retries=20",
+       "types.WORK.backoff=fixed", "types.WORK.backoff_base=50ms",
+       "heartbeat.interval=200ms", "heartbeat.missed=5", "watcher.interval=200ms"]
+[[step]]
+do = "start"
+node = "st1"
+[[step]]
+do = "submit"
+count = 40
+task = { type = "WORK", key = "a-{i}" }
+[[step]]
+do = "wait"
+timeout = "60s"
+tasks = { type = "WORK", status = "succeeded", equals = 40 }
+[[step]]
+do = "stop"
+node = "st1"
+[[step]]
+do = "start"
+node = "st1"
+[[step]]
+do = "kill"
+node = "st1"
+[[step]]
+do = "restart"
+node = "st1"
+[[step]]
+do = "restart"
+node = "st1"
+hard = true
+[[step]]
+do = "postgres"
+action = "stop"
+[[step]]
+do = "postgres"
+action = "start"
+[[step]]
+do = "postgres"
+action = "crash"
+[[step]]
+do = "postgres"
+action = "start"
+[[step]]
+do = "submit"
+count = 40
+task = { type = "WORK", key = "b-{i}" }
+[[step]]
+do = "wait"
+timeout = "90s"
+tasks = { type = "WORK", status = "succeeded", equals = 80 }
+[[step]]
+do = "assert"
+no_duplicate_deliveries = true
+every_task_ran = "WORK"
+sql = "SELECT count(*) > 0 FROM taskmill.attempts WHERE error IS NOT NULL"
+equals = "t"
+)");
+  auto r = run_binary({"scenario", file});
+  BOOST_CHECK_MESSAGE(r.exit_code == 0, r);
+  for (const char* step :
+       {"stop st1", "kill st1", "restart st1", "postgres stop", "postgres crash", "postgres start"})
+    BOOST_CHECK_MESSAGE(contains(r.out, step), "no step '" << step << "' in " << r);
+  std::filesystem::remove(file);
+}
+
 // Ctrl-C in the middle: every process the scenario started is stopped.
 BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_process_the_scenario_started) {
   test::scratch_database db{"scenarioint"};

@@ -335,10 +335,34 @@ std::string runner::task_json(const task_template& t, int64_t i) const {
   return task.dump();
 }
 
+/// A call as a business service makes it: a 503 (PostgreSQL unreachable,
+/// nothing stored) is sent again with backoff for up to 20 s; `resent`
+/// counts those.
+caf::expected<fetched> call_until_stored(http_session& session, const std::string& method,
+                                         const std::string& path, const std::string& body,
+                                         int& resent) {
+  auto deadline = steady::now() + std::chrono::seconds{20};
+  auto pause = std::chrono::milliseconds{100};
+  while (true) {
+    auto res = session.call(method, path, body);
+    if (!res || res->status != 503 || steady::now() + pause > deadline) return res;
+    ++resent;
+    check_interrupted();
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::milliseconds{1000});
+  }
+}
+
+/// ", N answered 503 and were sent again", when any were.
+std::string resent_note(int resent) {
+  return resent == 0 ? "" : ", " + std::to_string(resent) + " answered 503 and were sent again";
+}
+
 void runner::submit(const step& s, step_report& r) {
   auto api = api_of(s.node);
   http_session session{api};
   int64_t created = 0;
+  int resent = 0;
   for (int64_t first = 0; first < s.count; first += s.batch) {
     check_interrupted();
     auto last = std::min(s.count, first + s.batch);
@@ -350,25 +374,26 @@ void runner::submit(const step& s, step_report& r) {
       for (auto i = first; i < last; ++i) body += (i > first ? "," : "") + task_json(s.task, i);
       body += "]}";
     }
-    auto res = session.call("POST", "/v1/tasks", body);
+    auto res = call_until_stored(session, "POST", "/v1/tasks", body, resent);
     if (!res) throw step_failure{"submit: " + error_message(res.error())};
     if (res->status != 200)
       throw step_failure{"submit answered " + std::to_string(res->status) + ": " +
                          res->body.substr(0, 300)};
     created += last - first;
   }
-  r.message = std::to_string(created) + " submitted";
+  r.message = std::to_string(created) + " submitted" + resent_note(resent);
 }
 
 void runner::change(const step& s, step_report& r, const char* path) {
   auto api = api_of(s.node);
   http_session session{api};
   std::map<std::string, int> outcomes;
+  int resent = 0;
   for (int64_t i = 0; i < s.count; ++i) {
     check_interrupted();
     auto body = json::parse(task_json(s.task, i));
     body.erase("payload");
-    auto res = session.call("POST", path, body.dump());
+    auto res = call_until_stored(session, "POST", path, body.dump(), resent);
     if (!res) throw step_failure{std::string{path} + ": " + error_message(res.error())};
     if (res->status != 200)
       throw step_failure{std::string{path} + " answered " + std::to_string(res->status) + ": " +
@@ -378,6 +403,7 @@ void runner::change(const step& s, step_report& r, const char* path) {
   }
   for (const auto& [outcome, n] : outcomes)
     r.message += (r.message.empty() ? "" : ", ") + std::to_string(n) + " " + outcome;
+  r.message += resent_note(resent);
 }
 
 void runner::call_api(const step& s, step_report& r) {
@@ -639,8 +665,8 @@ void runner::check(const step& s, step_report& r) {
     }
     auto bound = std::chrono::duration<double>(*s.recovered_within).count();
     add(s,
-        "each killed node's tasks recovered (" + std::to_string(kills_.size()) + " kills, " +
-            std::to_string(lost) + " lost attempts)",
+        "each killed node's tasks taken back (" + std::to_string(kills_.size()) + " kills, " +
+            std::to_string(lost) + " lost attempts, due again after their backoff)",
         "<= " + seconds_text(bound), seconds_text(worst), worst <= bound);
   }
   r.message = "checked";
@@ -722,9 +748,12 @@ std::string describe(const step& s) {
 bool runner::run() {
   try {
     set_up();
-  } catch (const step_failure& e) {
+  } catch (const std::exception& e) {
     failure_ = e.what();
     say("  setup FAILED: " + failure_);
+    // What set-up started before it failed is stopped, and its logs kept.
+    tear_down();
+    say("  logs of every process: " + logs_);
     return false;
   }
   int index = 0;
