@@ -429,10 +429,11 @@ BOOST_AUTO_TEST_CASE(stats_and_nodes) {
   BOOST_CHECK_EQUAL(doc["counts"]["NOOP"]["succeeded"], 1);
   BOOST_CHECK(doc["limiter"].is_array());
 
-  // A second node as the cluster would have registered it.
+  // A second node as the cluster would have registered it, at a loopback
+  // port where nothing listens: this node tries to link to it, and fails.
   db.exec(
       "INSERT INTO taskmill.nodes (name, incarnation, address) "
-      "VALUES ('peer-node', 'test', '10.0.0.7:8481')");
+      "VALUES ('peer-node', 'test', '127.0.0.1:1')");
   auto nodes = run({"nodes"});
   CHECK_RUN(nodes, 0);
   auto node_rows = lines_of(nodes.out);
@@ -441,11 +442,26 @@ BOOST_AUTO_TEST_CASE(stats_and_nodes) {
   auto peer = std::find_if(node_rows.begin(), node_rows.end(),
                            [](const std::string& row) { return row.rfind("peer-node ", 0) == 0; });
   BOOST_REQUIRE(peer != node_rows.end());
-  BOOST_CHECK(contains(*peer, " 10.0.0.7:8481 "));
+  BOOST_CHECK(contains(*peer, " 127.0.0.1:1 "));
   BOOST_CHECK(contains(*peer, " follower "));
+  // The LINK column: this node's own row says self; the peer's link is
+  // tried (a node looks for new rows every ten heartbeats while it has no
+  // link down) and fails.
+  BOOST_CHECK(std::any_of(node_rows.begin(), node_rows.end(),
+                          [](const std::string& row) { return row.ends_with(" self"); }));
+  BOOST_CHECK(test::eventually(
+      [&] {
+        // Alive, as far as the database can tell.
+        db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() WHERE name = 'peer-node'");
+        auto again = lines_of(run({"nodes"}).out);
+        return std::any_of(again.begin(), again.end(), [](const std::string& row) {
+          return row.rfind("peer-node ", 0) == 0 && row.ends_with(" down");
+        });
+      },
+      30s));
   auto listed = run_json({"nodes"});
   BOOST_CHECK(std::any_of(listed["nodes"].begin(), listed["nodes"].end(), [](const json& n) {
-    return n["name"] == "peer-node" && n["address"] == "10.0.0.7:8481";
+    return n["name"] == "peer-node" && n["address"] == "127.0.0.1:1";
   }));
 }
 
@@ -829,6 +845,58 @@ for = "60s"
   // (node[.]name: the pattern must not match the shell that runs pgrep.)
   BOOST_CHECK_NE(std::system(("pgrep -f 'node[.]name=" + node + "' > /dev/null").c_str()), 0);
   std::filesystem::remove(file);
+}
+
+// Ctrl-C with the harness's own PostgreSQL: the server goes too.
+BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_scenarios_own_postgresql_too) {
+  // PostgreSQL servers running here (postgre[s]: not the shell that asks).
+  auto postmasters = [] {
+    int n = 0;
+    if (FILE* p = popen("pgrep -c -f 'bin/postgre[s] -D'", "r")) {
+      if (std::fscanf(p, "%d", &n) != 1) n = 0;
+      pclose(p);
+    }
+    return n;
+  };
+  auto before = postmasters();
+  auto node = "s-own-" + std::to_string(getpid());
+  auto file = write_scenario("own", R"(name = "interrupted on its own server"
+[[node]]
+name = ")" + node + R"("
+[[step]]
+do = "start"
+node = ")" + node + R"("
+[[step]]
+do = "sleep"
+for = "60s"
+)");
+  auto out = std::filesystem::temp_directory_path() /
+             ("taskmill-own-" + std::to_string(getpid()) + ".out");
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  std::vector<std::string> argv_texts{binary, "scenario", file};
+  auto env_texts = child_environment({});
+  auto argv = c_strings(argv_texts);
+  auto envp = c_strings(env_texts);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  BOOST_REQUIRE_EQUAL(posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data()), 0);
+  posix_spawn_file_actions_destroy(&actions);
+  auto printed = [&] {
+    std::ifstream in{out};
+    return std::string{std::istreambuf_iterator<char>{in}, {}};
+  };
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return contains(printed(), "ok: running"); }, 60s),
+                        printed());
+  BOOST_CHECK_EQUAL(postmasters(), before + 1);
+  kill(pid, SIGINT);
+  BOOST_CHECK_EQUAL(wait_for_exit(pid, 60s), 130);
+  BOOST_CHECK_EQUAL(postmasters(), before);
+  BOOST_CHECK_NE(std::system(("pgrep -f 'node[.]name=" + node + "' > /dev/null").c_str()), 0);
+  std::filesystem::remove(file);
+  std::filesystem::remove(out);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

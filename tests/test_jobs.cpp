@@ -424,9 +424,8 @@ BOOST_AUTO_TEST_CASE(a_thousand_jobs_every_second_all_fire) {
     BOOST_CHECK_EQUAL(seconds.int64(row, 1), 1000);
     BOOST_TEST_MESSAGE("fired within " << seconds.string(row, 2) << " of the fire time");
   }
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE outcome <> 'fired'"), "0");
-
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE outcome <> 'fired'"),
+                    "0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -598,7 +597,10 @@ BOOST_AUTO_TEST_CASE(every_node_gets_one_shard_and_a_dead_nodes_shard_runs_elsew
   const char* binary = std::getenv("TASKMILL_BINARY");
   BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
   test::task_database db{"broadcast"};
-  std::vector<std::string> options{"heartbeat.interval=100ms", "heartbeat.missed=10",
+  // A lease of 3 s: with 1 s a loaded machine can count a live node dead at
+  // a firing, which then rightly has two shards (the likely cause of one
+  // failure in a full run).
+  std::vector<std::string> options{"heartbeat.interval=100ms", "heartbeat.missed=30",
                                    "watcher.interval=100ms",   "scheduling.poll_interval=200ms",
                                    "node.log_level=warn",      "types.SHARD.executor=noop"};
   std::map<std::string, std::unique_ptr<node_process>> nodes;

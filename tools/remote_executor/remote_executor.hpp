@@ -4,7 +4,11 @@
 // links to a node's cluster port, proves cluster.secret, and offers to run
 // tasks of some types, so many at a time. The node pushes tasks to it; when
 // the link drops, the node fails the tasks it had in flight there at once
-// (fenced by attempt) and runs them again elsewhere.
+// (fenced by attempt) and runs them again elsewhere. It is a library of its
+// own, taskmill_remote_executor; the actor system it runs in needs the
+// message types (register_message_types in messages/types.hpp) and CAF's
+// middleman, and for TLS CAF's openssl manager with the certificates, as
+// configure_actor_system in tools/node/node.hpp sets them up for a node.
 
 #include "node.pb.h"
 
