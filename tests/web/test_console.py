@@ -186,6 +186,14 @@ def walk(console, node, doomed, later, unwanted, shots):
     console.open("/batches/nightly")
     total = console.find("batch-total")
     check("batch: counts", eventually(lambda: "6" in total.text), total.text)
+    # The doomed task died again after its retry: rerun the batch's failures.
+    eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["status"] == "dead")
+    attempts_before = node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"]
+    console.click("rerun-failed", batch="nightly")
+    console.confirm()
+    check("batch: rerun failed ran the dead task again (by the API)",
+          eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"]
+                     > attempts_before))
 
     # Jobs: schedule in words, next fire times, a trigger with a payload.
     console.click("nav-jobs")
@@ -211,6 +219,17 @@ def walk(console, node, doomed, later, unwanted, shots):
         tasks = node.call("GET", "/v1/tasks?batch=" + firing["batch"].replace("+", "%2B"))[1]["tasks"]
         check("trigger: its task has the payload",
               len(tasks) == 1 and tasks[0]["payload"] == {"scope": "one"}, tasks)
+
+    # Pause and resume, each checked through the API.
+    console.open("/jobs/hourly-report")
+    console.click("pause")
+    console.confirm()
+    check("job: paused (by the API)",
+          eventually(lambda: node.call("GET", "/v1/jobs/hourly-report")[1]["enabled"] is False))
+    console.click("resume")
+    console.confirm()
+    check("job: resumed (by the API)",
+          eventually(lambda: node.call("GET", "/v1/jobs/hourly-report")[1]["enabled"] is True))
 
     # Nodes: role and heartbeat.
     console.click("nav-nodes")
