@@ -110,7 +110,8 @@ const statement heartbeat{
     "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
     "AS leader) l"};
 
-const statement live_counts{"live_counts", "SELECT type, status, n FROM taskmill.live_counts()"};
+const statement live_counts{"live_counts",
+                            "SELECT type, status, n, false FROM taskmill.live_counts()"};
 
 const statement add_outcomes{
     "add_outcomes", "SELECT taskmill.add_outcomes($1, $2::bigint, $3::bigint, $4::bigint)"};

@@ -493,8 +493,8 @@ caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const st
   return out;
 }
 
-pb::Stats read_stats(const db::result& counts, const db::result& recent) {
-  pb::Stats out;
+/// Rows of (type, status, count, estimated).
+void read_status_counts(const db::result& counts, pb::Stats& out) {
   for (int row = 0; row < counts.rows(); ++row) {
     auto c = out.add_counts();
     c->set_type(counts.string(row, 0));
@@ -502,6 +502,11 @@ pb::Stats read_stats(const db::result& counts, const db::result& recent) {
     c->set_count(counts.int64(row, 2));
     c->set_estimated(counts.boolean(row, 3));
   }
+}
+
+pb::Stats read_stats(const db::result& counts, const db::result& recent) {
+  pb::Stats out;
+  read_status_counts(counts, out);
   for (int row = 0; row < recent.rows(); ++row) {
     auto m = out.add_recent();
     set_micros(m->mutable_minute(), recent.micros(row, 0));
@@ -653,13 +658,7 @@ caf::result<int32_t> ask_count(self_ptr self, db::call c) {
 caf::result<pb::Stats> live_counts(self_ptr self) {
   return ask_db<pb::Stats>(self, {db::call{&db::sql::live_counts, {}}}, [](results& rs) {
     pb::Stats out;
-    const auto& res = *rs[0];
-    for (int row = 0; row < res.rows(); ++row) {
-      auto c = out.add_counts();
-      c->set_type(res.string(row, 0));
-      c->set_status(parse_status(res.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
-      c->set_count(res.int64(row, 2));
-    }
+    read_status_counts(*rs[0], out);
     return out;
   });
 }

@@ -673,6 +673,41 @@ tasks = { type = "LATER", status = "succeeded", equals = 15 }
 )" + checks;
 }
 
+/// A scenario that starts `node` and sleeps a minute: something to interrupt.
+std::string start_and_sleep_scenario(const std::string& node) {
+  return R"(name = "interrupted"
+[[node]]
+name = ")" +
+         node + R"("
+[[step]]
+do = "start"
+node = ")" +
+         node + R"("
+[[step]]
+do = "sleep"
+for = "60s"
+)";
+}
+
+/// `taskmill scenario ARGS...` as a child process, its output to `out`.
+pid_t spawn_scenario(const std::vector<std::string>& args, const std::string& out) {
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  std::vector<std::string> argv_texts{binary, "scenario"};
+  argv_texts.insert(argv_texts.end(), args.begin(), args.end());
+  auto env_texts = child_environment({});
+  auto argv = c_strings(argv_texts);
+  auto envp = c_strings(env_texts);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  pid_t pid = 0;
+  auto rc = posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  BOOST_REQUIRE_EQUAL(rc, 0);
+  return pid;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(a_scenario_reports_as_json_and_exits_0_when_every_assertion_held) {
@@ -810,28 +845,8 @@ equals = "t"
 BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_process_the_scenario_started) {
   test::scratch_database db{"scenarioint"};
   auto node = "s-int-" + std::to_string(getpid());
-  auto file = write_scenario("int", R"(name = "interrupted"
-[[node]]
-name = ")" + node + R"("
-[[step]]
-do = "start"
-node = ")" + node + R"("
-[[step]]
-do = "sleep"
-for = "60s"
-)");
-  const char* binary = std::getenv("TASKMILL_BINARY");
-  BOOST_REQUIRE(binary);
-  std::vector<std::string> argv_texts{binary, "scenario", "--database", db.conninfo(), file};
-  auto env_texts = child_environment({});
-  auto argv = c_strings(argv_texts);
-  auto envp = c_strings(env_texts);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  pid_t pid = 0;
-  BOOST_REQUIRE_EQUAL(posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  auto file = write_scenario("int", start_and_sleep_scenario(node));
+  auto pid = spawn_scenario({"--database", db.conninfo(), file}, "/dev/null");
   auto live = [&] {
     if (db.scalar("SELECT to_regclass('taskmill.nodes') IS NOT NULL") != "t") return false;
     return db.scalar("SELECT count(*) FROM taskmill.nodes WHERE name = $1 AND stopped_at IS NULL",
@@ -860,30 +875,10 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_scenarios_own_postgresql_too) {
   };
   auto before = postmasters();
   auto node = "s-own-" + std::to_string(getpid());
-  auto file = write_scenario("own", R"(name = "interrupted on its own server"
-[[node]]
-name = ")" + node + R"("
-[[step]]
-do = "start"
-node = ")" + node + R"("
-[[step]]
-do = "sleep"
-for = "60s"
-)");
+  auto file = write_scenario("own", start_and_sleep_scenario(node));
   auto out = std::filesystem::temp_directory_path() /
              ("taskmill-own-" + std::to_string(getpid()) + ".out");
-  const char* binary = std::getenv("TASKMILL_BINARY");
-  BOOST_REQUIRE(binary);
-  std::vector<std::string> argv_texts{binary, "scenario", file};
-  auto env_texts = child_environment({});
-  auto argv = c_strings(argv_texts);
-  auto envp = c_strings(env_texts);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  pid_t pid = 0;
-  BOOST_REQUIRE_EQUAL(posix_spawn(&pid, binary, &actions, nullptr, argv.data(), envp.data()), 0);
-  posix_spawn_file_actions_destroy(&actions);
+  auto pid = spawn_scenario({file}, out.string());
   auto printed = [&] {
     std::ifstream in{out};
     return std::string{std::istreambuf_iterator<char>{in}, {}};
