@@ -13,7 +13,7 @@ import time
 import traceback
 
 from selenium import webdriver
-from selenium.common.exceptions import TimeoutException
+from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
@@ -66,11 +66,24 @@ class Console:
             raise AssertionError("no visible %s on %s" % (css, self.driver.current_url))
 
     def click(self, test, **attrs):
-        self.find(test, **attrs).click()
+        self.fresh(lambda e: e.click(), test, **attrs)
+
+    def fresh(self, use, test, **attrs):
+        """use(element), with the element found again when a refresh replaced it
+        in between (the console redraws what changed at every poll)."""
+        for _ in range(50):
+            try:
+                return use(self.find(test, **attrs))
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        raise AssertionError("%s kept being replaced" % sel(test, **attrs))
+
+    def text(self, test, **attrs):
+        return self.fresh(lambda e: e.text, test, **attrs)
 
     def follow(self, test, **attrs):
         """Follows the link in a row."""
-        self.find(test, **attrs).find_element(By.TAG_NAME, "a").click()
+        self.fresh(lambda e: e.find_element(By.TAG_NAME, "a").click(), test, **attrs)
 
     def confirm(self):
         self.click("confirm")
@@ -122,9 +135,9 @@ def walk(console, node, doomed, later, unwanted, shots):
     console.open("/overview")
     console.find("token-input").send_keys(TOKEN)
     console.click("token-save")
-    cell = console.find("count", type="NOOP", status="succeeded")
-    check("overview: counts per type and status", eventually(lambda: cell.text.strip() == "5"),
-          cell.text)
+    succeeded = lambda: console.text("count", type="NOOP", status="succeeded").strip()  # noqa: E731
+    check("overview: counts per type and status", eventually(lambda: succeeded() == "5"),
+          succeeded())
     check("overview: throughput chart", console.find("chart") is not None)
     check("overview: the node's in flight", console.find("node-running", node="console") is not None)
     check("overview: limits in use", console.find("limit-row", scope="node:console") is not None)
@@ -142,7 +155,7 @@ def walk(console, node, doomed, later, unwanted, shots):
     type_filter.send_keys("FAIL")
     console.click("filter-apply")
     console.follow("task-row", id=doomed["id"])
-    check("task detail: status", eventually(lambda: console.find("status").text.strip() == "dead"))
+    check("task detail: status", eventually(lambda: console.text("status").strip() == "dead"))
     check("task detail: attempt history", console.find("attempt-row", attempt=1) is not None)
     console.click("retry")
     console.confirm()
@@ -151,10 +164,10 @@ def walk(console, node, doomed, later, unwanted, shots):
 
     # A task due later says why it is not running; reschedule it.
     console.open("/tasks/%d" % later["id"])
-    waiting = console.find("waiting")
-    check("task detail: why it isn't running", waiting.get_attribute("data-reason") == "due_later",
-          waiting.text)
-    check("task detail: payload", "12" in console.find("payload").text)
+    check("task detail: why it isn't running",
+          eventually(lambda: console.find("waiting", reason="due_later") is not None),
+          console.text("waiting"))
+    check("task detail: payload", "12" in console.text("payload"))
     driver.save_screenshot(os.path.join(shots, "console-task.png"))
     at = console.find("reschedule-at")
     driver.execute_script(
@@ -184,8 +197,8 @@ def walk(console, node, doomed, later, unwanted, shots):
 
     # Batches: counts per status.
     console.open("/batches/nightly")
-    total = console.find("batch-total")
-    check("batch: counts", eventually(lambda: "6" in total.text), total.text)
+    check("batch: counts", eventually(lambda: "6" in console.text("batch-total")),
+          console.text("batch-total"))
     # The doomed task died again after its retry: rerun the batch's failures.
     eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["status"] == "dead")
     attempts_before = node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"]
@@ -198,14 +211,14 @@ def walk(console, node, doomed, later, unwanted, shots):
     # Jobs: schedule in words, next fire times, a trigger with a payload.
     console.click("nav-jobs")
     console.follow("job-row", name="hourly-report")
-    words = console.find("schedule-words").text
+    words = console.text("schedule-words")
     check("job: schedule in words", "hour" in words, words)
     check("job: next fire times", console.find("next-fire") is not None)
     payload = console.find("trigger-payload")
     payload.send_keys('{"scope": "one"')
     console.click("trigger")
-    bad = console.find("trigger-error")
-    check("trigger: bad JSON is refused in the page", bad.text != "", bad.text)
+    bad = console.text("trigger-error")
+    check("trigger: bad JSON is refused in the page", bad != "", bad)
     payload.send_keys("}")
     console.click("trigger")
     console.confirm()
@@ -233,8 +246,8 @@ def walk(console, node, doomed, later, unwanted, shots):
 
     # Nodes: role and heartbeat.
     console.click("nav-nodes")
-    role = console.find("role")
-    check("nodes: role", eventually(lambda: role.text.strip() == "leader"), role.text)
+    check("nodes: role", eventually(lambda: console.text("role").strip() == "leader"),
+          console.text("role"))
     check("nodes: heartbeat age", console.find("heartbeat-age") is not None)
 
     # An API error is shown, not swallowed.
