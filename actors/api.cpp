@@ -84,20 +84,33 @@ void send(self_ptr self, const call& c, http_response res) {
 }
 
 void fail(self_ptr self, const call& c, const caf::error& err,
-          std::vector<std::pair<std::string, std::string>> headers = {}) {
+          std::vector<std::pair<std::string, std::string>> headers = {},
+          const pb::Waiting* waiting = nullptr) {
   http_response res;
   res.status = status_of(err);
   res.headers = std::move(headers);
+  pb::Error e;
+  e.set_code(code_of(err));
+  e.set_message(error_message(err));
+  if (waiting) *e.mutable_waiting() = *waiting;
   if (c.protobuf_out) {
-    pb::Error e;
-    e.set_code(code_of(err));
-    e.set_message(error_message(err));
     res.content_type = "application/x-protobuf";
     res.body = e.SerializeAsString();
   } else {
-    res.body = json::encode_error(code_of(err), error_message(err));
+    res.body = json::encode_error(e);
   }
   send(self, c, std::move(res));
+}
+
+/// A task's read that storage could not answer. While PostgreSQL is away no
+/// node claims or finishes anything, so that is also why the task is not
+/// running (SPEC §8), the one waiting reason the database cannot give.
+void fail_task_read(self_ptr self, const call& c, const caf::error& err) {
+  if (!is(err, errc::storage_unavailable)) return fail(self, c, err);
+  pb::Waiting why;
+  why.set_reason("storage_unavailable");
+  why.set_message("PostgreSQL cannot be reached: no node claims or runs a task until it is back");
+  fail(self, c, err, {}, &why);
 }
 
 template <class Message, class ToJson>
@@ -318,9 +331,9 @@ void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
   const auto& o = self->state.options;
   auto sub = c->path.size() == 4 ? c->path[3] : std::string{};
   if (c->path.size() == 3) {
-    ask<pb::Task>(
-        self, c, o.storage, [self](const call& c, const pb::Task& t) { answer(self, c, t); },
-        caf::get_atom_v, id);
+    self->request(o.storage, ask_timeout, caf::get_atom_v, id)
+        .then([self, c](pb::Task& t) { guarded(self, *c, [&] { answer(self, *c, t); }); },
+              [self, c](const caf::error& err) { fail_task_read(self, *c, err); });
   } else if (sub == "attempts") {
     ask<pb::AttemptList>(
         self, c, o.storage, [self](const call& c, const pb::AttemptList& a) { answer(self, c, a); },
@@ -593,7 +606,10 @@ struct readiness {
 void answer_readiness(self_ptr self, const call& c, const readiness& r) {
   http_response res;
   res.status = r.problem.empty() ? 200 : 503;
-  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error("unavailable", r.problem);
+  pb::Error problem;
+  problem.set_code("unavailable");
+  problem.set_message(r.problem);
+  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error(problem);
   send(self, c, std::move(res));
 }
 

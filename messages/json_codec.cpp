@@ -266,6 +266,13 @@ class object_writer {
   bool first_ = true;
 };
 
+void write_waiting(std::string& out, const pb::Waiting& waiting) {
+  object_writer w{out};
+  w.text("reason", waiting.reason());
+  w.text("message", waiting.message());
+  if (waiting.has_until()) w.time_or_null("until", waiting.until(), true);
+}
+
 void write_task(std::string& out, const pb::Task& t) {
   object_writer w{out};
   w.number("id", t.id());
@@ -304,13 +311,7 @@ void write_task(std::string& out, const pb::Task& t) {
   w.time_or_null("started_at", t.started_at(), t.has_started_at());
   w.time_or_null("created_at", t.created_at(), t.has_created_at());
   w.time_or_null("updated_at", t.updated_at(), t.has_updated_at());
-  if (t.has_waiting()) {
-    auto& field = w.field("waiting");
-    object_writer waiting{field};
-    waiting.text("reason", t.waiting().reason());
-    waiting.text("message", t.waiting().message());
-    if (t.waiting().has_until()) waiting.time_or_null("until", t.waiting().until(), true);
-  }
+  if (t.has_waiting()) write_waiting(w.field("waiting"), t.waiting());
 }
 
 /// `{"outcome": "...", "task": {...}}`
@@ -543,8 +544,17 @@ std::string encode(const pb::NodeList& list) {
   return dump(json{{"nodes", nodes}, {"links", links}});
 }
 
-std::string encode_error(const std::string& code, const std::string& message) {
-  return dump(json{{"error", {{"code", code}, {"message", message}}}});
+std::string encode_error(const pb::Error& error) {
+  // Through nlohmann's dump, which replaces invalid UTF-8: a message may
+  // quote any input.
+  json fields{{"code", error.code()}, {"message", error.message()}};
+  if (error.has_waiting()) {
+    const auto& w = error.waiting();
+    json waiting{{"reason", w.reason()}, {"message", w.message()}};
+    if (w.has_until()) waiting["until"] = format_rfc3339(to_micros(w.until()));
+    fields["waiting"] = std::move(waiting);
+  }
+  return dump(json{{"error", std::move(fields)}});
 }
 
 std::string encode_execution(const pb::Task& t) {

@@ -53,11 +53,20 @@ const statement put_type_settings{
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
     "$6::int[], $7::real[], $8::bigint[], $9::int[])"};
 
+// A page of tasks in id order. The page reads at most $7 tasks past the
+// page token through the primary key, whatever the filters match, so that a
+// filter matching few of millions of tasks costs the same as any other: the
+// page may then hold fewer than $6 - 1 tasks, and scan_last says where the
+// next one goes on. Without a match it is one row with only scan_*.
 const statement list_tasks{
     "list_tasks",
-    "SELECT * FROM taskmill.tasks WHERE ($1::text IS NULL OR type = $1) AND ($2::text IS NULL OR "
-    "key = $2) AND ($3::taskmill.task_status IS NULL OR status = $3) AND ($4::text IS NULL OR "
-    "batch = $4) AND id > $5::bigint ORDER BY id LIMIT $6::int"};
+    "WITH scan AS (SELECT max(s.id) AS scan_last, count(*) AS scan_rows FROM (SELECT id FROM "
+    "taskmill.tasks WHERE id > $5::bigint ORDER BY id LIMIT $7::int) s) SELECT m.*, "
+    "scan.scan_last, scan.scan_rows FROM scan LEFT JOIN LATERAL (SELECT * FROM taskmill.tasks t "
+    "WHERE t.id > $5::bigint AND t.id <= scan.scan_last AND ($1::text IS NULL OR t.type = $1) "
+    "AND ($2::text IS NULL OR t.key = $2) AND ($3::taskmill.task_status IS NULL OR t.status = "
+    "$3) AND ($4::text IS NULL OR t.batch = $4) ORDER BY t.id LIMIT $6::int) m ON true ORDER BY "
+    "m.id"};
 
 // The tasks of one (type, key): live ones by their keys, cancelled ones by
 // the index of cancelled tasks (tasks itself has no index on type and key).
@@ -110,8 +119,10 @@ const statement heartbeat{
     "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
     "AS leader) l"};
 
+// Pending and failed tasks are counted exactly up to 100,000 of them, and
+// estimated beyond, like the stats.
 const statement live_counts{"live_counts",
-                            "SELECT type, status, n, false FROM taskmill.live_counts()"};
+                            "SELECT type, status, n, estimated FROM taskmill.live_counts(100000)"};
 
 const statement add_outcomes{
     "add_outcomes", "SELECT taskmill.add_outcomes($1, $2::bigint, $3::bigint, $4::bigint)"};

@@ -230,7 +230,7 @@ BOOST_AUTO_TEST_CASE(metrics_per_type_and_recent_throughput) {
 
 // The console's overview asks for the stats every few seconds: with more
 // than 100,000 rows, finished tasks are estimated from a sample, and live
-// ones stay exact.
+// ones stay exact while there are up to 100,000 of them.
 BOOST_AUTO_TEST_CASE(stats_of_a_large_table_estimate_only_finished_tasks) {
   db.exec(
       "INSERT INTO taskmill.tasks (type, key, status, priority, execute_at, trace_id, max_retries, "
@@ -246,6 +246,55 @@ BOOST_AUTO_TEST_CASE(stats_of_a_large_table_estimate_only_finished_tasks) {
   auto bulk = stats["counts"]["BULK"]["succeeded"].get<int64_t>();
   BOOST_TEST_MESSAGE("150,000 succeeded tasks estimated at " << bulk);
   BOOST_CHECK(bulk > 50000 && bulk < 300000);
+}
+
+// A calendar of millions of tasks due days later must not make each scrape
+// and console poll count them all: beyond 100,000 they are estimated.
+BOOST_AUTO_TEST_CASE(a_large_calendar_is_estimated_in_the_stats_and_metrics) {
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, status, priority, execute_at, trace_id, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT 'CAL', "
+      "'c' || g, 'pending', 3, now() + interval '3 days', 't', 3, 5000, 'fixed', 1000, 1000, 0 "
+      "FROM generate_series(1, 150000) g");
+  auto stats = call("GET", "/v1/stats").body;
+  BOOST_CHECK_EQUAL(stats["estimated"], json::array({"pending"}));
+  auto cal = stats["counts"]["CAL"]["pending"].get<int64_t>();
+  BOOST_TEST_MESSAGE("150,000 pending tasks estimated at " << cal);
+  BOOST_CHECK(cal > 50000 && cal < 300000);
+  auto metrics = call("GET", "/metrics").raw;
+  BOOST_CHECK_MESSAGE(
+      metrics.find("taskmill_tasks{status=\"pending\",type=\"CAL\"}") != std::string::npos,
+      metrics);
+}
+
+// A page reads at most 50,000 tasks past its token, so that a filter that
+// matches few of a million tasks answers as fast as any other; following the
+// tokens finds every match.
+BOOST_AUTO_TEST_CASE(a_rare_type_is_listed_in_bounded_pages) {
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, status, priority, execute_at, trace_id, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT CASE WHEN "
+      "g % 60000 = 2 THEN 'RARE' ELSE 'BULK' END, 'b' || g, 'succeeded', 3, now(), 't', 3, 5000, "
+      "'fixed', 1000, 1000, 0 FROM generate_series(1, 130000) g");
+  for (const std::string type : {"RARE", "NO_SUCH_TYPE"}) {
+    BOOST_TEST_CONTEXT("type " << type) {
+      std::vector<int64_t> found;
+      int pages = 0;
+      std::string token;
+      do {
+        auto page = call("GET", "/v1/tasks?type=" + type + "&limit=10" +
+                                    (token.empty() ? "" : "&page_token=" + token))
+                        .body;
+        ++pages;
+        for (const auto& t : page["tasks"]) found.push_back(t["id"].get<int64_t>());
+        token = page["next_page_token"].is_string() ? page["next_page_token"].get<std::string>()
+                                                    : std::string{};
+      } while (!token.empty() && pages < 10);
+      BOOST_CHECK_EQUAL(found.size(), type == "RARE" ? 3u : 0u);
+      BOOST_CHECK(std::is_sorted(found.begin(), found.end()));
+      BOOST_CHECK_EQUAL(pages, 3);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(a_task_says_why_it_is_not_running) {

@@ -2,6 +2,7 @@
 // real, leaders replaced, compensation, retention and purge.
 #define BOOST_TEST_MODULE recovery
 #include <boost/test/unit_test.hpp>
+#include <nlohmann/json.hpp>
 
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
@@ -572,6 +573,41 @@ BOOST_AUTO_TEST_CASE(a_node_started_while_postgres_is_down_waits_for_it) {
       BOOST_CHECK_EQUAL(again.stop(), 0);
     }
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_task_read_while_postgres_is_away_says_why_nothing_runs) {
+  auto port = free_loopback_port();
+  auto& node = start_node("n1", port);
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  auto id = scalar(
+      "SELECT (taskmill.submit('LATER', 'k', execute_at => now() + interval '1 hour')).task.id");
+  BOOST_REQUIRE(id);
+  auto url = "http://127.0.0.1:" + std::to_string(port) + "/v1/tasks/" + *id;
+  auto reason = [&] {
+    auto res = http_fetch("GET", url, {}, {}, 10s);
+    BOOST_REQUIRE(res);
+    auto doc = nlohmann::json::parse(res->body);
+    const auto& waiting = res->status == 200 ? doc["waiting"] : doc["error"]["waiting"];
+    return std::to_string(res->status) + " " + waiting.value("reason", "none");
+  };
+  BOOST_CHECK_EQUAL(reason(), "200 due_later");
+
+  BOOST_REQUIRE(!pg->crash());
+  BOOST_CHECK_EQUAL(reason(), "503 storage_unavailable");
+  std::string shown;
+  if (FILE* p = popen(("'" + binary() + "' show --server http://127.0.0.1:" + std::to_string(port) +
+                       " " + *id + " 2>&1")
+                          .c_str(),
+                      "r")) {
+    for (char buf[512]; auto n = fread(buf, 1, sizeof buf, p);) shown.append(buf, n);
+    pclose(p);
+  }
+  BOOST_CHECK_MESSAGE(shown.find("waiting: storage_unavailable") != std::string::npos, shown);
+
+  BOOST_REQUIRE(!pg->restart());
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return reason() == "200 due_later"; }, 30s),
+                      node.log_tail());
+  BOOST_CHECK_EQUAL(node.stop(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_node_waiting_out_its_earlier_lease_survives_a_crash) {

@@ -274,6 +274,14 @@ std::string failure_message(const fetched& res, const json& doc, const std::stri
          "): " + shorten(one_line(res.body), value_chars);
 }
 
+/// Why a task is not running, as an error answer may tell (the task's read
+/// while PostgreSQL is away).
+void print_waiting(std::ostream& out, const json& waiting) {
+  if (!waiting.is_object()) return;
+  out << "waiting: " << shown(field(waiting, "reason")) << "\n"
+      << "why: " << shown(field(waiting, "message")) << "\n";
+}
+
 /// Calls one node's API with the token from TASKMILL_API_TOKEN. A failed call
 /// prints `error: <message>` and returns nothing.
 class api_client {
@@ -311,6 +319,7 @@ class api_client {
     auto doc = json::parse(res->body, nullptr, false);
     if (res->status / 100 != 2 || doc.is_discarded()) {
       std::cerr << "error: " << failure_message(*res, doc, server_) << "\n";
+      print_waiting(std::cerr, field(field(doc, "error"), "waiting"));
       return std::nullopt;
     }
     return answer{std::move(res->body), std::move(doc)};
@@ -628,12 +637,36 @@ std::optional<answer> all_pages(const api_client& api, const list_options& o) {
   return answer{merged.dump(), merged};
 }
 
+/// One page of `limit` tasks. The API reads a bounded part of the table per
+/// page, so a page of a selective filter may come short with more to follow:
+/// pages are followed until this one is full or none is left.
+std::optional<answer> full_page(const api_client& api, const list_options& o) {
+  auto page = api.get(list_target(o, {}));
+  if (!page) return std::nullopt;
+  auto merged = page->doc;
+  auto wanted = static_cast<size_t>(o.limit.value_or(100));
+  for (auto token = next_page_token(page->doc);
+       !token.empty() && array_field(merged, "tasks").size() < wanted;
+       token = next_page_token(page->doc)) {
+    page = api.get(list_target(o, token));
+    if (!page) return std::nullopt;
+    for (const auto& task : array_field(page->doc, "tasks")) merged["tasks"].push_back(task);
+    merged["next_page_token"] = page->doc["next_page_token"];
+  }
+  auto& tasks = merged["tasks"];
+  if (tasks.is_array() && tasks.size() > wanted) {
+    tasks.erase(tasks.begin() + static_cast<std::ptrdiff_t>(wanted), tasks.end());
+    merged["next_page_token"] = std::to_string(tasks.back()["id"].get<int64_t>());
+  }
+  return answer{merged.dump(), merged};
+}
+
 int list(const list_options& o) {
   api_client api{o.common.server};
   if (o.all) return answer_of(o.common, all_pages(api, o), print_tasks);
-  auto page = api.get(list_target(o, {}));
+  auto page = full_page(api, o);
   if (page && !o.common.json_output && !next_page_token(page->doc).empty())
-    std::cerr << "more tasks match; --all lists them all\n";
+    std::cerr << "more tasks may match; --all lists them all\n";
   return answer_of(o.common, page, print_tasks);
 }
 

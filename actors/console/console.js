@@ -169,10 +169,11 @@
   // -- the API
 
   class ApiError extends Error {
-    constructor(status, code, message) {
+    constructor(status, code, message, waiting) {
       super(message);
       this.status = status;
       this.code = code;
+      this.waiting = waiting || null;
     }
   }
 
@@ -203,7 +204,7 @@
     if (!res.ok) {
       const e = (data && data.error) || {};
       const err = new ApiError(res.status, e.code || `http_${res.status}`,
-        e.message || res.statusText || `${method} ${path} failed`);
+        e.message || res.statusText || `${method} ${path} failed`, e.waiting);
       if (res.status === 401) askToken();
       throw err;
     }
@@ -695,7 +696,10 @@
             h('td', null, t.batch ? h('a', { href: batchHref(t.batch) }, t.batch) : ''),
             h('td', { class: 'error-cell', title: t.error || '' }, t.error ? t.error.slice(0, 80) : ''))));
       });
-      fill(pager, [pageToken, res.next_page_token], () => [
+      const short = res.next_page_token && (res.tasks || []).length < Number(q.limit || 100);
+      fill(pager, [pageToken, res.next_page_token, short], () => [
+        // A page reads a bounded stretch of the table; a rare match may lie further on.
+        short ? h('span', { class: 'muted', 'data-test': 'scanned-to' }, `Looked through tasks up to id ${res.next_page_token}; more may match further on. `) : null,
         pageToken ? h('a', { class: 'button', href: hashFor('tasks', q), 'data-test': 'first-page' }, 'First page') : null,
         res.next_page_token ? h('a', { class: 'button', href: hashFor('tasks', { ...q, page_token: res.next_page_token }), 'data-test': 'next-page' },
           'Next') : null,
@@ -813,17 +817,24 @@
         h('div', { class: 'stack' }, card('Error', errorBox), card('Payload', payload), card('Result', result))),
       card('Attempts', attempts));
 
+    const showWaiting = (why) => fill(waiting, why || null, (w) => (w ? h('section', { class: 'waiting', 'data-test': 'waiting', 'data-reason': w.reason },
+      h('h3', null, 'Why isn\'t it running?'),
+      h('p', { class: 'waiting-message' }, w.message || w.reason),
+      h('p', { class: 'muted' }, `Reason: ${w.reason}`, w.until ? [' · until ', timeEl(w.until, true)] : null)) : null), true);
+
     return async () => {
-      const [t, at2] = await Promise.all([api('GET', taskPath), api('GET', `${taskPath}/attempts`)]);
+      // While PostgreSQL is away the read fails, and the failure says why
+      // the task is not running either.
+      const [t, at2] = await Promise.all([api('GET', taskPath), api('GET', `${taskPath}/attempts`)]).catch((e) => {
+        if (e.waiting && ctx.alive()) showWaiting(e.waiting);
+        throw e;
+      });
       if (!ctx.alive()) return;
       task = t;
       if (!at.value && document.activeElement !== at) { at.value = rfc3339ToInput(t.execute_at, zone.value === 'utc'); updatePreview(); }
       fill(head, [t.status, t.type, t.key, t.version], () => [statusBadge(t.status),
         h('span', { class: 'muted' }, ` ${t.type} / ${t.key} v${t.version}`)]);
-      fill(waiting, t.waiting || null, (w) => (w ? h('section', { class: 'waiting', 'data-test': 'waiting', 'data-reason': w.reason },
-        h('h3', null, 'Why isn\'t it running?'),
-        h('p', { class: 'waiting-message' }, w.message || w.reason),
-        h('p', { class: 'muted' }, `Reason: ${w.reason}`, w.until ? [' · until ', timeEl(w.until, true)] : null)) : null), true);
+      showWaiting(t.waiting);
       fill(fields, t, () => {
         const known = new Set(TASK_FIELDS.map(([n]) => n));
         const extra = Object.keys(t).filter((k) => !known.has(k) && !TASK_SHOWN_ELSEWHERE.has(k));
