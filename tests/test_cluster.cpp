@@ -361,6 +361,59 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_on_one_node_starts_on_another_at_once) {
       5s));
 }
 
+// The node that failed an attempt stores its retry and tells its peers, so
+// the retry comes due on another node although that node neither LISTENs nor
+// polls more than every 30 s: here the failing node dies right after the
+// failure, and the other starts the retry when its backoff ends.
+BOOST_AUTO_TEST_CASE(a_retry_failed_on_one_node_comes_due_on_another) {
+  test::task_database db{"clusterretry"};
+  test::scripted_executor executor;
+  // A lease far longer than the test: no takeover sweep claims on the
+  // survivor's behalf.
+  std::vector<std::string> options{"database.listen=false", "scheduling.poll_interval=30s",
+                                   "heartbeat.missed=150", "types.RETRY.executor=http",
+                                   "types.RETRY.url=" + executor.url()};
+  std::map<std::string, node_handle> nodes;
+  nodes.emplace("a", start_node(db, "a", "s", options));
+  nodes.emplace("b", start_node(db, "b", "s", options));
+  BOOST_REQUIRE(test::eventually(
+      [&] { return link_of(nodes["a"], "b") == "up" && link_of(nodes["b"], "a") == "up"; }, 30s));
+  std::this_thread::sleep_for(1s);
+  auto res = http_fetch("POST", nodes["a"].api + "/v1/tasks",
+                        R"({"type": "RETRY", "key": "r", "payload": {"fail_first": 1},
+                            "backoff": {"kind": "fixed", "base_ms": 3000, "jitter": 0}})");
+  BOOST_REQUIRE_MESSAGE(res && res->status == 200, (res ? res->body : std::string{}));
+  std::string failed_on;
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        failed_on = db.scalar(
+            "SELECT coalesce(max(node), '') FROM taskmill.attempts WHERE attempt = 1 AND outcome "
+            "= 'retry'");
+        return !failed_on.empty();
+      },
+      20s));
+  auto other = failed_on == "a" ? "b" : "a";
+  // Time for the wake-up to leave, far less than the backoff.
+  std::this_thread::sleep_for(300ms);
+  nodes[failed_on].process->kill_hard();
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually(
+          [&] {
+            return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'r'") ==
+                   "succeeded";
+          },
+          20s),
+      "the retry did not run on " << other << ": " << nodes[other].process->log_tail());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT picked_by || ' ' || attempt FROM taskmill.tasks"),
+                    std::string{other} + " 2");
+  auto late = std::stod(
+      db.scalar("SELECT extract(epoch FROM started_at - execute_at) * 1000 FROM taskmill.tasks"));
+  BOOST_TEST_MESSAGE("retry failed on " << failed_on << ", started on " << other << " " << late
+                                        << " ms after it came due");
+  // Loose for a noisy box, far below the 30 s poll.
+  BOOST_CHECK_LT(late, 2000);
+}
+
 // Under a global limit of one running task, node b waits for the permit
 // node a holds; when a's task ends, a tells b, which starts at once rather
 // than at its next poll.
