@@ -40,10 +40,14 @@ WITH done AS (
 SELECT count(*) FROM done
 )sql";
 
+const char* const raw_insert_one = "INSERT INTO bench_raw.jobs (payload) VALUES ($1::jsonb)";
+
 const char* const raw_unfinished =
     "SELECT count(*) FROM bench_raw.jobs WHERE status <> 'succeeded'";
 
 const char* const raw_reset = "TRUNCATE bench_raw.jobs";
+
+const char* const vacuum_raw = "VACUUM ANALYZE bench_raw.jobs";
 
 const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
 
@@ -61,20 +65,45 @@ SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text), taskmill.default_
   FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s
 )sql";
 
+const char* const load_mixed_backlog = R"sql(
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                            backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter)
+SELECT m.type, $3 || g, now() - interval '1 minute', md5(g::text), 1 + g % 5, s.max_retries,
+       s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter
+  FROM generate_series(1, $2::integer) g,
+       LATERAL (SELECT ($1::text[])[1 + g % cardinality($1::text[])] AS type) m,
+       LATERAL taskmill.type_settings(m.type) s
+)sql";
+
+const char* const load_calendar = R"sql(
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                            backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter)
+SELECT $1, 'cal' || g, now() + interval '2 days' + g * interval '50 ms', md5(g::text),
+       taskmill.default_priority(), s.max_retries, s.timeout_ms, s.backoff_kind,
+       s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter
+  FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s
+)sql";
+
+const char* const delete_types = R"sql(
+WITH gone AS (DELETE FROM taskmill.tasks WHERE type = ANY ($1::text[]) RETURNING id)
+DELETE FROM taskmill.attempts a USING gone WHERE a.task_id = gone.id
+)sql";
+
 const char* const now = "SELECT clock_timestamp()";
 
 const char* const succeeded_count = R"sql(
 SELECT count(*) FILTER (WHERE status IN ('succeeded', 'stopped')),
        count(*) FILTER (WHERE attempt > 1),
        count(*)
-  FROM taskmill.tasks WHERE type = $1
+  FROM taskmill.tasks WHERE type = ANY ($1::text[])
 )sql";
 
 // What the bench polls while a node works: read through the index of
 // finished tasks, so that watching costs the node next to nothing (counting
 // over the whole table would take a core of its own with a large backlog).
 const char* const finished_count = R"sql(
-SELECT count(*) FROM taskmill.tasks WHERE status IN ('succeeded', 'stopped') AND type = $1
+SELECT count(*) FROM taskmill.tasks
+ WHERE status IN ('succeeded', 'stopped') AND type = ANY ($1::text[])
 )sql";
 
 const char* const seconds_to_last_completion = R"sql(
@@ -84,8 +113,11 @@ SELECT extract(epoch FROM max(updated_at) - $2::timestamptz)::float8
 
 const char* const claim_window = R"sql(
 SELECT extract(epoch FROM max(updated_at) - min(started_at))::float8, count(*)
-  FROM taskmill.tasks WHERE type = $1 AND status IN ('succeeded', 'stopped')
+  FROM taskmill.tasks WHERE type = ANY ($1::text[]) AND status IN ('succeeded', 'stopped')
 )sql";
+
+const char* const claim_times =
+    "SELECT key, extract(epoch FROM started_at)::float8 FROM taskmill.tasks WHERE type = $1";
 
 const char* const submit_one = "SELECT (taskmill.submit($1, $2)).outcome";
 

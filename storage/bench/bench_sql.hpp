@@ -15,9 +15,13 @@ extern const char* const raw_insert;
 extern const char* const raw_claim;
 /// $1: ids as an array literal. Answers how many were completed.
 extern const char* const raw_complete;
+/// $1: a payload. One job, as one autocommit statement: the ceiling of
+/// one-task submits.
+extern const char* const raw_insert_one;
 /// Answers the number of jobs not succeeded.
 extern const char* const raw_unfinished;
 extern const char* const raw_reset;
+extern const char* const vacuum_raw;
 
 /// Removes every task and attempt: the bench database is its own.
 extern const char* const reset_tasks;
@@ -26,18 +30,29 @@ extern const char* const vacuum_tasks;
 extern const char* const checkpoint;
 /// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.
 extern const char* const load_backlog;
+/// $1: types (text[]), $2: how many, $3: key prefix. Due tasks spread evenly
+/// over the types and the five priorities.
+extern const char* const load_mixed_backlog;
+/// $1: type, $2: how many. Tasks due days later: a calendar.
+extern const char* const load_calendar;
+/// $1: types (text[]). Removes their tasks and attempts, keeping the rest.
+extern const char* const delete_types;
 
 /// The database's clock now.
 extern const char* const now;
-/// $1: type. Answers succeeded count, count of tasks claimed more than once,
-/// and the count of all tasks of the type.
+/// $1: types (text[]). Answers succeeded count, count of tasks claimed more
+/// than once, and the count of all tasks of the types.
 extern const char* const succeeded_count;
 extern const char* const finished_count;
 /// $1: type, $2: a start time. Seconds from it to the last completion.
 extern const char* const seconds_to_last_completion;
-/// $1: type. Seconds from the first claim to the last completion, and the
-/// number of succeeded tasks in between.
+/// $1: types (text[]). Seconds from the first claim to the last completion,
+/// and the number of succeeded tasks in between.
 extern const char* const claim_window;
+/// $1: type. Each task's key and when it was claimed, in seconds since the
+/// epoch by the database's clock (the private server shares the bench's
+/// host and clock).
+extern const char* const claim_times;
 /// $1: type, $2: key. A task submitted by the rules, as a business service would.
 extern const char* const submit_one;
 
