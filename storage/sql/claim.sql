@@ -79,6 +79,10 @@ DECLARE
   v_step integer;
   v_due integer[] := taskmill.due_levels(p_types, p_node);
   v_more boolean := false;
+  -- Whether this node runs a type without a limit. When it does not, the
+  -- pass for such types could only read through every due task of the level
+  -- to claim none, costing a scan of the backlog at each claim.
+  v_uncapped boolean;
 BEGIN
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
@@ -105,6 +109,9 @@ BEGIN
       v_room[v_step] := least(v_room[v_step], greatest(0, p_local_room[j]));
     END IF;
   END LOOP;
+
+  v_uncapped := p_types IS NULL OR EXISTS (SELECT FROM unnest(p_types) AS u(type)
+                                             WHERE u.type <> ALL (v_capped));
 
   -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
   -- Levels without due work are skipped, and so is the last pass when every
@@ -135,6 +142,7 @@ BEGIN
       v_more := true;
       CONTINUE;
     END IF;
+    CONTINUE WHEN NOT v_uncapped;
     RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
                                                    p_types, v_capped);
     GET DIAGNOSTICS v_count = ROW_COUNT;
