@@ -95,7 +95,10 @@ caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
 
 // Drops every function, trigger and view of the schema: the definitions
 // files then create today's. Without CASCADE: should an object outside
-// taskmill depend on one, the change fails rather than drop it.
+// taskmill depend on one, the change fails rather than drop it. Objects of
+// an extension are not ours: CREATE EXTENSION run as the taskmill user puts
+// them in the schema named like it (search_path "$user"), e.g.
+// pg_stat_statements' views.
 constexpr const char* drop_definitions_sql = R"sql(
 DO $$
 DECLARE
@@ -103,15 +106,21 @@ DECLARE
 BEGIN
   FOR r IN SELECT t.tgname, t.tgrelid::regclass AS tbl
              FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
-            WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal LOOP
+            WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                                 AND d.objid = c.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP TRIGGER %I ON %s', r.tgname, r.tbl);
   END LOOP;
   FOR r IN SELECT c.oid::regclass AS v FROM pg_class c
-            WHERE c.relnamespace = 'taskmill'::regnamespace AND c.relkind = 'v' LOOP
+            WHERE c.relnamespace = 'taskmill'::regnamespace AND c.relkind = 'v'
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                                 AND d.objid = c.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP VIEW %s', r.v);
   END LOOP;
   FOR r IN SELECT p.oid::regprocedure AS f FROM pg_proc p
-            WHERE p.pronamespace = 'taskmill'::regnamespace LOOP
+            WHERE p.pronamespace = 'taskmill'::regnamespace
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
+                                 AND d.objid = p.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP FUNCTION %s', r.f);
   END LOOP;
 END
