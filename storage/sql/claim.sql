@@ -46,10 +46,13 @@ BEGIN
        ORDER BY t.priority, t.execute_at, t.id
        LIMIT p_limit
        FOR UPDATE SKIP LOCKED)
+    -- By id through the primary key: joined to picked instead, the planner
+    -- reckons a table that fits in memory cheaper to hash whole, and reads
+    -- all of it at every claim.
     UPDATE taskmill.tasks t
        SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
            heartbeat_at = now(), started_at = now(), updated_at = now()
-      FROM picked WHERE t.id = picked.id
+     WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked))
     RETURNING t.*;
 END
 $$;
