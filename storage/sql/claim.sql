@@ -77,6 +77,8 @@ DECLARE
   v_quota integer;
   v_count integer;
   v_running integer;
+  v_running_types text[];
+  v_running_counts integer[];
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
   v_step integer;
@@ -92,14 +94,18 @@ BEGIN
   END IF;
   IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
     PERFORM pg_advisory_xact_lock(7345, 3);
+    -- Running tasks per type, read once for every limit.
+    SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
+           coalesce(sum(r.n), 0)
+      INTO v_running_types, v_running_counts, v_running
+      FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
+             WHERE t.status = 'running' GROUP BY t.type) r;
   END IF;
   IF p_global_limit > 0 THEN
-    SELECT count(*) INTO v_running FROM taskmill.tasks t WHERE t.status = 'running';
     v_left := least(v_left, p_global_limit - v_running);
   END IF;
   FOR i IN 1..cardinality(v_capped) LOOP
-    SELECT count(*) INTO v_running FROM taskmill.tasks t
-     WHERE t.status = 'running' AND t.type = v_capped[i];
+    v_running := coalesce(v_running_counts[array_position(v_running_types, v_capped[i])], 0);
     v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
                       THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
   END LOOP;
