@@ -144,13 +144,26 @@ void guarded(self_ptr self, const call& c, F&& f) {
   }
 }
 
-/// Asks `handle` and answers the call with the result or the error.
-template <class Result, class Handle, class Done, class... Ts>
-void ask(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Ts&&... xs) {
+/// Asks `handle` and answers the call with the result, or the error through
+/// `failed`.
+template <class Result, class Handle, class Done, class Failed, class... Ts>
+void ask_or(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Failed&& failed,
+            Ts&&... xs) {
   self->request(handle, ask_timeout, std::forward<Ts>(xs)...)
       .then([self, c, done = std::forward<Done>(done)](
                 Result& result) mutable { guarded(self, *c, [&] { done(*c, result); }); },
-            [self, c](const caf::error& err) { fail(self, *c, err); });
+            [self, c, failed = std::forward<Failed>(failed)](const caf::error& err) mutable {
+              failed(self, *c, err);
+            });
+}
+
+/// Asks `handle` and answers the call with the result or the error.
+template <class Result, class Handle, class Done, class... Ts>
+void ask(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Ts&&... xs) {
+  ask_or<Result>(
+      self, std::move(c), handle, std::forward<Done>(done),
+      [](self_ptr self, const call& c, const caf::error& err) { fail(self, c, err); },
+      std::forward<Ts>(xs)...);
 }
 
 std::string percent_decode(std::string_view in) {
@@ -331,9 +344,9 @@ void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
   const auto& o = self->state.options;
   auto sub = c->path.size() == 4 ? c->path[3] : std::string{};
   if (c->path.size() == 3) {
-    self->request(o.storage, ask_timeout, caf::get_atom_v, id)
-        .then([self, c](pb::Task& t) { guarded(self, *c, [&] { answer(self, *c, t); }); },
-              [self, c](const caf::error& err) { fail_task_read(self, *c, err); });
+    ask_or<pb::Task>(
+        self, c, o.storage, [self](const call& c, const pb::Task& t) { answer(self, c, t); },
+        fail_task_read, caf::get_atom_v, id);
   } else if (sub == "attempts") {
     ask<pb::AttemptList>(
         self, c, o.storage, [self](const call& c, const pb::AttemptList& a) { answer(self, c, a); },
@@ -606,10 +619,7 @@ struct readiness {
 void answer_readiness(self_ptr self, const call& c, const readiness& r) {
   http_response res;
   res.status = r.problem.empty() ? 200 : 503;
-  pb::Error problem;
-  problem.set_code("unavailable");
-  problem.set_message(r.problem);
-  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error(problem);
+  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error("unavailable", r.problem);
   send(self, c, std::move(res));
 }
 

@@ -557,6 +557,13 @@ std::string encode_error(const pb::Error& error) {
   return dump(json{{"error", std::move(fields)}});
 }
 
+std::string encode_error(const std::string& code, const std::string& message) {
+  pb::Error error;
+  error.set_code(code);
+  error.set_message(message);
+  return encode_error(error);
+}
+
 std::string encode_execution(const pb::Task& t) {
   return dump(json{
       {"id", t.id()},

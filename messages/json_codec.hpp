@@ -40,6 +40,7 @@ std::string encode(const pb::BatchCounts& counts);
 std::string encode(const pb::Stats& stats);
 std::string encode(const pb::NodeList& nodes);
 std::string encode_error(const pb::Error& error);
+std::string encode_error(const std::string& code, const std::string& message);
 
 /// PUT /v1/jobs/{name}: a job; a name in the body must be the path's.
 caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name);

@@ -150,10 +150,7 @@ BOOST_AUTO_TEST_CASE(executor_answers_are_results_overrides_or_nothing) {
 }
 
 BOOST_AUTO_TEST_CASE(errors_are_valid_json_whatever_their_message) {
-  pb::Error error;
-  error.set_code("invalid_argument");
-  error.set_message("bad \xff byte");
-  auto body = json::encode_error(error);
+  auto body = json::encode_error("invalid_argument", "bad \xff byte");
   BOOST_CHECK(is_utf8(body));
   BOOST_CHECK(body.find("invalid_argument") != std::string::npos);
 }
