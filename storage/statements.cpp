@@ -96,11 +96,11 @@ const statement batch_counts{
 
 const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
 
-// Finished tasks are counted exactly up to 100,000 rows in the table, and
-// estimated beyond.
+// $1: up to how many rows in the table, and how many waiting tasks, they
+// are counted exactly.
 const statement status_counts{
     "status_counts",
-    "SELECT type, status, n, estimated FROM taskmill.status_counts(100000) ORDER BY 1, 2"};
+    "SELECT type, status, n, estimated FROM taskmill.status_counts($1::bigint) ORDER BY 1, 2"};
 
 // $1: how long a node may be silent before it counts as dead, in ms.
 const statement list_nodes{
@@ -119,10 +119,9 @@ const statement heartbeat{
     "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
     "AS leader) l"};
 
-// Pending and failed tasks are counted exactly up to 100,000 of them, and
-// estimated beyond, like the stats.
-const statement live_counts{"live_counts",
-                            "SELECT type, status, n, estimated FROM taskmill.live_counts(100000)"};
+// $1: up to how many waiting tasks they are counted exactly.
+const statement live_counts{
+    "live_counts", "SELECT type, status, n, estimated FROM taskmill.live_counts($1::bigint)"};
 
 const statement add_outcomes{
     "add_outcomes", "SELECT taskmill.add_outcomes($1, $2::bigint, $3::bigint, $4::bigint)"};

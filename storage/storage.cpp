@@ -39,6 +39,11 @@ constexpr size_t max_submit_rows = 1000;
 // match: a bounded, indexed read even among millions of tasks (SPEC §8).
 constexpr int list_scan_rows = 50000;
 
+// Counts in the stats and /metrics are exact up to this many rows in the
+// task table (finished tasks) and this many waiting tasks (pending and
+// failed), estimated beyond (SPEC §8).
+constexpr int64_t exact_counts_up_to = 100000;
+
 struct submit_request {
   pb::SubmitTasks tasks;
   caf::typed_response_promise<pb::SubmitResults> promise;
@@ -460,15 +465,10 @@ pb::TaskList read_task_page(const db::result& res, int limit) {
 /// after the last match shown or, when the scan ended before the page was
 /// full, where the scan ended, unless it reached the end of the table.
 pb::TaskList read_scanned_task_page(const db::result& res, int limit, int scan_rows) {
-  pb::TaskList out;
-  if (res.rows() == 0) return out;
-  db::task_columns cols{res};
-  int matched = res.is_null(0, cols.id) ? 0 : res.rows();
-  int rows = std::min(matched, limit);
-  for (int row = 0; row < rows; ++row) db::read_task(res, row, cols, out.add_tasks());
-  if (matched > limit)
-    out.set_next_page_token(std::to_string(out.tasks(rows - 1).id()));
-  else if (res.int64(0, res.column("scan_rows")) == scan_rows)
+  if (res.rows() == 0) return {};
+  bool matched = !res.is_null(0, res.column("id"));
+  auto out = matched ? read_task_page(res, limit) : pb::TaskList{};
+  if (out.next_page_token().empty() && res.int64(0, res.column("scan_rows")) == scan_rows)
     out.set_next_page_token(res.string(0, res.column("scan_last")));
   return out;
 }
@@ -682,17 +682,19 @@ caf::result<int32_t> ask_count(self_ptr self, db::call c) {
 }
 
 caf::result<pb::Stats> live_counts(self_ptr self) {
-  return ask_db<pb::Stats>(self, {db::call{&db::sql::live_counts, {}}}, [](results& rs) {
-    pb::Stats out;
-    read_status_counts(*rs[0], out);
-    return out;
-  });
+  return ask_db<pb::Stats>(self,
+                           {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}}},
+                           [](results& rs) {
+                             pb::Stats out;
+                             read_status_counts(*rs[0], out);
+                             return out;
+                           });
 }
 
 caf::result<pb::Stats> stats(self_ptr self) {
   constexpr const char* recent_minutes = "15";
   return ask_db<pb::Stats>(self,
-                           {db::call{&db::sql::status_counts, {}},
+                           {db::call{&db::sql::status_counts, {std::to_string(exact_counts_up_to)}},
                             db::call{&db::sql::recent_outcomes, {recent_minutes}}},
                            [](results& rs) { return read_stats(*rs[0], *rs[1]); });
 }
