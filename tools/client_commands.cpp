@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <iostream>
 #include <memory>
@@ -622,29 +623,13 @@ std::string next_page_token(const json& page) {
   return token.is_string() ? token.get<std::string>() : std::string{};
 }
 
-/// Every page merged into one answer of the same shape.
-std::optional<answer> all_pages(const api_client& api, const list_options& o) {
+/// Pages merged into one answer of the same shape, until it holds `wanted`
+/// tasks or no page is left. The API reads a bounded part of the table per
+/// page, so a page of a selective filter may come short with more to follow.
+std::optional<answer> merged_pages(const api_client& api, const list_options& o, size_t wanted) {
   auto page = api.get(list_target(o, {}));
   if (!page) return std::nullopt;
   auto merged = page->doc;
-  for (auto token = next_page_token(page->doc); !token.empty();
-       token = next_page_token(page->doc)) {
-    page = api.get(list_target(o, token));
-    if (!page) return std::nullopt;
-    for (const auto& task : array_field(page->doc, "tasks")) merged["tasks"].push_back(task);
-  }
-  merged["next_page_token"] = nullptr;
-  return answer{merged.dump(), merged};
-}
-
-/// One page of `limit` tasks. The API reads a bounded part of the table per
-/// page, so a page of a selective filter may come short with more to follow:
-/// pages are followed until this one is full or none is left.
-std::optional<answer> full_page(const api_client& api, const list_options& o) {
-  auto page = api.get(list_target(o, {}));
-  if (!page) return std::nullopt;
-  auto merged = page->doc;
-  auto wanted = static_cast<size_t>(o.limit.value_or(100));
   for (auto token = next_page_token(page->doc);
        !token.empty() && array_field(merged, "tasks").size() < wanted;
        token = next_page_token(page->doc)) {
@@ -663,8 +648,8 @@ std::optional<answer> full_page(const api_client& api, const list_options& o) {
 
 int list(const list_options& o) {
   api_client api{o.common.server};
-  if (o.all) return answer_of(o.common, all_pages(api, o), print_tasks);
-  auto page = full_page(api, o);
+  if (o.all) return answer_of(o.common, merged_pages(api, o, SIZE_MAX), print_tasks);
+  auto page = merged_pages(api, o, static_cast<size_t>(o.limit.value_or(100)));
   if (page && !o.common.json_output && !next_page_token(page->doc).empty())
     std::cerr << "more tasks may match; --all lists them all\n";
   return answer_of(o.common, page, print_tasks);
