@@ -453,6 +453,31 @@ double end_to_end_rate(const bench_node& node, db::connection& conn, int tasks, 
   return tasks / seconds;
 }
 
+std::vector<db::connection> connect_all(const std::string& conninfo, int n) {
+  std::vector<db::connection> conns;
+  for (int i = 0; i < n; ++i) conns.push_back(connect(conninfo));
+  return conns;
+}
+
+/// Claims a batch of raw jobs for `worker` and completes them; answers
+/// whether there were any.
+bool raw_claim_and_complete(db::connection& conn, const std::string& worker) {
+  auto claimed = run(conn, sql::raw_claim, {worker, std::to_string(raw_batch)});
+  if (claimed.rows() == 0) return false;
+  std::vector<db::param> ids;
+  for (int r = 0; r < claimed.rows(); ++r) ids.push_back(claimed.string(r, 0));
+  run(conn, sql::raw_complete, {db::array_literal(ids)});
+  return true;
+}
+
+/// Fails when raw jobs were left unfinished.
+void check_raw_finished(db::connection& conn, const char* what) {
+  auto unfinished = run(conn, sql::raw_unfinished).int64(0, 0);
+  if (unfinished != 0)
+    throw bench_failure{std::string{what} + ": " + std::to_string(unfinished) +
+                        " jobs left unfinished"};
+}
+
 /// Tasks per second of the same work as plain SQL: `workers` connections,
 /// each inserting, claiming (SKIP LOCKED) and completing batches of 100.
 double raw_sql_rate(const std::string& conninfo, int tasks, int workers) {
@@ -460,33 +485,22 @@ double raw_sql_rate(const std::string& conninfo, int tasks, int workers) {
     auto conn = connect(conninfo);
     run(conn, sql::raw_reset);
   }
-  std::vector<db::connection> conns;
-  for (int i = 0; i < workers; ++i) conns.push_back(connect(conninfo));
+  auto conns = connect_all(conninfo, workers);
   auto start = steady::now();
   in_parallel(workers, [&](int w) {
     auto& conn = conns[w];
     auto name = "raw-" + std::to_string(w);
-    auto batch = std::to_string(raw_batch);
-    auto claim_and_complete = [&] {
-      auto claimed = run(conn, sql::raw_claim, {name, batch});
-      std::vector<db::param> ids;
-      for (int r = 0; r < claimed.rows(); ++r) ids.push_back(claimed.string(r, 0));
-      if (!ids.empty()) run(conn, sql::raw_complete, {db::array_literal(ids)});
-      return !ids.empty();
-    };
     for (int done = 0; done < tasks / workers && !interrupted; done += raw_batch) {
-      run(conn, sql::raw_insert, {batch});
-      claim_and_complete();
+      run(conn, sql::raw_insert, {std::to_string(raw_batch)});
+      raw_claim_and_complete(conn, name);
     }
     // Claims that skipped the other worker's locked rows leave some behind.
-    while (!interrupted && claim_and_complete()) {
+    while (!interrupted && raw_claim_and_complete(conn, name)) {
     }
   });
   auto elapsed = seconds_since(start);
   check_interrupted();
-  auto unfinished = run(conns[0], sql::raw_unfinished).int64(0, 0);
-  if (unfinished != 0)
-    throw bench_failure{"raw SQL: " + std::to_string(unfinished) + " jobs left unfinished"};
+  check_raw_finished(conns[0], "raw SQL");
   return (tasks / workers) * workers / elapsed;
 }
 
@@ -500,26 +514,16 @@ double raw_drain_rate(const std::string& conninfo, int tasks, int workers) {
     run(conn, sql::raw_insert, {std::to_string(tasks)});
     run(conn, sql::vacuum_raw);
   }
-  std::vector<db::connection> conns;
-  for (int i = 0; i < workers; ++i) conns.push_back(connect(conninfo));
+  auto conns = connect_all(conninfo, workers);
   auto start = steady::now();
   in_parallel(workers, [&](int w) {
-    auto& conn = conns[w];
     auto name = "raw-" + std::to_string(w);
-    auto batch = std::to_string(raw_batch);
-    while (!interrupted) {
-      auto claimed = run(conn, sql::raw_claim, {name, batch});
-      if (claimed.rows() == 0) break;
-      std::vector<db::param> ids;
-      for (int r = 0; r < claimed.rows(); ++r) ids.push_back(claimed.string(r, 0));
-      run(conn, sql::raw_complete, {db::array_literal(ids)});
+    while (!interrupted && raw_claim_and_complete(conns[w], name)) {
     }
   });
   auto elapsed = seconds_since(start);
   check_interrupted();
-  auto unfinished = run(conns[0], sql::raw_unfinished).int64(0, 0);
-  if (unfinished != 0)
-    throw bench_failure{"raw drain: " + std::to_string(unfinished) + " jobs left unfinished"};
+  check_raw_finished(conns[0], "raw drain");
   return tasks / elapsed;
 }
 
@@ -530,8 +534,7 @@ double raw_insert_rate(const std::string& conninfo, int clients, double seconds)
     auto conn = connect(conninfo);
     run(conn, sql::raw_reset);
   }
-  std::vector<db::connection> conns;
-  for (int i = 0; i < clients; ++i) conns.push_back(connect(conninfo));
+  auto conns = connect_all(conninfo, clients);
   std::atomic<int64_t> inserted{0};
   auto start = steady::now();
   auto deadline =
@@ -579,24 +582,37 @@ struct latency_run {
   double p50, p95, p99, max;
 };
 
+/// Calls `submit(i)` at the latency rate for as long as the latency
+/// measurement lasts; answers how many times.
+int paced(const plan& p, const std::function<void(int)>& submit) {
+  int count = static_cast<int>(p.latency_seconds * p.latency_rate);
+  auto interval = std::chrono::duration_cast<steady::duration>(
+      std::chrono::duration<double>{1.0 / p.latency_rate});
+  auto start = steady::now();
+  for (int i = 0; i < count; ++i) {
+    check_interrupted();
+    std::this_thread::sleep_until(start + i * interval);
+    submit(i);
+  }
+  return count;
+}
+
+latency_run summary(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+}
+
 /// Submits at the latency rate, `submit(i)` answering the key of task i once
 /// it is committed, and times each from then to its arrival at the HTTP
 /// executor.
 latency_run paced_latency(arrivals& seen, const plan& p, const char* what,
                           const std::function<std::string(int)>& submit) {
   seen.clear();
-  int count = static_cast<int>(p.latency_seconds * p.latency_rate);
-  auto interval = std::chrono::duration_cast<steady::duration>(
-      std::chrono::duration<double>{1.0 / p.latency_rate});
   std::vector<std::pair<std::string, steady::time_point>> committed;
-  committed.reserve(count);
-  auto start = steady::now();
-  for (int i = 0; i < count; ++i) {
-    check_interrupted();
-    std::this_thread::sleep_until(start + i * interval);
+  paced(p, [&](int i) {
     auto key = submit(i);
     committed.emplace_back(key, steady::now());
-  }
+  });
   auto deadline = steady::now() + std::chrono::seconds{30};
   while (seen.size() < committed.size() && steady::now() < deadline)
     sleep_checked(milliseconds{20});
@@ -608,8 +624,7 @@ latency_run paced_latency(arrivals& seen, const plan& p, const char* what,
                           " did not reach the executor within 30 s"};
     ms.push_back(std::max(0.0, std::chrono::duration<double, std::milli>(*arrived - at).count()));
   }
-  std::sort(ms.begin(), ms.end());
-  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+  return summary(std::move(ms));
 }
 
 /// Submits through taskmill.submit (one autocommit statement each, as a
@@ -630,20 +645,14 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const plan& p, 
 /// report when an in-process executor starts, a few microseconds later.
 latency_run inproc_pickup_latency(db::connection& conn, const plan& p, int run_index) {
   run(conn, sql::reset_tasks);
-  int count = static_cast<int>(p.latency_seconds * p.latency_rate);
-  auto interval = std::chrono::duration_cast<steady::duration>(
-      std::chrono::duration<double>{1.0 / p.latency_rate});
   std::unordered_map<std::string, double> committed;
-  auto start = steady::now();
-  for (int i = 0; i < count; ++i) {
-    check_interrupted();
-    std::this_thread::sleep_until(start + i * interval);
+  auto count = paced(p, [&](int i) {
     auto key = "i" + std::to_string(run_index) + "-" + std::to_string(i);
     run(conn, sql::submit_one, {std::string{inproc_type}, key});
     committed.emplace(
         key,
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
-  }
+  });
   await_succeeded(conn, {inproc_type}, count);
   auto claimed = run(conn, sql::claim_times, {std::string{inproc_type}});
   std::vector<double> ms;
@@ -655,8 +664,7 @@ latency_run inproc_pickup_latency(db::connection& conn, const plan& p, int run_i
   if (ms.size() != committed.size())
     throw bench_failure{"in-process latency: " + std::to_string(ms.size()) + " of " +
                         std::to_string(committed.size()) + " tasks claimed"};
-  std::sort(ms.begin(), ms.end());
-  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+  return summary(std::move(ms));
 }
 
 /// Two nodes that neither LISTEN nor poll more than every 30 s (the bench's
