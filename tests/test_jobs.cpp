@@ -75,6 +75,23 @@ BOOST_AUTO_TEST_CASE(a_fire_time_fires_once_and_moves_the_next_fire_time) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), "1");
 }
 
+// The leader asks again after this long; no job scheduled must read as none
+// (NULL), not as one due now, or the leader asks round after round.
+BOOST_AUTO_TEST_CASE(the_next_job_is_due_in_so_long_or_never) {
+  test::task_database db{"ledgernext"};
+  auto due_in = [&] {
+    return db.scalar("SELECT coalesce(taskmill.next_job_due_in_ms()::text, 'never')");
+  };
+  BOOST_CHECK_EQUAL(due_in(), "never");
+  put_job(db, "later", "now() + interval '1 minute'");
+  auto ms = std::stoll(due_in());
+  BOOST_CHECK(ms > 59000 && ms <= 60000);
+  db.exec("SELECT taskmill.set_job_enabled('later', false, NULL)");
+  BOOST_CHECK_EQUAL(due_in(), "never");
+  put_job(db, "late", "now() - interval '1 minute'");
+  BOOST_CHECK_EQUAL(due_in(), "0");
+}
+
 BOOST_AUTO_TEST_CASE(racing_firers_create_each_firing_exactly_once) {
   test::task_database db{"ledgerrace"};
   constexpr int jobs = 20;

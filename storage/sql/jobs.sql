@@ -154,11 +154,14 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- When the next job becomes due, by the database clock: milliseconds from
--- now (0 if one is due), or NULL if no job is scheduled.
+-- now (0 if one is due), or NULL if no job is scheduled. (greatest() skips
+-- a NULL: applied to the NULL of no job it would say one is due now, and the
+-- leader would ask again at once, round after round.)
 CREATE FUNCTION taskmill.next_job_due_in_ms() RETURNS bigint
 LANGUAGE sql STABLE AS $$
-  SELECT greatest(0, ceil(extract(epoch FROM min(j.next_fire_at) - now()) * 1000))::bigint
-    FROM taskmill.jobs j WHERE j.enabled
+  SELECT greatest(0, ceil(extract(epoch FROM n.next_fire_at - now()) * 1000))::bigint
+    FROM (SELECT min(j.next_fire_at) AS next_fire_at FROM taskmill.jobs j WHERE j.enabled) n
+   WHERE n.next_fire_at IS NOT NULL
 $$;
 
 -- Whether the job has a firing whose tasks are not all finished; firings
