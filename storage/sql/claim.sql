@@ -10,49 +10,75 @@ $$;
 -- The priority levels that have due work a node of p_types may run; one
 -- cheap probe per level instead of a claim statement per level. A probe in
 -- claim order with LIMIT 1 reads the claim index from its start (an EXISTS
--- becomes a semi-join that may read every due task).
+-- becomes a semi-join that may read every due task). PL/pgSQL keeps its plan
+-- for the session: as a SQL function it was planned at every claim, most of
+-- the cost of claiming one task.
 CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
-LANGUAGE sql STABLE AS $$
-  SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
-    FROM generate_series(1, 5) AS l(p)
-   CROSS JOIN LATERAL (
-     SELECT 1 FROM taskmill.tasks t
-      WHERE t.status IN ('pending', 'failed') AND t.priority = l.p AND t.execute_at <= now()
-        AND (p_types IS NULL OR t.type = ANY (p_types))
-        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-      ORDER BY t.execute_at, t.id LIMIT 1) AS first_due
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+BEGIN
+  RETURN (SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
+            FROM generate_series(1, 5) AS l(p)
+           CROSS JOIN LATERAL (
+             SELECT 1 FROM taskmill.tasks t
+              WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+                AND t.execute_at <= now()
+                AND (p_types IS NULL OR t.type = ANY (p_types))
+                AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+              ORDER BY t.execute_at, t.id LIMIT 1) AS first_due);
+END
 $$;
 
 -- Claims up to p_limit due tasks in claim order (priority, execute_at, id)
--- with SKIP LOCKED and makes them running in the same statement, so a task is
--- claimed once across any number of nodes. p_priority NULL: any level;
--- p_type NULL: any type but the capped ones. Custom plans fold the NULL tests
--- away, so each form uses the claim index as if written out.
+-- with SKIP LOCKED and makes them running in the same transaction, so a task
+-- is claimed once across any number of nodes. p_priority NULL: any level;
+-- p_type NULL: any type but the capped ones.
+--
+-- The plans are kept for the session: planned at every call, a claim of one
+-- task spent 0.2 ms planning. A kept plan must not depend on the arguments,
+-- so each level form is a statement of its own (the claim index then starts
+-- at the level), and with sequential scans and sorts ruled out a plan made
+-- while the table was small does not read it whole once it is not.
 CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
                                     p_type text, p_types text[], p_capped text[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql
-SET plan_cache_mode = force_custom_plan AS $$
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+DECLARE
+  v_ids bigint[];
 BEGIN
-  RETURN QUERY
-    WITH picked AS (
+  IF p_priority IS NULL THEN
+    v_ids := ARRAY(
       SELECT t.id FROM taskmill.tasks t
        WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-         AND (p_priority IS NULL OR t.priority = p_priority)
          AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
          AND (p_types IS NULL OR t.type = ANY (p_types))
          -- A broadcast shard is for its node only.
          AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
        ORDER BY t.priority, t.execute_at, t.id
        LIMIT p_limit
-       FOR UPDATE SKIP LOCKED)
-    -- By id through the primary key: joined to picked instead, the planner
-    -- reckons a table that fits in memory cheaper to hash whole, and reads
-    -- all of it at every claim.
+       FOR UPDATE SKIP LOCKED);
+  ELSE
+    v_ids := ARRAY(
+      SELECT t.id FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
+         AND t.priority = p_priority
+         AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
+         AND (p_types IS NULL OR t.type = ANY (p_types))
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+       ORDER BY t.execute_at, t.id
+       LIMIT p_limit
+       FOR UPDATE SKIP LOCKED);
+  END IF;
+  RETURN QUERY
     UPDATE taskmill.tasks t
        SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
            heartbeat_at = now(), started_at = now(), updated_at = now()
-     WHERE t.id = ANY (ARRAY(SELECT picked.id FROM picked))
+     WHERE t.id = ANY (v_ids)
     RETURNING t.*;
 END
 $$;
