@@ -2,9 +2,13 @@
 -- counted in the claim, and the time of the next due task.
 
 -- A node declared dead claims nothing until it has registered again.
+-- (PL/pgSQL keeps the plan; a SQL function is planned at every claim.)
 CREATE FUNCTION taskmill.may_claim(p_node text) RETURNS boolean
-LANGUAGE sql STABLE AS $$
-  SELECT NOT EXISTS (SELECT 1 FROM taskmill.nodes n WHERE n.name = p_node AND n.stopped_at IS NOT NULL)
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  RETURN NOT EXISTS (SELECT 1 FROM taskmill.nodes n
+                      WHERE n.name = p_node AND n.stopped_at IS NOT NULL);
+END
 $$;
 
 -- The priority levels that have due work a node of p_types may run; one
