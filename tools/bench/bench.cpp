@@ -861,8 +861,14 @@ int measure(const bench_options& options) {
       raw_drain{"tasks/s"}, drain_ratio{"ratio"}, drain_unlimited{"tasks/s"},
       drain_limited{"tasks/s"}, limits_ratio{"ratio"}, drain_calendar{"tasks/s"},
       calendar_ratio{"ratio"};
+  auto peak_rss = [&] {
+    return std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss()});
+  };
+  // With the peak so far on each line, the line after a measurement that
+  // raised it tells which one did.
   auto runs = [&](const std::string& what, int r) {
-    progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) + ")");
+    progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) +
+             "; nodes' peak RSS so far " + std::to_string(peak_rss() >> 20) + " MiB)");
   };
   auto clients = std::to_string(p.many_clients);
 
@@ -934,8 +940,7 @@ int measure(const bench_options& options) {
     drain_calendar.runs.push_back(calendar_drain_rate(node, conn, p.drain_tasks, r));
     calendar_ratio.runs.push_back(drain_calendar.runs.back() / drain.median());
   }
-  auto peak = std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss()});
-  rss.runs.push_back(static_cast<double>(peak) / (1 << 20));
+  rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
   auto k = [](int n) {
