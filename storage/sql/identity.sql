@@ -43,9 +43,9 @@ $$;
 
 -- The highest non-cancelled version of (type, key): its current task. In
 -- PL/pgSQL its plan is kept for the session: as a SQL function it was planned
--- at every call, half of a one-task submit. With sequential scans ruled
--- out, a plan made while the tables were empty reads the keys' index still
--- once they are not.
+-- at every call, half of a one-task submit. The tasks are read by their ids,
+-- not joined: a kept plan made while the tables were empty could otherwise
+-- read all of them at every call once they are not.
 CREATE FUNCTION taskmill.current_task(p_type text, p_key text) RETURNS taskmill.tasks
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -54,9 +54,11 @@ DECLARE
   v_task taskmill.tasks;
 BEGIN
   SELECT t.* INTO v_task
-    FROM taskmill.task_keys k JOIN taskmill.tasks t ON t.id = k.task_id
-   WHERE k.type = p_type AND k.key = p_key AND t.status <> 'cancelled'
-   ORDER BY k.version DESC LIMIT 1;
+    FROM taskmill.tasks t
+   WHERE t.id = ANY (ARRAY(SELECT k.task_id FROM taskmill.task_keys k
+                            WHERE k.type = p_type AND k.key = p_key))
+     AND t.status <> 'cancelled'
+   ORDER BY t.version DESC LIMIT 1;
   RETURN v_task;
 END
 $$;

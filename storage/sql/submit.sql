@@ -289,8 +289,11 @@ BEGIN
       FROM input i JOIN settings s ON s.for_type = i.type
      WHERE i.copies = 1
        -- Cancelled tasks do not count for submit (see taskmill.current_task).
+       -- A lookup per row by the key's index: joined instead, the plan kept
+       -- from a call while the keys were few read all of them for each row
+       -- (OFFSET 0 keeps the planner from turning this into a join).
        AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
-                        WHERE k.type = i.type AND k.key = i.key)
+                        WHERE k.type = i.type AND k.key = i.key OFFSET 0)
   ),
   inserted AS (
     INSERT INTO taskmill.tasks AS t (type, key, version, payload, execute_at, priority,
