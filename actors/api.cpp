@@ -34,8 +34,6 @@ namespace {
 
 using self_ptr = api_actor::stateful_pointer<api_state>;
 
-constexpr auto ask_timeout = std::chrono::seconds{60};
-
 /// One request on its way to an answer.
 struct call {
   http_request req;
@@ -149,7 +147,7 @@ void guarded(self_ptr self, const call& c, F&& f) {
 template <class Result, class Handle, class Done, class Failed, class... Ts>
 void ask_or(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Failed&& failed,
             Ts&&... xs) {
-  self->request(handle, ask_timeout, std::forward<Ts>(xs)...)
+  self->request(handle, local_request_timeout, std::forward<Ts>(xs)...)
       .then([self, c, done = std::forward<Done>(done)](
                 Result& result) mutable { guarded(self, *c, [&] { done(*c, result); }); },
             [self, c, failed = std::forward<Failed>(failed)](const caf::error& err) mutable {
@@ -418,15 +416,15 @@ void add_limit_use(const config& cfg, int64_t in_flight, pb::Stats& stats) {
 
 void stats(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
-  self->request(o.storage, ask_timeout, stats_atom_v)
+  self->request(o.storage, local_request_timeout, stats_atom_v)
       .then(
           [self, c](pb::Stats& stats) {
             const auto& o = self->state.options;
-            self->request(o.storage, ask_timeout, nodes_atom_v, o.lease.count())
+            self->request(o.storage, local_request_timeout, nodes_atom_v, o.lease.count())
                 .then(
                     [self, c, stats](const pb::NodeList& nodes) mutable {
                       const auto& o = self->state.options;
-                      self->request(o.limiter, ask_timeout, caf::get_atom_v)
+                      self->request(o.limiter, local_request_timeout, caf::get_atom_v)
                           .then(
                               [self, c, stats, nodes](int64_t in_flight) mutable {
                                 for (const auto& n : nodes.nodes()) *stats.add_nodes() = n;
@@ -655,7 +653,7 @@ void ready(self_ptr self, call_ptr c) {
 
 /// /metrics, last: live tasks per type and the use of the limits.
 void answer_live_metrics(self_ptr self, call_ptr c, http_response res) {
-  self->request(self->state.options.storage, ask_timeout, stats_atom_v, live_atom_v)
+  self->request(self->state.options.storage, local_request_timeout, stats_atom_v, live_atom_v)
       .then(
           [self, c, res](pb::Stats& live) mutable {
             const auto& o = self->state.options;
@@ -668,14 +666,14 @@ void answer_live_metrics(self_ptr self, call_ptr c, http_response res) {
 
 /// /metrics, once the numbers of the jobs are in: the alerts' come next.
 void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
-  self->request(self->state.options.storage, ask_timeout, alerts_atom_v, stats_atom_v)
+  self->request(self->state.options.storage, local_request_timeout, alerts_atom_v, stats_atom_v)
       .then(
           [self, c, jobs](const pb::AlertMetrics& alerts) {
             http_response res;
             res.content_type = "text/plain; version=0.0.4";
             res.body = self->state.options.metrics->render() + render_job_metrics(jobs) +
                        render_alert_metrics(alerts);
-            self->request(self->state.options.peers, ask_timeout, peers_atom_v)
+            self->request(self->state.options.peers, local_request_timeout, peers_atom_v)
                 .then(
                     [self, c, res](const pb::PeerLinks& links) mutable {
                       res.body += render_link_metrics(links);
@@ -689,19 +687,19 @@ void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
 void metrics(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
   // The first storage is the node's main connection.
-  self->request(o.storages.front().second, ask_timeout, status_atom_v)
+  self->request(o.storages.front().second, local_request_timeout, status_atom_v)
       .then(
           [self, c](const pb::StorageStatus& status) {
             const auto& o = self->state.options;
             o.metrics->storage_connected.Set(status.connected() ? 1 : 0);
             o.metrics->storage_round_trips.Set(static_cast<double>(status.round_trips()));
             o.metrics->storage_statements.Set(static_cast<double>(status.statements()));
-            self->request(o.limiter, ask_timeout, caf::get_atom_v)
+            self->request(o.limiter, local_request_timeout, caf::get_atom_v)
                 .then(
                     [self, c](int64_t in_flight) {
                       auto& m = *self->state.options.metrics;
                       m.in_flight.Set(static_cast<double>(in_flight));
-                      self->request(self->state.options.jobs, ask_timeout, jobs_atom_v,
+                      self->request(self->state.options.jobs, local_request_timeout, jobs_atom_v,
                                     stats_atom_v)
                           .then([self,
                                  c](const pb::JobMetrics& jobs) { answer_metrics(self, c, jobs); },
@@ -715,7 +713,7 @@ void metrics(self_ptr self, call_ptr c) {
 /// GET /v1/nodes: the nodes as the database has them, each with this
 /// node's link to it, and the remote executors linked here.
 void answer_nodes(self_ptr self, call_ptr c, pb::NodeList nodes) {
-  self->request(self->state.options.peers, ask_timeout, peers_atom_v)
+  self->request(self->state.options.peers, local_request_timeout, peers_atom_v)
       .then(
           [self, c, nodes](const pb::PeerLinks& links) mutable {
             std::map<std::string, std::string> state;

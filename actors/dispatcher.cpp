@@ -56,7 +56,6 @@ namespace {
 
 using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
-constexpr auto storage_timeout = std::chrono::seconds{120};
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
 
 /// Counts an outcome in all and, where its type is known, for its type.
@@ -107,7 +106,7 @@ void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
 void report(self_ptr self, pb::TaskOutcomes outcomes) {
   auto& st = self->state;
   ++st.reports_in_flight;
-  self->request(st.options.storage, storage_timeout, complete_atom_v, outcomes)
+  self->request(st.options.storage, local_request_timeout, complete_atom_v, outcomes)
       .then(
           [self, outcomes](const pb::OutcomeAcks& acks) {
             auto& st = self->state;
@@ -265,7 +264,7 @@ void reconcile(self_ptr self) {
     mine.add_task_ids(id);
     mine.add_attempts(exec.attempt);
   }
-  self->request(st.options.storage, storage_timeout, check_atom_v, mine)
+  self->request(st.options.storage, local_request_timeout, check_atom_v, mine)
       .then(
           [self](const pb::Executions& over) {
             auto& st = self->state;
@@ -303,7 +302,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
   pb::TaskOutcomes one;
   *one.add_outcomes() = outcome;
   auto promise = self->make_response_promise<pb::ResultAck>();
-  self->request(st.options.storage, storage_timeout, complete_atom_v, one)
+  self->request(st.options.storage, local_request_timeout, complete_atom_v, one)
       .then(
           [self, promise, one, ours,
            attempt = report.attempt()](const pb::OutcomeAcks& acks) mutable {

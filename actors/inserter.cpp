@@ -18,14 +18,12 @@ namespace {
 
 using self_ptr = inserter_actor::stateful_pointer<inserter_state>;
 
-constexpr auto storage_timeout = std::chrono::seconds{120};
-
 /// Asks storage, wakes the pusher if `woke_work` says the answer may have
 /// made work due, and hands the answer on.
 template <class Answer, class Request, class Atom, class Predicate>
 caf::result<Answer> forward(self_ptr self, Atom atom, Request req, Predicate woke_work) {
   auto promise = self->make_response_promise<Answer>();
-  self->request(self->state.options.storage, storage_timeout, atom, std::move(req))
+  self->request(self->state.options.storage, local_request_timeout, atom, std::move(req))
       .then(
           [self, promise, woke_work](Answer& answer) mutable {
             if (woke_work(answer))

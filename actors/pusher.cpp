@@ -32,8 +32,6 @@ namespace {
 
 using self_ptr = pusher_actor::stateful_pointer<pusher_state>;
 
-constexpr auto storage_timeout = std::chrono::seconds{120};
-
 void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
   auto generation = ++self->state.timer_generation;
   self->delayed_send(self, delay, caf::tick_atom_v, generation);
@@ -100,7 +98,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   req.set_node(st.options.node);
   *req.mutable_grant() = std::move(grant);
   for (auto quota : st.shares.quotas(permits)) req.add_level_quotas(quota);
-  self->request(st.options.storage, storage_timeout, claim_atom_v, req)
+  self->request(st.options.storage, local_request_timeout, claim_atom_v, req)
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
             [self, permits](const caf::error& err) {
               auto& st = self->state;
@@ -126,7 +124,7 @@ void claim_round(self_ptr self) {
   }
   st.claiming = true;
   st.wake_pending = false;
-  self->request(st.options.limiter, storage_timeout, acquire_atom_v, st.options.batch_size)
+  self->request(st.options.limiter, local_request_timeout, acquire_atom_v, st.options.batch_size)
       .then([self](pb::ClaimGrant& grant) { claim_with(self, std::move(grant)); },
             [self](const caf::error& err) {
               spdlog::error("pusher: limiter failed: {}", error_message(err));

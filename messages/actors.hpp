@@ -17,6 +17,7 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/replies_to.hpp>
 #include <caf/sec.hpp>
+#include <caf/timespan.hpp>
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
@@ -153,6 +154,13 @@ CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
 
 namespace taskmill {
+
+/// The timeout of requests between actors of one node on the hot path
+/// (submits, claims, outcomes, the API's reads). The callee always answers,
+/// with an error when it cannot, so they wait without one: CAF 0.17 keeps a
+/// request's timeout in its clock until it expires, answered or not, and at
+/// thousands of requests a second those held most of the node's memory.
+inline constexpr caf::infinite_t local_request_timeout = caf::infinite;
 
 /// Anything that answers while it processes its mailbox: readiness asks it.
 using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok_atom>>;
