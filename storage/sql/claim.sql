@@ -36,15 +36,16 @@ END
 $$;
 
 -- Claims up to p_limit due tasks in claim order (priority, execute_at, id)
--- with SKIP LOCKED and makes them running in the same transaction, so a task
--- is claimed once across any number of nodes. p_priority NULL: any level;
+-- with SKIP LOCKED and makes them running in the same statement, so a task is
+-- claimed once across any number of nodes. p_priority NULL: any level;
 -- p_type NULL: any type but the capped ones.
 --
--- The plans are kept for the session: planned at every call, a claim of one
--- task spent 0.2 ms planning. A kept plan must not depend on the arguments,
--- so each level form is a statement of its own (the claim index then starts
--- at the level), and with sequential scans and sorts ruled out a plan made
--- while the table was small does not read it whole once it is not.
+-- The plan is kept for the session: planned at every call, a claim of one
+-- task spent 0.2 ms planning. A kept plan cannot fold a NULL test away, so
+-- the level is a list (one level, or all five) that the claim index reads
+-- level by level, each up to now; with sequential scans and sorts ruled out,
+-- a plan made while the table was small does not read it whole once it is
+-- not. The rows are updated by id through the primary key.
 CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
                                     p_type text, p_types text[], p_capped text[])
 RETURNS SETOF taskmill.tasks
@@ -53,36 +54,24 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 DECLARE
-  v_ids bigint[];
+  v_levels integer[] := CASE WHEN p_priority IS NULL THEN '{1,2,3,4,5}'
+                             ELSE ARRAY[p_priority] END;
 BEGIN
-  IF p_priority IS NULL THEN
-    v_ids := ARRAY(
-      SELECT t.id FROM taskmill.tasks t
-       WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-         AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
-         AND (p_types IS NULL OR t.type = ANY (p_types))
-         -- A broadcast shard is for its node only.
-         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-       ORDER BY t.priority, t.execute_at, t.id
-       LIMIT p_limit
-       FOR UPDATE SKIP LOCKED);
-  ELSE
-    v_ids := ARRAY(
-      SELECT t.id FROM taskmill.tasks t
-       WHERE t.status IN ('pending', 'failed') AND t.execute_at <= now()
-         AND t.priority = p_priority
-         AND (CASE WHEN p_type IS NULL THEN t.type <> ALL (p_capped) ELSE t.type = p_type END)
-         AND (p_types IS NULL OR t.type = ANY (p_types))
-         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-       ORDER BY t.execute_at, t.id
-       LIMIT p_limit
-       FOR UPDATE SKIP LOCKED);
-  END IF;
   RETURN QUERY
     UPDATE taskmill.tasks t
        SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
            heartbeat_at = now(), started_at = now(), updated_at = now()
-     WHERE t.id = ANY (v_ids)
+     WHERE t.id = ANY (ARRAY(
+       SELECT d.id FROM taskmill.tasks d
+        WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (v_levels)
+          AND d.execute_at <= now()
+          AND (CASE WHEN p_type IS NULL THEN d.type <> ALL (p_capped) ELSE d.type = p_type END)
+          AND (p_types IS NULL OR d.type = ANY (p_types))
+          -- A broadcast shard is for its node only.
+          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+        ORDER BY d.priority, d.execute_at, d.id
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED))
     RETURNING t.*;
 END
 $$;
