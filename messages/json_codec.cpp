@@ -545,16 +545,16 @@ std::string encode(const pb::NodeList& list) {
 }
 
 std::string encode_error(const pb::Error& error) {
-  // Through nlohmann's dump, which replaces invalid UTF-8: a message may
-  // quote any input.
-  json fields{{"code", error.code()}, {"message", error.message()}};
-  if (error.has_waiting()) {
-    const auto& w = error.waiting();
-    json waiting{{"reason", w.reason()}, {"message", w.message()}};
-    if (w.has_until()) waiting["until"] = format_rfc3339(to_micros(w.until()));
-    fields["waiting"] = std::move(waiting);
+  std::string out = R"({"error":)";
+  {
+    object_writer w{out};
+    // Through nlohmann's dump, which replaces invalid UTF-8: a message may
+    // quote any input.
+    w.field("code") += dump(json(error.code()));
+    w.field("message") += dump(json(error.message()));
+    if (error.has_waiting()) write_waiting(w.field("waiting"), error.waiting());
   }
-  return dump(json{{"error", std::move(fields)}});
+  return out + "}";
 }
 
 std::string encode_error(const std::string& code, const std::string& message) {
