@@ -254,6 +254,10 @@ std::string submit_many_of(const std::string& prefix, int n) {
          ", " + nulls("integer") + ", " + nulls("integer") + ")";
 }
 
+std::string submit_one_of(const std::string& key) {
+  return "SELECT (taskmill.submit('T', '" + key + "')).outcome";
+}
+
 std::string claim_of(const std::string& node, int n) {
   auto quota = std::to_string(n);
   return "SELECT count(*) FROM taskmill.claim('" + node + "', " + quota + ", '{" + quota + "," +
@@ -277,8 +281,8 @@ struct hot_path_buffers {
 
 hot_path_buffers measure(db::connection& conn, const std::string& node) {
   return {buffers_of(conn, submit_many_of(node + "-batch-", 1000)),
-          buffers_of(conn, "SELECT (taskmill.submit('T', '" + node + "-one')).outcome"),
-          buffers_of(conn, claim_of(node, 500)), buffers_of(conn, complete_running_of(node))};
+          buffers_of(conn, submit_one_of(node + "-one")), buffers_of(conn, claim_of(node, 500)),
+          buffers_of(conn, complete_running_of(node))};
 }
 
 }  // namespace
@@ -291,9 +295,8 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
   db.exec("ALTER TABLE taskmill.task_keys SET (autovacuum_enabled = false)");
   auto early = db.connect();
-  for (const auto& sql : {submit_many_of("early-", 1), std::string{claim_of("early", 1)},
-                          complete_running_of("early"),
-                          std::string{"SELECT (taskmill.submit('T', 'early-one')).outcome"}})
+  for (const auto& sql : {submit_many_of("early-", 1), claim_of("early", 1),
+                          complete_running_of("early"), submit_one_of("early-one")})
     BOOST_REQUIRE(early.exec(sql));
   db.exec(
       "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
