@@ -60,8 +60,6 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     spdlog::info("pusher: claiming again");
     st.storage_failing = false;
   }
-  fair_shares::counts asked{};
-  for (int l = 0; l < fair_shares::levels; ++l) asked[l] = req.level_quotas(l);
   fair_shares::counts got{};
   pb::PermitUse use;
   use.set_permits(req.grant().permits());
@@ -70,7 +68,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     if (level >= 0 && level < fair_shares::levels) ++got[level];
     use.add_claimed_types(task.type());
   }
-  st.shares.settle(asked, got);
+  st.shares.settle({req.turns().begin(), req.turns().end()}, claimed.turns_taken(), got);
   st.options.metrics->claim_rounds.Increment();
   st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
@@ -97,7 +95,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   pb::ClaimRequest req;
   req.set_node(st.options.node);
   *req.mutable_grant() = std::move(grant);
-  for (auto quota : st.shares.quotas(permits)) req.add_level_quotas(quota);
+  for (auto level : st.shares.turns(permits)) req.add_turns(level);
   self->request(st.options.storage, local_request_timeout, claim_atom_v, req)
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
             [self, permits](const caf::error& err) {

@@ -440,6 +440,7 @@ pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::r
     return out;
   }
   if (next->rows() == 0) return out;
+  if (!next->is_null(0, 2)) out.set_turns_taken(next->int32(0, 2));
   // The claim and this statement run back to back: the database's clock
   // here is when the tasks started, for their pickup latency.
   auto db_now_us = next->micros(0, 1);
@@ -567,7 +568,7 @@ db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
   auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
   auto [room_types, room] = key_value_arrays(grant.executor_room());
   return {&db::sql::claim,
-          {req.node(), std::to_string(grant.permits()), int_array(req.level_quotas()),
+          {req.node(), std::to_string(grant.permits()), int_array(req.turns()),
            std::move(capped_types), std::move(capped_limits), std::to_string(grant.global_limit()),
            types, std::move(room_types), std::move(room)}};
 }

@@ -18,8 +18,9 @@
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
+#include <array>
 #include <deque>
-#include <numeric>
 #include <optional>
 
 using namespace taskmill;
@@ -175,9 +176,14 @@ BOOST_AUTO_TEST_CASE(a_claim_runs_its_tasks_and_their_permits_come_back_once_sto
   const auto& claim = rec->claims.front();
   BOOST_CHECK_EQUAL(claim.grant().permits(), 50);
   BOOST_CHECK_EQUAL(claim.node(), "n1");
-  // Quotas per level; what they leave unused the claim fills in priority order.
-  BOOST_CHECK_EQUAL(claim.level_quotas_size(), 5);
-  BOOST_CHECK_LE(std::accumulate(claim.level_quotas().begin(), claim.level_quotas().end(), 0), 50);
+  // A turn per permit, shared out by the levels' weights 16:8:4:2:1; what
+  // the turns leave unused the claim fills in priority order.
+  BOOST_REQUIRE_EQUAL(claim.turns_size(), 50);
+  std::array<int, 5> expected{26, 13, 6, 3, 2};
+  for (int level = 1; level <= 5; ++level)
+    BOOST_CHECK_LE(std::abs(std::count(claim.turns().begin(), claim.turns().end(), level) -
+                            expected[level - 1]),
+                   1);
   // Each task ran once, under the attempt it was claimed with, and succeeded.
   BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 3u);
   for (const auto& o : rec->outcomes) {

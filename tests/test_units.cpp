@@ -17,6 +17,7 @@
 #include "messages/validate.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -191,14 +192,21 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fairness)
 
+fair_shares::counts per_level(const std::vector<int>& turns, size_t first = SIZE_MAX) {
+  fair_shares::counts out{};
+  for (size_t i = 0; i < std::min(first, turns.size()); ++i) ++out[turns[i] - 1];
+  return out;
+}
+
 BOOST_AUTO_TEST_CASE(levels_with_work_share_claims_by_their_weights) {
   fair_shares shares{{16, 8, 4, 2, 1}};
   fair_shares::counts total{};
   for (int round = 0; round < 100; ++round) {
-    auto asked = shares.quotas(31);
-    BOOST_CHECK_EQUAL(std::accumulate(asked.begin(), asked.end(), 0), 31);
-    shares.settle(asked, asked);
-    for (int i = 0; i < fair_shares::levels; ++i) total[i] += asked[i];
+    auto turns = shares.turns(31);
+    BOOST_CHECK_EQUAL(turns.size(), 31u);
+    auto claimed = per_level(turns);
+    shares.settle(turns, 31, claimed);
+    for (int i = 0; i < fair_shares::levels; ++i) total[i] += claimed[i];
   }
   // 3100 claims over weights summing to 31: 1600, 800, 400, 200, 100, each
   // within a claim or so per round.
@@ -208,18 +216,51 @@ BOOST_AUTO_TEST_CASE(levels_with_work_share_claims_by_their_weights) {
                         "level " << i + 1 << " got " << total[i]);
 }
 
+// A cluster-wide limit leaves a claim room for one or two of its turns: the
+// turns it did not take stay owed, and over the rounds every level still
+// gets its weight's share, the lightest included.
+BOOST_AUTO_TEST_CASE(claims_cut_short_by_limits_keep_the_shares) {
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  fair_shares::counts total{};
+  for (int round = 0; round < 310; ++round) {
+    auto turns = shares.turns(50);
+    auto taken = 1 + round % 2;
+    auto claimed = per_level(turns, taken);
+    shares.settle(turns, taken, claimed);
+    for (int i = 0; i < fair_shares::levels; ++i) total[i] += claimed[i];
+  }
+  std::array<int, fair_shares::levels> expected{240, 120, 60, 30, 15};
+  for (int i = 0; i < fair_shares::levels; ++i)
+    BOOST_CHECK_MESSAGE(std::abs(total[i] - expected[i]) <= 2,
+                        "level " << i + 1 << " got " << total[i]);
+}
+
 BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
   fair_shares shares{{16, 8, 4, 2, 1}};
-  auto asked = shares.quotas(50);
-  // Only level 5 had work: every other level claimed nothing.
-  shares.settle(asked, {0, 0, 0, 0, asked[4]});
-  int claimed = 0;
+  auto turns = shares.turns(50);
+  // Only level 5 had work: every other level claimed nothing, and level 5
+  // filled what they left.
+  shares.settle(turns, 50, {0, 0, 0, 0, 50});
   for (int round = 0; round < 10; ++round) {
-    asked = shares.quotas(50);
-    claimed = asked[4];
-    shares.settle(asked, {0, 0, 0, 0, asked[4]});
+    turns = shares.turns(50);
+    // A probe of each idle level first, then every turn is level 5's.
+    BOOST_CHECK_EQUAL(turns.size(), 54u);
+    BOOST_CHECK(
+        (std::vector<int>(turns.begin(), turns.begin() + 4) == std::vector<int>{1, 2, 3, 4}));
+    BOOST_CHECK_EQUAL(per_level(turns)[4], 50);
+    shares.settle(turns, 54, {0, 0, 0, 0, 50});
   }
-  BOOST_CHECK_GE(claimed, 46);  // all but the probes of the idle levels
+}
+
+// A level whose probe finds work takes its turns again from the next round.
+BOOST_AUTO_TEST_CASE(a_level_that_gets_work_again_gets_its_turns) {
+  fair_shares shares{{1, 1, 1, 1, 1}};
+  auto turns = shares.turns(10);
+  shares.settle(turns, 10, {0, 5, 5, 0, 0});
+  turns = shares.turns(10);
+  BOOST_CHECK_EQUAL(per_level(turns)[0], 1);
+  shares.settle(turns, 12, {1, 5, 4, 0, 0});
+  BOOST_CHECK_GE(per_level(shares.turns(10))[0], 3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -1,7 +1,6 @@
 #include "actors/limits/fair_shares.hpp"
 
 #include <algorithm>
-#include <cmath>
 
 namespace taskmill {
 
@@ -9,37 +8,58 @@ fair_shares::fair_shares(std::array<int, levels> weights) : weights_(weights) {
   active_.fill(true);
 }
 
-fair_shares::counts fair_shares::quotas(int n) {
-  counts out{};
-  int active_weight = 0;
+int fair_shares::active_weight() const {
+  int sum = 0;
   for (int l = 0; l < levels; ++l)
-    if (active_[l]) active_weight += weights_[l];
-  for (int l = 0; l < levels; ++l) {
-    if (!active_[l]) {
-      // A probe on top of the shares: it takes a claim only if there is work.
-      share_[l] = 0;
-      out[l] = 1;
-      continue;
+    if (active_[l]) sum += weights_[l];
+  return sum;
+}
+
+std::vector<int> fair_shares::turns(int n) const {
+  std::vector<int> out;
+  for (int l = 0; l < levels; ++l)
+    if (!active_[l]) out.push_back(l + 1);
+  auto weight = active_weight();
+  if (weight == 0) return out;
+  // Each turn adds every level's share of one claim to its credit and goes
+  // to the level owed most (smooth weighted round robin).
+  auto credit = credit_;
+  for (int i = 0; i < n; ++i) {
+    int next = -1;
+    for (int l = 0; l < levels; ++l) {
+      if (!active_[l]) continue;
+      credit[l] += static_cast<double>(weights_[l]) / weight;
+      if (next < 0 || credit[l] > credit[next]) next = l;
     }
-    share_[l] = static_cast<double>(n) * weights_[l] / active_weight;
-    credit_[l] = std::min(credit_[l] + share_[l], share_[l] + 1);
-    out[l] = std::max(0, static_cast<int>(std::floor(credit_[l])));
+    credit[next] -= 1;
+    out.push_back(next + 1);
   }
   return out;
 }
 
-void fair_shares::settle(const counts& asked, const counts& claimed) {
+void fair_shares::settle(const std::vector<int>& turns, int taken, const counts& claimed) {
+  int total = 0;
+  for (auto c : claimed) total += c;
+  if (total == 0) return;
+  counts offered{};
+  for (size_t i = 0; i < std::min(static_cast<size_t>(std::max(0, taken)), turns.size()); ++i)
+    if (turns[i] >= 1 && turns[i] <= levels) ++offered[turns[i] - 1];
+  auto was_active = active_;
   for (int l = 0; l < levels; ++l) {
-    if (claimed[l] < asked[l]) {
-      // Ran dry: no share, and no credit kept for later.
+    if (claimed[l] < offered[l]) {
       active_[l] = false;
       credit_[l] = 0;
-      continue;
+    } else if (claimed[l] > 0) {
+      active_[l] = true;
     }
-    active_[l] = true;
-    // Claims beyond the quota came from capacity others left unused; they are
-    // repaid within about a round.
-    credit_[l] = std::max(credit_[l] - claimed[l], -(share_[l] + 1));
+  }
+  // Shares of what the round claimed, whatever cut it short, among the levels
+  // that had work; claims beyond a share came from room others left unused.
+  auto weight = active_weight();
+  for (int l = 0; l < levels; ++l) {
+    if (!active_[l] || !was_active[l]) continue;
+    double share = static_cast<double>(total) * weights_[l] / weight;
+    credit_[l] = std::clamp(credit_[l] + share - claimed[l], -(share + 1), share + 1);
   }
 }
 

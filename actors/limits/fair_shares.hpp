@@ -3,14 +3,21 @@
 // Weighted shares of claims per priority level (SPEC §4, fairness).
 //
 // While several levels have due work each gets claims in proportion to its
-// weight, deterministically: fractional shares carry over as credit, so the
-// counts follow the weights to within a claim or so per level and round. A
-// level that ran dry stops taking a share; it keeps a probe of one claim per
-// round, on top of the shares, so that new work there is seen within a round. Whatever the quotas
-// leave unused the claim fills in priority order, so capacity is never idle
-// while any level has due work.
+// weight, deterministically. A round's claims are handed out as turns, a level
+// per claim, interleaved by weight from the credit each level has built up;
+// the database takes as many turns as the limits leave it room for, from the
+// first, passing over levels without due work, and says how far it went. So a
+// claim cut short by a cluster-wide limit still shares what room there was by
+// weight, and a level the room did not reach is owed its claims in later
+// rounds. A level that ran dry (it was passed over, or claimed fewer than its
+// turns) stops taking turns; it keeps a probe of one claim per round, first
+// in the round and passed over while it has no due work, so that new work
+// there is seen within a round. Whatever the turns leave unused the claim
+// fills in priority order, so capacity is never idle while any level has due
+// work; those claims are repaid within about a round.
 
 #include <array>
+#include <vector>
 
 namespace taskmill {
 
@@ -21,17 +28,21 @@ class fair_shares {
 
   explicit fair_shares(std::array<int, levels> weights);
 
-  /// Claims per level (index 0: priority 1) for a round of `n` claims.
-  counts quotas(int n);
+  /// The level (1 to 5) of each claim of a round of `n`, in turn: a probe of
+  /// each level that ran dry, then `n` turns shared by weight.
+  std::vector<int> turns(int n) const;
 
-  /// Books what a round asked with `asked` (from quotas) actually claimed.
-  void settle(const counts& asked, const counts& claimed);
+  /// Books what a round claimed per level (index 0: priority 1) when the
+  /// database went through the first `taken` of the `turns` it was given.
+  void settle(const std::vector<int>& turns, int taken, const counts& claimed);
 
  private:
+  int active_weight() const;
+
   std::array<int, levels> weights_;
   std::array<bool, levels> active_;
+  // Claims owed to each level (negative: claims taken ahead of its share).
   std::array<double, levels> credit_{};
-  std::array<double, levels> share_{};
 };
 
 }  // namespace taskmill

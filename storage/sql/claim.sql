@@ -77,23 +77,27 @@ END
 $$;
 
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
--- work: an idle claim costs one probe. p_level_quotas[l]
--- tasks of level l come first (the pusher's weighted shares), the rest of
--- p_limit is filled in claim order. Types with
--- a running limit go first within a level, as far as their room allows.
--- Running limits are counted here, in the database, so they hold for the
--- whole cluster; claims that check them take turns. p_types lists the types
--- this node can run (NULL: any); p_local_types the types it runs on executors
--- of limited capacity, with the room p_local_room they have left.
-CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
-                               p_capped_types text[], p_type_limits integer[],
-                               p_global_limit integer, p_types text[], p_local_types text[],
-                               p_local_room integer[])
+-- work: an idle claim costs one probe. p_turns holds the level of each claim
+-- in turn (the pusher's weighted shares); the claim takes as many turns of
+-- levels with due work as the limits leave it room for, from the first, so
+-- that a claim cut short by a cluster-wide limit still shares its room by
+-- weight. Whatever the turns leave of that room is filled in claim order. Types with a running limit go
+-- first within a level, as far as their room allows. Running limits are
+-- counted here, in the database, so they hold for the whole cluster; claims
+-- that check them take turns. p_types lists the types this node can run
+-- (NULL: any); p_local_types the types it runs on executors of limited
+-- capacity, with the room p_local_room they have left.
+CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
+                                        p_capped_types text[], p_type_limits integer[],
+                                        p_global_limit integer, p_types text[],
+                                        p_local_types text[], p_local_room integer[])
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql AS $$
 DECLARE
   v_left integer := p_limit;
   v_quota integer;
+  v_quotas integer[];
+  v_turns_taken integer;
   v_count integer;
   v_running integer;
   v_running_types text[];
@@ -109,6 +113,7 @@ DECLARE
   v_uncapped boolean;
 BEGIN
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
+    PERFORM set_config('taskmill.claim_turns_taken', '0', false);
     RETURN;
   END IF;
   IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
@@ -123,6 +128,20 @@ BEGIN
   IF p_global_limit > 0 THEN
     v_left := least(v_left, p_global_limit - v_running);
   END IF;
+  -- The first turns of levels with due work, as many as there is room for,
+  -- and how far into the turns they reach. The claim answers with its tasks;
+  -- the pusher, to tell a level that ran dry from one the room did not reach,
+  -- reads how far it went with the statement after it, in the same round trip.
+  WITH taken AS (
+    SELECT u.level, u.turn FROM unnest(p_turns) WITH ORDINALITY AS u(level, turn)
+     WHERE u.level = ANY (v_due) ORDER BY u.turn LIMIT greatest(v_left, 0))
+  SELECT array_agg((SELECT count(*) FROM taken t WHERE t.level = l.p)::integer ORDER BY l.p),
+         CASE WHEN (SELECT count(*) FROM taken) < greatest(v_left, 0)
+              THEN coalesce(cardinality(p_turns), 0)
+              ELSE coalesce((SELECT max(t.turn) FROM taken t), 0) END
+    INTO v_quotas, v_turns_taken
+    FROM generate_series(1, 5) AS l(p);
+  PERFORM set_config('taskmill.claim_turns_taken', v_turns_taken::text, false);
   FOR i IN 1..cardinality(v_capped) LOOP
     v_running := coalesce(v_running_counts[array_position(v_running_types, v_capped[i])], 0);
     v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
@@ -150,7 +169,7 @@ BEGIN
     IF lvl <= 5 AND NOT lvl = ANY (v_due) THEN
       CONTINUE;
     END IF;
-    v_quota := CASE WHEN lvl <= 5 THEN least(coalesce(p_level_quotas[lvl], 0), v_left) ELSE v_left END;
+    v_quota := CASE WHEN lvl <= 5 THEN least(v_quotas[lvl], v_left) ELSE v_left END;
     IF v_quota <= 0 THEN
       v_more := true;
       CONTINUE;
@@ -178,6 +197,23 @@ BEGIN
     v_more := v_more OR v_count >= v_quota;
   END LOOP;
 END
+$$;
+
+-- Nodes of the release before this one give quotas per level instead of
+-- turns, and take them in priority order, until they are restarted on this
+-- one.
+CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
+                               p_capped_types text[], p_type_limits integer[],
+                               p_global_limit integer, p_types text[], p_local_types text[],
+                               p_local_room integer[])
+RETURNS SETOF taskmill.tasks
+LANGUAGE sql AS $$
+  SELECT * FROM taskmill.claim_by_turns(
+    p_node, p_limit,
+    ARRAY(SELECT l.p FROM generate_series(1, 5) AS l(p)
+           CROSS JOIN generate_series(1, coalesce(p_level_quotas[l.p], 0))
+           ORDER BY l.p),
+    p_capped_types, p_type_limits, p_global_limit, p_types, p_local_types, p_local_room)
 $$;
 
 CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint, p_node text,
