@@ -132,15 +132,14 @@ BEGIN
   -- and how far into the turns they reach. The claim answers with its tasks;
   -- the pusher, to tell a level that ran dry from one the room did not reach,
   -- reads how far it went with the statement after it, in the same round trip.
-  WITH taken AS (
-    SELECT u.level, u.turn FROM unnest(p_turns) WITH ORDINALITY AS u(level, turn)
-     WHERE u.level = ANY (v_due) ORDER BY u.turn LIMIT greatest(v_left, 0))
-  SELECT array_agg((SELECT count(*) FROM taken t WHERE t.level = l.p)::integer ORDER BY l.p),
-         CASE WHEN (SELECT count(*) FROM taken) < greatest(v_left, 0)
-              THEN coalesce(cardinality(p_turns), 0)
-              ELSE coalesce((SELECT max(t.turn) FROM taken t), 0) END
+  SELECT ARRAY[count(*) FILTER (WHERE t.level = 1), count(*) FILTER (WHERE t.level = 2),
+               count(*) FILTER (WHERE t.level = 3), count(*) FILTER (WHERE t.level = 4),
+               count(*) FILTER (WHERE t.level = 5)]::integer[],
+         CASE WHEN count(*) < v_left THEN coalesce(cardinality(p_turns), 0)
+              ELSE coalesce(max(t.turn), 0) END
     INTO v_quotas, v_turns_taken
-    FROM generate_series(1, 5) AS l(p);
+    FROM (SELECT u.level, u.turn FROM unnest(p_turns) WITH ORDINALITY AS u(level, turn)
+           WHERE u.level = ANY (v_due) ORDER BY u.turn LIMIT greatest(v_left, 0)) t;
   PERFORM set_config('taskmill.claim_turns_taken', v_turns_taken::text, false);
   FOR i IN 1..cardinality(v_capped) LOOP
     v_running := coalesce(v_running_counts[array_position(v_running_types, v_capped[i])], 0);
