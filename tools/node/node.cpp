@@ -186,6 +186,12 @@ void configure_actor_system(caf::actor_system_config& cfg) {
   cfg.load<caf::io::middleman>();
   cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds{500}});
   cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds{3}});
+  // A worker without work naps 50 us at a time for 25 ms before it waits to
+  // be woken. A message from outside the scheduler (the storage actor's
+  // thread, the listener's, the HTTP client's) then waits for the nap to end
+  // on every such hop of a pickup; without naps the worker soon waits and is
+  // woken by the message itself.
+  cfg.set("work-stealing.moderate-sleep-duration", caf::timespan{0});
 }
 
 void configure_actor_system(caf::actor_system_config& cfg, const config::cluster_section& cluster) {
