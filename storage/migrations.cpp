@@ -98,7 +98,8 @@ caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
 // taskmill depend on one, the change fails rather than drop it. Objects of
 // an extension are not ours: CREATE EXTENSION run as the taskmill user puts
 // them in the schema named like it (search_path "$user"), e.g.
-// pg_stat_statements' views.
+// pg_stat_statements' views. Nor are procedures and aggregates, which the
+// definitions never create: DROP FUNCTION refused them, and no node started.
 constexpr const char* drop_definitions_sql = R"sql(
 DO $$
 DECLARE
@@ -118,7 +119,7 @@ BEGIN
     EXECUTE format('DROP VIEW %s', r.v);
   END LOOP;
   FOR r IN SELECT p.oid::regprocedure AS f FROM pg_proc p
-            WHERE p.pronamespace = 'taskmill'::regnamespace
+            WHERE p.pronamespace = 'taskmill'::regnamespace AND p.prokind = 'f'
               AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
                                  AND d.objid = p.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP FUNCTION %s', r.f);

@@ -149,13 +149,16 @@ BOOST_AUTO_TEST_CASE(definitions_are_applied_when_they_change_and_only_then) {
 }
 
 // CREATE EXTENSION run as the taskmill user puts the extension's functions
-// and views in the taskmill schema; applying the definitions leaves them be
-// (it once refused to start a node next to pg_stat_statements).
-BOOST_AUTO_TEST_CASE(definitions_leave_an_extension_in_the_schema_alone) {
+// and views in the taskmill schema, and CREATE PROCEDURE the procedure
+// (search_path "$user"); applying the definitions leaves them be (it once
+// refused to start a node next to pg_stat_statements, and next to a
+// procedure, which DROP FUNCTION refused).
+BOOST_AUTO_TEST_CASE(definitions_leave_extensions_and_procedures_in_the_schema_alone) {
   test::scratch_database database{"migext"};
   auto conn = database.connect();
   BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
   BOOST_REQUIRE(conn.exec("CREATE EXTENSION pg_stat_statements SCHEMA taskmill"));
+  BOOST_REQUIRE(conn.exec("CREATE PROCEDURE taskmill.housekeeping() LANGUAGE sql AS 'SELECT 1'"));
   auto changed = db::all_definitions();
   changed.push_back(
       {"extra", "CREATE FUNCTION taskmill.answer() RETURNS int LANGUAGE sql AS 'SELECT 42';"});
@@ -166,6 +169,7 @@ BOOST_AUTO_TEST_CASE(definitions_leave_an_extension_in_the_schema_alone) {
       database.scalar("SELECT count(*) > 0 FROM pg_class WHERE relname = "
                       "'pg_stat_statements_info' AND relnamespace = 'taskmill'::regnamespace"),
       "t");
+  BOOST_CHECK(conn.exec("CALL taskmill.housekeeping()"));
   BOOST_REQUIRE(conn.exec("DROP EXTENSION pg_stat_statements"));
 }
 
