@@ -22,22 +22,20 @@ const statement cancel_by_key{
     "cancel_by_key", "SELECT c.outcome, (c.task).* FROM taskmill.cancel($1::text, $2::text) c"};
 
 // Only what running a task takes (read_task leaves the other fields unset),
-// and execute_at for the pickup latency: a claim is the hottest statement
-// there is, and every column sent costs the server its text form
-// (timestamps most).
+// execute_at for the pickup latency, and how far into its turns the claim
+// went: a claim is the hottest statement there is, and every column sent
+// costs the server its text form (timestamps most).
 const statement claim{
     "claim",
     "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
-    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at FROM "
+    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
+    "turns_taken FROM "
     "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
     "$7::text[], $8::text[], $9::int[])"};
 
-// Right after a claim, in the same round trip: the claim's own answer is its
-// tasks, and how many of its turns it went through is left in the session.
 const statement next_due{
     "next_due",
-    "SELECT next_due_at, db_now, current_setting('taskmill.claim_turns_taken', true)::int FROM "
-    "taskmill.next_due($1::text[], $2::bigint, $3::text)"};
+    "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint, $3::text)"};
 
 const statement complete_many{
     "complete_many",

@@ -435,12 +435,12 @@ pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::r
   pb::ClaimedTasks out;
   db::task_columns cols{claimed};
   for (int row = 0; row < claimed.rows(); ++row) db::read_task(claimed, row, cols, out.add_tasks());
+  if (claimed.rows() > 0) out.set_turns_taken(claimed.int32(0, claimed.column("turns_taken")));
   if (!next) {
     spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
     return out;
   }
   if (next->rows() == 0) return out;
-  if (!next->is_null(0, 2)) out.set_turns_taken(next->int32(0, 2));
   // The claim and this statement run back to back: the database's clock
   // here is when the tasks started, for their pickup latency.
   auto db_now_us = next->micros(0, 1);

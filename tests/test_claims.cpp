@@ -264,10 +264,11 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
     std::string t = "{";
     for (size_t i = 0; i < turns.size(); ++i) t += (i ? "," : "") + std::to_string(turns[i]);
     t += "}";
-    auto res = db.exec("SELECT id, type, priority, attempt FROM taskmill.claim_by_turns('fair', " +
-                       std::to_string(n) + ", '" + t + "', '{}', '{}', " + std::to_string(global) +
-                       ", NULL, NULL, NULL)");
-    auto taken = std::stoi(db.scalar("SELECT current_setting('taskmill.claim_turns_taken')"));
+    auto res = db.exec(
+        "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
+        std::to_string(n) + ", '" + t + "', '{}', '{}', " + std::to_string(global) +
+        ", NULL, NULL, NULL)");
+    auto taken = res.rows() > 0 ? res.int32(0, 4) : 0;
     fair_shares::counts got{};
     for (int i = 0; i < res.rows(); ++i) ++got[res.int32(i, 2) - 1];
     shares.settle(turns, taken, got);

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <latch>
 #include <mutex>
+#include <set>
 #include <thread>
 
 using namespace taskmill;
@@ -357,6 +358,42 @@ BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(storage_actor_tests, test::actor_system_fixture)
+
+// The claim says how far into its turns it went, levels without due work
+// included, so that the pusher can tell a level that ran dry from one the
+// room did not reach.
+BOOST_AUTO_TEST_CASE(a_claim_tells_how_far_into_its_turns_it_went) {
+  test::scratch_database database{"turns"};
+  auto storage = start_storage(*sys, database.conninfo());
+  database.exec(
+      "SELECT taskmill.submit('T', 'urgent-' || k, priority => 1), "
+      "taskmill.submit('T', 'normal-' || k, priority => 3) FROM generate_series(1, 5) k");
+  auto claim = [&](std::vector<int> turns, int permits) {
+    pb::ClaimRequest req;
+    req.set_node("test-node");
+    req.mutable_grant()->set_permits(permits);
+    req.mutable_grant()->set_any_type(true);
+    for (auto level : turns) req.add_turns(level);
+    auto claimed = test::ask<pb::ClaimedTasks>(*sys, storage, claim_atom_v, req);
+    BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+    return *claimed;
+  };
+  // Level 5 has nothing due: its turn is passed over, and counts as gone through.
+  auto first = claim({5, 3, 1, 3, 1}, 2);
+  BOOST_REQUIRE_EQUAL(first.tasks_size(), 2);
+  BOOST_CHECK_EQUAL(first.turns_taken(), 3);
+  std::multiset<int> levels;
+  for (const auto& task : first.tasks()) levels.insert(task.priority());
+  BOOST_CHECK((levels == std::multiset<int>{1, 3}));
+  // Room for every turn: all of them gone through, the rest filled in claim order.
+  auto second = claim({3, 1}, 8);
+  BOOST_CHECK_EQUAL(second.tasks_size(), 8);
+  BOOST_CHECK_EQUAL(second.turns_taken(), 2);
+  // Nothing claimed: nothing to tell.
+  auto third = claim({1, 3}, 4);
+  BOOST_CHECK_EQUAL(third.tasks_size(), 0);
+  BOOST_CHECK(!third.has_turns_taken());
+}
 
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
   test::scratch_database database{"batch"};

@@ -37,14 +37,26 @@ std::vector<int> fair_shares::turns(int n) const {
   return out;
 }
 
+namespace {
+
+/// Turns per level (index 0: priority 1) among the first `taken`.
+fair_shares::counts offered_in(const std::vector<int>& turns, int taken) {
+  fair_shares::counts out{};
+  auto first = std::min(static_cast<size_t>(std::max(0, taken)), turns.size());
+  for (size_t i = 0; i < first; ++i) ++out[turns[i] - 1];
+  return out;
+}
+
+}  // namespace
+
 void fair_shares::settle(const std::vector<int>& turns, int taken, const counts& claimed) {
-  int total = 0;
-  for (auto c : claimed) total += c;
-  if (total == 0) return;
-  counts offered{};
-  for (size_t i = 0; i < std::min(static_cast<size_t>(std::max(0, taken)), turns.size()); ++i)
-    if (turns[i] >= 1 && turns[i] <= levels) ++offered[turns[i] - 1];
-  auto was_active = active_;
+  auto kept_turns = active_;
+  mark_dry_levels(offered_in(turns, taken), claimed);
+  for (int l = 0; l < levels; ++l) kept_turns[l] = kept_turns[l] && active_[l];
+  charge_credits(kept_turns, claimed);
+}
+
+void fair_shares::mark_dry_levels(const counts& offered, const counts& claimed) {
   for (int l = 0; l < levels; ++l) {
     if (claimed[l] < offered[l]) {
       active_[l] = false;
@@ -53,11 +65,21 @@ void fair_shares::settle(const std::vector<int>& turns, int taken, const counts&
       active_[l] = true;
     }
   }
-  // Shares of what the round claimed, whatever cut it short, among the levels
-  // that had work; claims beyond a share came from room others left unused.
-  auto weight = active_weight();
+}
+
+void fair_shares::charge_credits(const std::array<bool, levels>& charged, const counts& claimed) {
+  // Shares of what these levels claimed, whatever cut the round short; claims
+  // beyond a share came from room others left unused.
+  int total = 0;
+  int weight = 0;
   for (int l = 0; l < levels; ++l) {
-    if (!active_[l] || !was_active[l]) continue;
+    if (!charged[l]) continue;
+    total += claimed[l];
+    weight += weights_[l];
+  }
+  if (total == 0) return;
+  for (int l = 0; l < levels; ++l) {
+    if (!charged[l]) continue;
     double share = static_cast<double>(total) * weights_[l] / weight;
     credit_[l] = std::clamp(credit_[l] + share - claimed[l], -(share + 1), share + 1);
   }

@@ -38,6 +38,10 @@ class fair_shares {
 
  private:
   int active_weight() const;
+  void mark_dry_levels(const counts& offered, const counts& claimed);
+  /// Moves the credit of the `charged` levels by their share of what they
+  /// claimed together against what each claimed.
+  void charge_credits(const std::array<bool, levels>& charged, const counts& claimed);
 
   std::array<int, levels> weights_;
   std::array<bool, levels> active_;
