@@ -434,8 +434,12 @@ caf::expected<Result> outcome_and_task(const db::result& res,
 pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::result>& next) {
   pb::ClaimedTasks out;
   db::task_columns cols{claimed};
-  for (int row = 0; row < claimed.rows(); ++row) db::read_task(claimed, row, cols, out.add_tasks());
-  if (claimed.rows() > 0) out.set_turns_taken(claimed.int32(0, claimed.column("turns_taken")));
+  auto turns_taken = claimed.column("turns_taken");
+  for (int row = 0; row < claimed.rows(); ++row) {
+    db::read_task(claimed, row, cols, out.add_tasks());
+    // Rows of a second walk over the turns tell how far that one went.
+    out.set_turns_taken(std::max(out.turns_taken(), claimed.int32(row, turns_taken)));
+  }
   if (!next) {
     spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
     return out;

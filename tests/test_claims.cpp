@@ -253,11 +253,12 @@ BOOST_AUTO_TEST_SUITE(fairness)
 namespace {
 
 /// Runs `rounds` claims of `n` the way the pusher does and counts per level,
-/// under a global running limit of `global` (0: none).
+/// under a global running limit of `global` (0: none) and the running limits
+/// `caps` of the types `capped`.
 std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int rounds, int n,
                               std::vector<int>* per_round_total = nullptr,
-                              std::vector<std::array<int, 5>>* per_round = nullptr,
-                              int global = 0) {
+                              std::vector<std::array<int, 5>>* per_round = nullptr, int global = 0,
+                              const std::string& capped = "{}", const std::string& caps = "{}") {
   std::array<int, 5> total{};
   for (int r = 0; r < rounds; ++r) {
     auto turns = shares.turns(n);
@@ -266,9 +267,10 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
     t += "}";
     auto res = db.exec(
         "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
-        std::to_string(n) + ", '" + t + "', '{}', '{}', " + std::to_string(global) +
-        ", NULL, NULL, NULL)");
-    auto taken = res.rows() > 0 ? res.int32(0, 4) : 0;
+        std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
+        std::to_string(global) + ", NULL, NULL, NULL)");
+    int taken = 0;
+    for (int i = 0; i < res.rows(); ++i) taken = std::max(taken, res.int32(i, 4));
     fair_shares::counts got{};
     for (int i = 0; i < res.rows(); ++i) ++got[res.int32(i, 2) - 1];
     shares.settle(turns, taken, got);
@@ -360,6 +362,31 @@ BOOST_AUTO_TEST_CASE(claims_cut_short_by_the_global_limit_keep_the_shares) {
                                                                  << total[4]);
   BOOST_CHECK_EQUAL(total[0] + total[4], 510);
   BOOST_CHECK_LE(std::abs(total[4] - 510 / 17.0), 3.0);
+}
+
+// A level whose due work is all of a type at its running limit claims
+// nothing; its probe comes first in every round and takes the one place the
+// global limit leaves. That place then goes to the turns after it, not to the
+// top level: the lightest level still gets its share.
+BOOST_AUTO_TEST_CASE(a_probe_that_finds_no_room_leaves_its_place_to_the_turns) {
+  task_database db{"fairprobe"};
+  insert_due(db, "F", 1, 1000);
+  insert_due(db, "F", 5, 1000);
+  insert_due(db, "CAPPED", 3, 100);
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, priority, status, attempt, picked_by, "
+      "heartbeat_at, started_at, execute_at, trace_id, max_retries, timeout_ms, "
+      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT "
+      "CASE WHEN g = 1 THEN 'CAPPED' ELSE 'ELSEWHERE' END, 'r' || g, 3, 'running', 1, "
+      "'other', now(), now(), now(), 't', 3, 3600000, 'fixed', 1000, 1000, 0 "
+      "FROM generate_series(1, 48) g");
+  fair_shares shares{{16, 8, 4, 2, 1}};
+  auto total = run_rounds(db, shares, 340, 50, nullptr, nullptr, 49, "{CAPPED}", "{1}");
+  BOOST_TEST_MESSAGE("340 claims, room for 1: priority 1 " << total[0] << ", priority 5 "
+                                                           << total[4]);
+  BOOST_CHECK_EQUAL(total[2], 0);
+  BOOST_CHECK_EQUAL(total[0] + total[4], 340);
+  BOOST_CHECK_LE(std::abs(total[4] - 340 / 17.0), 3.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {

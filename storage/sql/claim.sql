@@ -85,6 +85,26 @@ BEGIN
 END
 $$;
 
+-- The quotas per level of the first p_room turns after turn p_after whose
+-- level is one of p_levels, and the turn they reach: the last turn taken,
+-- or every turn when the room is more than they fill.
+CREATE FUNCTION taskmill.quotas_of_turns(p_turns integer[], p_after integer,
+                                         p_levels integer[], p_room integer,
+                                         OUT quotas integer[], OUT taken integer)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  SELECT ARRAY[count(*) FILTER (WHERE t.level = 1), count(*) FILTER (WHERE t.level = 2),
+               count(*) FILTER (WHERE t.level = 3), count(*) FILTER (WHERE t.level = 4),
+               count(*) FILTER (WHERE t.level = 5)]::integer[],
+         CASE WHEN count(*) < p_room THEN coalesce(cardinality(p_turns), 0)
+              ELSE coalesce(max(t.turn), p_after)::integer END
+    INTO quotas, taken
+    FROM (SELECT u.level, u.turn FROM unnest(p_turns) WITH ORDINALITY AS u(level, turn)
+           WHERE u.turn > p_after AND u.level = ANY (p_levels)
+           ORDER BY u.turn LIMIT greatest(p_room, 0)) t;
+END
+$$;
+
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
 -- work: an idle claim costs one probe. p_turns holds the level of each claim
 -- in turn (the pusher's weighted shares); the claim takes as many turns of
@@ -114,6 +134,10 @@ DECLARE
   v_quota integer;
   v_quotas integer[];
   v_turns_taken integer;
+  -- Levels that came up short of their quota in this claim.
+  v_short integer[] := '{}';
+  v_second_walk boolean := false;
+  lvl integer;
   v_count integer;
   v_running integer;
   v_running_types text[];
@@ -153,14 +177,8 @@ BEGIN
     v_quotas[v_due[1]] := v_left;
     v_turns_taken := coalesce(cardinality(p_turns), 0);
   ELSE
-    SELECT ARRAY[count(*) FILTER (WHERE t.level = 1), count(*) FILTER (WHERE t.level = 2),
-                 count(*) FILTER (WHERE t.level = 3), count(*) FILTER (WHERE t.level = 4),
-                 count(*) FILTER (WHERE t.level = 5)]::integer[],
-           CASE WHEN count(*) < v_left THEN coalesce(cardinality(p_turns), 0)
-                ELSE coalesce(max(t.turn), 0) END
-      INTO v_quotas, v_turns_taken
-      FROM (SELECT u.level, u.turn FROM unnest(p_turns) WITH ORDINALITY AS u(level, turn)
-             WHERE u.level = ANY (v_due) ORDER BY u.turn LIMIT greatest(v_left, 0)) t;
+    SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
+      FROM taskmill.quotas_of_turns(p_turns, 0, v_due, v_left) q;
   END IF;
   FOR i IN 1..cardinality(v_capped) LOOP
     v_running := coalesce(v_running_counts[array_position(v_running_types, v_capped[i])], 0);
@@ -180,13 +198,29 @@ BEGIN
   v_uncapped := p_types IS NULL OR EXISTS (SELECT FROM unnest(p_types) AS u(type)
                                              WHERE u.type <> ALL (v_capped));
 
-  -- Level by level (lvl 1..5), then once more over all levels (lvl 6).
-  -- Levels without due work are skipped, and so is the last pass when every
-  -- level with work ran dry within its quota.
-  FOR lvl IN 1..6 LOOP
+  -- Level by level to its quota (steps 1..5). A level that came up short of
+  -- it (a probe finding only work of a type at its limit, work locked by
+  -- others) leaves its room to the turns after those taken, without it
+  -- (steps 6..10), lest that room go to the top level whatever the shares;
+  -- what is left then is filled in claim order over all levels (step 11).
+  -- Levels without due work are skipped, and so is the last step when
+  -- every level with work ran dry within its quota.
+  FOR v_pass IN 1..11 LOOP
     EXIT WHEN v_left <= 0;
+    lvl := CASE WHEN v_pass <= 10 THEN (v_pass - 1) % 5 + 1 ELSE 6 END;
+    IF v_pass = 6 THEN
+      v_second_walk := cardinality(v_short) > 0
+                       AND v_turns_taken < coalesce(cardinality(p_turns), 0);
+      IF v_second_walk THEN
+        SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
+          FROM taskmill.quotas_of_turns(p_turns, v_turns_taken,
+                                        ARRAY(SELECT d FROM unnest(v_due) d
+                                               WHERE d <> ALL (v_short)), v_left) q;
+      END IF;
+    END IF;
+    CONTINUE WHEN v_pass BETWEEN 6 AND 10 AND NOT v_second_walk;
     EXIT WHEN lvl = 6 AND NOT v_more;
-    IF lvl <= 5 AND NOT lvl = ANY (v_due) THEN
+    IF lvl <= 5 AND (NOT lvl = ANY (v_due) OR (v_pass > 5 AND lvl = ANY (v_short))) THEN
       CONTINUE;
     END IF;
     v_quota := CASE WHEN lvl <= 5 THEN least(v_quotas[lvl], v_left) ELSE v_left END;
@@ -205,16 +239,19 @@ BEGIN
       v_quota := v_quota - v_count;
       v_left := v_left - v_count;
     END LOOP;
+    IF v_quota > 0 AND v_uncapped THEN
+      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
+                                                     p_types, v_capped, v_turns_taken);
+      GET DIAGNOSTICS v_count = ROW_COUNT;
+      v_more := v_more OR v_count >= v_quota;
+      v_quota := v_quota - v_count;
+      v_left := v_left - v_count;
+    END IF;
     IF v_quota <= 0 THEN
       v_more := true;
-      CONTINUE;
+    ELSIF lvl <= 5 AND NOT lvl = ANY (v_short) THEN
+      v_short := v_short || lvl;
     END IF;
-    CONTINUE WHEN NOT v_uncapped;
-    RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
-                                                   p_types, v_capped, v_turns_taken);
-    GET DIAGNOSTICS v_count = ROW_COUNT;
-    v_left := v_left - v_count;
-    v_more := v_more OR v_count >= v_quota;
   END LOOP;
 END
 $$;
