@@ -252,6 +252,16 @@ BOOST_AUTO_TEST_SUITE(fairness)
 
 namespace {
 
+/// `count` tasks of `type` running on another node, for the limits to count.
+void run_elsewhere(const task_database& db, int count, const std::string& type = "ELSEWHERE") {
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, priority, status, attempt, picked_by, "
+      "heartbeat_at, started_at, execute_at, trace_id, max_retries, timeout_ms, "
+      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT '" +
+      type + "', 'running-' || g, 3, 'running', 1, 'other', now(), now(), now(), 't', 3, " +
+      "3600000, 'fixed', 1000, 1000, 0 FROM generate_series(1, " + std::to_string(count) + ") g");
+}
+
 /// Runs `rounds` claims of `n` the way the pusher does and counts per level,
 /// under a global running limit of `global` (0: none) and the running limits
 /// `caps` of the types `capped`.
@@ -346,12 +356,7 @@ BOOST_AUTO_TEST_CASE(claims_cut_short_by_the_global_limit_keep_the_shares) {
   task_database db{"fairglobal"};
   insert_due(db, "F", 1, 1000);
   insert_due(db, "F", 5, 1000);
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, priority, status, attempt, picked_by, heartbeat_at, "
-      "started_at, execute_at, trace_id, max_retries, timeout_ms, backoff_kind, "
-      "backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT 'ELSEWHERE', g::text, 3, "
-      "'running', 1, 'other', now(), now(), now(), 't', 3, 3600000, 'fixed', 1000, 1000, 0 "
-      "FROM generate_series(1, 48) g");
+  run_elsewhere(db, 48);
   fair_shares shares{{16, 8, 4, 2, 1}};
   std::array<int, 5> total{};
   for (int global : {49, 50}) {
@@ -373,13 +378,8 @@ BOOST_AUTO_TEST_CASE(a_probe_that_finds_no_room_leaves_its_place_to_the_turns) {
   insert_due(db, "F", 1, 1000);
   insert_due(db, "F", 5, 1000);
   insert_due(db, "CAPPED", 3, 100);
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, priority, status, attempt, picked_by, "
-      "heartbeat_at, started_at, execute_at, trace_id, max_retries, timeout_ms, "
-      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT "
-      "CASE WHEN g = 1 THEN 'CAPPED' ELSE 'ELSEWHERE' END, 'r' || g, 3, 'running', 1, "
-      "'other', now(), now(), now(), 't', 3, 3600000, 'fixed', 1000, 1000, 0 "
-      "FROM generate_series(1, 48) g");
+  run_elsewhere(db, 47);
+  run_elsewhere(db, 1, "CAPPED");
   fair_shares shares{{16, 8, 4, 2, 1}};
   auto total = run_rounds(db, shares, 340, 50, nullptr, nullptr, 49, "{CAPPED}", "{1}");
   BOOST_TEST_MESSAGE("340 claims, room for 1: priority 1 " << total[0] << ", priority 5 "
