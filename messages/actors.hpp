@@ -5,7 +5,8 @@
 //
 //   api --submit--> inserter --submit--> storage   inserter --wake--> pusher
 //   storage (NOTIFY) --wake--> pusher          pusher --acquire--> limiter
-//   pusher --claim--> storage --tasks--> pusher --dispatch--> dispatcher
+//   pusher --claim, next_due--> storage --tasks, delay--> pusher
+//   pusher --dispatch--> dispatcher
 //   dispatcher --execute--> executor --outcome--> dispatcher
 //   dispatcher --complete--> storage --acks--> dispatcher --release--> limiter
 //   limiter --wake--> pusher
@@ -149,6 +150,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, join_atom, "join")
   CAF_ADD_ATOM(taskmill, taskmill, peers_atom, "peers")
   CAF_ADD_ATOM(taskmill, taskmill, live_atom, "live")
+  CAF_ADD_ATOM(taskmill, taskmill, next_due_atom, "next_due")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -181,7 +183,11 @@ using submission_storage_actor = caf::typed_actor<
 
 /// Claims due tasks (the pusher's view).
 using claim_storage_actor =
-    caf::typed_actor<caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>>;
+    caf::typed_actor<caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
+                     // Milliseconds until the next task the request's node may claim becomes
+                     // due, by the database's clock (-1: none within the horizon). Asked right
+                     // after a claim, it runs after it, and the claim is answered first.
+                     caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>>;
 
 /// Stores outcomes, fenced by attempt (the dispatcher's view).
 using outcome_storage_actor =

@@ -182,9 +182,15 @@ caf::error connection::prepare_and_enter_pipeline(const std::vector<const statem
 std::vector<caf::expected<result>> connection::run(const std::vector<call>& calls) {
   std::vector<caf::expected<result>> out;
   out.reserve(calls.size());
+  run(calls, [&out](caf::expected<result>&& res) { out.push_back(std::move(res)); });
+  return out;
+}
+
+void connection::run(const std::vector<call>& calls,
+                     const std::function<void(caf::expected<result>&&)>& each) {
+  size_t handed = 0;
   auto fail_rest = [&](const caf::error& err) {
-    while (out.size() < calls.size()) out.emplace_back(err);
-    return std::move(out);
+    for (; handed < calls.size(); ++handed) each(caf::expected<result>{err});
   };
   if (broken_)
     return fail_rest(make_error(errc::storage_unavailable, "not connected to PostgreSQL"));
@@ -202,14 +208,14 @@ std::vector<caf::expected<result>> connection::run(const std::vector<call>& call
   // Sync: its rows arrive before that, so a statement counts only once its
   // Sync came back. Lost in between, the commit is in doubt, and the caller
   // hears an error (a claim it never hears of is recovered by its timeout).
-  for (size_t i = 0; i < calls.size(); ++i) {
+  while (handed < calls.size()) {
     auto res = read_one_statement();
     if (broken_) return fail_rest(res ? lost("connection lost") : res.error());
     auto committed = read_sync();
     if (broken_) return fail_rest(committed);
-    out.push_back(committed ? caf::expected<result>{committed} : std::move(res));
+    ++handed;
+    each(committed ? caf::expected<result>{committed} : std::move(res));
   }
-  return out;
 }
 
 bool connection::broken() const {

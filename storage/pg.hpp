@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -80,6 +81,11 @@ class connection {
   /// Runs `calls` in one round trip; one entry per call, in order. After a
   /// lost connection every remaining entry is `storage_unavailable`.
   std::vector<caf::expected<result>> run(const std::vector<call>& calls);
+
+  /// The same, handing each call's entry to `each` as soon as it is known,
+  /// so that callers are answered before the statements after theirs ran.
+  void run(const std::vector<call>& calls,
+           const std::function<void(caf::expected<result>&&)>& each);
 
   /// True once the connection is unusable; open a new one.
   bool broken() const;

@@ -390,23 +390,34 @@ void flush(self_ptr self) {
   if (parts.empty()) return;
   std::vector<db::call> calls;
   for (const auto& p : parts) calls.insert(calls.end(), p.calls.begin(), p.calls.end());
-  auto rs = st.conn->run(calls);
+  // Each part is answered as soon as its statements are through, before
+  // those after it ran (a claim reaches its pusher before the next-due read).
+  // Once the connection is lost the rest wait for the disconnect, so that
+  // those that retry find the storage away.
+  size_t next_part = 0;
+  results pending;
+  std::vector<std::pair<size_t, results>> after_disconnect;
+  st.conn->run(calls, [&](caf::expected<db::result>&& res) {
+    pending.push_back(std::move(res));
+    if (pending.size() < parts[next_part].calls.size()) return;
+    if (st.conn->broken())
+      after_disconnect.emplace_back(next_part, std::move(pending));
+    else
+      parts[next_part].on_results(std::move(pending));
+    pending = results{};
+    ++next_part;
+  });
   st.status.set_round_trips(st.status.round_trips() + 1);
   st.status.set_statements(st.status.statements() + static_cast<int64_t>(calls.size()));
   st.status.set_requests(st.status.requests() + static_cast<int64_t>(parts.size()));
   if (st.conn->broken()) {
-    for (const auto& r : rs)
-      if (!r) st.status.set_last_error(error_message(r.error()));
+    for (const auto& [index, rs] : after_disconnect)
+      for (const auto& r : rs)
+        if (!r) st.status.set_last_error(error_message(r.error()));
     spdlog::warn("storage: {}", st.status.last_error());
     disconnect(self);
   }
-  size_t offset = 0;
-  for (auto& p : parts) {
-    results mine;
-    for (size_t i = 0; i < p.calls.size(); ++i) mine.push_back(std::move(rs[offset + i]));
-    offset += p.calls.size();
-    p.on_results(std::move(mine));
-  }
+  for (auto& [index, rs] : after_disconnect) parts[index].on_results(std::move(rs));
 }
 
 // -- reading rows ---------------------------------------------------------------
@@ -428,32 +439,28 @@ caf::expected<Result> outcome_and_task(const db::result& res,
   return out;
 }
 
-/// The claimed tasks, and when the next one becomes due if that is known:
-/// the claim has committed whatever became of the statement after it, so its
-/// tasks must reach the pusher even when that statement failed.
-pb::ClaimedTasks read_claim(const db::result& claimed, const caf::expected<db::result>& next) {
+/// The claimed tasks, started when the claim did, by the database's clock.
+pb::ClaimedTasks read_claim(const db::result& claimed) {
   pb::ClaimedTasks out;
   db::task_columns cols{claimed};
   auto turns_taken = claimed.column("turns_taken");
+  auto claimed_at = claimed.column("claimed_at_us");
   for (int row = 0; row < claimed.rows(); ++row) {
-    db::read_task(claimed, row, cols, out.add_tasks());
+    auto* task = out.add_tasks();
+    db::read_task(claimed, row, cols, task);
+    set_micros(task->mutable_started_at(), claimed.int64(row, claimed_at));
     // Rows of a second walk over the turns tell how far that one went.
     out.set_turns_taken(std::max(out.turns_taken(), claimed.int32(row, turns_taken)));
   }
-  if (!next) {
-    spdlog::warn("storage: no next due time after a claim: {}", error_message(next.error()));
-    return out;
-  }
-  if (next->rows() == 0) return out;
-  // The claim and this statement run back to back: the database's clock
-  // here is when the tasks started, for their pickup latency.
-  auto db_now_us = next->micros(0, 1);
-  for (auto& task : *out.mutable_tasks()) set_micros(task.mutable_started_at(), db_now_us);
-  if (!next->is_null(0, 0)) {
-    auto delay_us = next->micros(0, 0) - db_now_us;
-    out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
-  }
   return out;
+}
+
+/// Milliseconds until the next task not yet due becomes due, by the
+/// database's clock; -1 when none does within the horizon.
+int64_t read_next_due(const db::result& next) {
+  if (next.rows() == 0 || next.is_null(0, 0)) return -1;
+  auto delay_us = next.micros(0, 0) - next.micros(0, 1);
+  return std::max<int64_t>(0, (delay_us + 999) / 1000);
 }
 
 pb::TaskList read_task_page(const db::result& res, int limit) {
@@ -615,12 +622,16 @@ caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req
 }
 
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
-  auto types = claimable_types(req.grant());
+  return ask_db<pb::ClaimedTasks>(self, {claim_call(req, claimable_types(req.grant()))},
+                                  [](results& rs) { return read_claim(*rs[0]); });
+}
+
+caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
   db::call next{&db::sql::next_due,
-                {types, std::to_string(self->state.options.next_due_horizon.count()), req.node()}};
-  return ask_db<pb::ClaimedTasks>(
-      self, {claim_call(req, types), std::move(next)},
-      [](results& rs) { return read_claim(*rs[0], rs[1]); }, 1);
+                {claimable_types(req.grant()),
+                 std::to_string(self->state.options.next_due_horizon.count()), req.node()}};
+  return ask_db<int64_t>(self, {std::move(next)},
+                         [](results& rs) { return read_next_due(*rs[0]); });
 }
 
 /// A task with its waiting reason, read in one round trip.
@@ -932,6 +943,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](reschedule_atom, const pb::RescheduleRequest& r) { return reschedule(self, r); },
       [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
       [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
+      [self](next_due_atom, const pb::ClaimRequest& r) { return next_due(self, r); },
       [self](caf::get_atom, int64_t id) { return task_with_waiting(self, id); },
       [self](list_atom, const pb::ListTasksRequest& r) { return list_tasks(self, r); },
       [self](attempts_atom, int64_t id) { return attempts(self, id); },

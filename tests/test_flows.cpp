@@ -50,6 +50,7 @@ claim_storage_actor::behavior_type claim_stand_in(claim_storage_actor::pointer,
         }
         return out;
       },
+      [](next_due_atom, const pb::ClaimRequest&) { return int64_t{-1}; },
   };
 }
 

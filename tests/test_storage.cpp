@@ -355,6 +355,31 @@ BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM parent"), "2");
 }
 
+// A claim is answered as soon as its statement is through, not after the
+// statements queued behind it (the next-due read): here the second statement
+// waits for a lock that is given up only once the first one was handed over.
+BOOST_AUTO_TEST_CASE(each_statement_is_handed_over_before_the_next_one_ran) {
+  test::scratch_database db{"pipelineeach"};
+  static const db::statement first{"first", "SELECT 1"};
+  static const db::statement wait_for_lock{"wait_for_lock",
+                                           "SELECT pg_advisory_xact_lock(4242)::text"};
+  auto holder = db::connection::open(db.conninfo(), 10s, 10s);
+  BOOST_REQUIRE_MESSAGE(holder, test::describe(holder));
+  BOOST_REQUIRE(holder->exec("SELECT pg_advisory_lock(4242)"));
+  auto conn = db::connection::open(db.conninfo(), 10s, 2s);
+  BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+  BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&first, &wait_for_lock}));
+  std::vector<caf::expected<db::result>> handed;
+  conn->run({{&first, {}}, {&wait_for_lock, {}}}, [&](caf::expected<db::result>&& res) {
+    handed.push_back(std::move(res));
+    if (handed.size() == 1) BOOST_CHECK(holder->exec("SELECT pg_advisory_unlock(4242)"));
+  });
+  BOOST_REQUIRE_EQUAL(handed.size(), 2u);
+  BOOST_CHECK(handed[0]);
+  BOOST_CHECK_MESSAGE(handed[1], "the first statement was handed over only after the second ran: "
+                                     << (handed[1] ? "" : error_message(handed[1].error())));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(storage_actor_tests, test::actor_system_fixture)
@@ -393,6 +418,40 @@ BOOST_AUTO_TEST_CASE(a_claim_tells_how_far_into_its_turns_it_went) {
   auto third = claim({1, 3}, 4);
   BOOST_CHECK_EQUAL(third.tasks_size(), 0);
   BOOST_CHECK(!third.has_turns_taken());
+}
+
+// The claim's tasks carry when they started by the database's clock (the
+// pickup latency); the time until the next task comes due is asked apart.
+BOOST_AUTO_TEST_CASE(a_claim_dates_its_tasks_and_the_next_due_time_is_asked_apart) {
+  test::scratch_database database{"nextdue"};
+  auto storage = start_storage(*sys, database.conninfo());
+  pb::ClaimRequest req;
+  req.set_node("test-node");
+  req.mutable_grant()->set_permits(10);
+  req.mutable_grant()->set_any_type(true);
+  req.add_turns(3);
+  auto next_due = [&] {
+    auto ms = test::ask<int64_t>(*sys, storage, next_due_atom_v, req);
+    BOOST_REQUIRE_MESSAGE(ms, test::describe(ms));
+    return *ms;
+  };
+  BOOST_CHECK_EQUAL(next_due(), -1);
+  database.exec(
+      "SELECT taskmill.submit('T', 'now'), "
+      "taskmill.submit('T', 'later', execute_at => now() + interval '800 ms')");
+  auto claimed = test::ask<pb::ClaimedTasks>(*sys, storage, claim_atom_v, req);
+  BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+  BOOST_REQUIRE_EQUAL(claimed->tasks_size(), 1);
+  const auto& task = claimed->tasks(0);
+  auto stored_us = std::stoll(database.scalar(
+      "SELECT (extract(epoch FROM started_at) * 1000000)::bigint FROM taskmill.tasks "
+      "WHERE key = 'now'"));
+  BOOST_CHECK_EQUAL(task.started_at().seconds() * 1000000 + task.started_at().nanos() / 1000,
+                    stored_us);
+  auto ms = next_due();
+  // Within the horizon (a second by default).
+  BOOST_CHECK_GT(ms, 0);
+  BOOST_CHECK_LE(ms, 800);
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
