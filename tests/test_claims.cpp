@@ -124,6 +124,23 @@ BOOST_AUTO_TEST_CASE(a_type_limit_holds_and_other_types_go_on) {
       "3");
 }
 
+// Each type with a limit takes its room with its own tasks, level by level,
+// whichever type's tasks come first in claim order.
+BOOST_AUTO_TEST_CASE(each_limited_type_claims_its_own_tasks) {
+  task_database db{"typelimits"};
+  insert_due(db, "LATE", 3, 10);
+  insert_due(db, "EARLY", 3, 10);
+  db.exec(
+      "UPDATE taskmill.tasks SET execute_at = execute_at - interval '1 minute' "
+      "WHERE type = 'EARLY'");
+  auto res = db.exec(claim_sql("a", 10, "{0,0,10,0,0}", "{LATE,EARLY}", "{2,3}"));
+  std::map<std::string, int> by_type;
+  for (int i = 0; i < res.rows(); ++i) ++by_type[res.string(i, 1)];
+  BOOST_CHECK_EQUAL(by_type["LATE"], 2);
+  BOOST_CHECK_EQUAL(by_type["EARLY"], 3);
+  BOOST_CHECK_EQUAL(res.rows(), 5);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(outcomes)

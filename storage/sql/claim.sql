@@ -41,12 +41,17 @@ $$;
 -- p_type NULL: any type but the capped ones. Each row carries only what
 -- running the task takes, and p_turns_taken for the claim's pusher.
 --
--- The plan is kept for the session: planned at every call, a claim of one
+-- The plans are kept for the session: planned at every call, a claim of one
 -- task spent 0.2 ms planning. A kept plan cannot fold a NULL test away, so
--- the level is a list (one level, or all five) that the claim index reads
--- level by level, each up to now; with sequential scans and sorts ruled out,
--- a plan made while the table was small does not read it whole once it is
--- not. The rows are updated by id through the primary key.
+-- the passes of a type with a running limit, one level at a time, find their
+-- rows by a statement of their own (with the tests of the general one they
+-- cost 40% more per task); in the general one the level is a list (one
+-- level, or all five) that the claim index reads level by level, each up to
+-- now. With sequential scans and sorts ruled out, a plan made while the table
+-- was small does not read it whole once it is not. The rows found are
+-- updated by id through the primary key, in a statement apart: as one
+-- UPDATE with the search as its subquery, a drain's claims cost PostgreSQL
+-- 15.5 us a task, against 13.5 us.
 CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
                                     p_type text, p_types text[], p_capped text[],
                                     p_turns_taken integer)
@@ -63,22 +68,36 @@ SET enable_sort = off AS $$
 DECLARE
   v_levels integer[] := CASE WHEN p_priority IS NULL THEN '{1,2,3,4,5}'
                              ELSE ARRAY[p_priority] END;
+  v_ids bigint[];
 BEGIN
+  IF p_type IS NOT NULL AND p_priority IS NOT NULL THEN
+    v_ids := ARRAY(
+      SELECT d.id FROM taskmill.tasks d
+       WHERE d.status IN ('pending', 'failed') AND d.priority = p_priority
+         AND d.execute_at <= now() AND d.type = p_type
+         AND (p_types IS NULL OR d.type = ANY (p_types))
+         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       ORDER BY d.priority, d.execute_at, d.id
+       LIMIT p_limit
+       FOR UPDATE SKIP LOCKED);
+  ELSE
+    v_ids := ARRAY(
+      SELECT d.id FROM taskmill.tasks d
+       WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (v_levels)
+         AND d.execute_at <= now()
+         AND (CASE WHEN p_type IS NULL THEN d.type <> ALL (p_capped) ELSE d.type = p_type END)
+         AND (p_types IS NULL OR d.type = ANY (p_types))
+         -- A broadcast shard is for its node only.
+         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       ORDER BY d.priority, d.execute_at, d.id
+       LIMIT p_limit
+       FOR UPDATE SKIP LOCKED);
+  END IF;
   RETURN QUERY
     UPDATE taskmill.tasks t
        SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
            heartbeat_at = now(), started_at = now(), updated_at = now()
-     WHERE t.id = ANY (ARRAY(
-       SELECT d.id FROM taskmill.tasks d
-        WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (v_levels)
-          AND d.execute_at <= now()
-          AND (CASE WHEN p_type IS NULL THEN d.type <> ALL (p_capped) ELSE d.type = p_type END)
-          AND (p_types IS NULL OR d.type = ANY (p_types))
-          -- A broadcast shard is for its node only.
-          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-        ORDER BY d.priority, d.execute_at, d.id
-        LIMIT p_limit
-        FOR UPDATE SKIP LOCKED))
+     WHERE t.id = ANY (v_ids)
     RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
               t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
               t.shard_total, t.trace_id, t.picked_by, t.execute_at, p_turns_taken;
