@@ -25,12 +25,12 @@ const statement cancel_by_key{
 // execute_at and the claim's time for the pickup latency, and how far into
 // its turns the claim went: a claim is the hottest statement there is, and
 // every column sent costs the server its text form (timestamps most, hence
-// the claim's time in microseconds).
+// the claim's time in microseconds, worked out once for all rows).
 const statement claim{
     "claim",
     "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
     "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
-    "turns_taken, (extract(epoch FROM now()) * 1000000)::bigint AS claimed_at_us FROM "
+    "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
     "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
     "$7::text[], $8::text[], $9::int[])"};
 

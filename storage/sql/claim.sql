@@ -35,75 +35,6 @@ BEGIN
 END
 $$;
 
--- Claims up to p_limit due tasks in claim order (priority, execute_at, id)
--- with SKIP LOCKED and makes them running in the same statement, so a task is
--- claimed once across any number of nodes. p_priority NULL: any level;
--- p_type NULL: any type but the capped ones. Each row carries only what
--- running the task takes, and p_turns_taken for the claim's pusher.
---
--- The plans are kept for the session: planned at every call, a claim of one
--- task spent 0.2 ms planning. A kept plan cannot fold a NULL test away, so
--- the passes of a type with a running limit, one level at a time, find their
--- rows by a statement of their own (with the tests of the general one they
--- cost 40% more per task); in the general one the level is a list (one
--- level, or all five) that the claim index reads level by level, each up to
--- now. With sequential scans and sorts ruled out, a plan made while the table
--- was small does not read it whole once it is not. The rows found are
--- updated by id through the primary key, in a statement apart: as one
--- UPDATE with the search as its subquery, a drain's claims cost PostgreSQL
--- 15.5 us a task, against 13.5 us.
-CREATE FUNCTION taskmill.claim_rows(p_node text, p_limit integer, p_priority integer,
-                                    p_type text, p_types text[], p_capped text[],
-                                    p_turns_taken integer)
-RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
-               priority smallint, payload jsonb, attempt integer, retry_count integer,
-               max_retries integer, timeout_ms integer, error text, batch text,
-               shard_index integer, shard_total integer, trace_id text, picked_by text,
-               execute_at timestamptz, turns_taken integer)
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-SET enable_sort = off AS $$
-#variable_conflict use_column
-DECLARE
-  v_levels integer[] := CASE WHEN p_priority IS NULL THEN '{1,2,3,4,5}'
-                             ELSE ARRAY[p_priority] END;
-  v_ids bigint[];
-BEGIN
-  IF p_type IS NOT NULL AND p_priority IS NOT NULL THEN
-    v_ids := ARRAY(
-      SELECT d.id FROM taskmill.tasks d
-       WHERE d.status IN ('pending', 'failed') AND d.priority = p_priority
-         AND d.execute_at <= now() AND d.type = p_type
-         AND (p_types IS NULL OR d.type = ANY (p_types))
-         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-       ORDER BY d.priority, d.execute_at, d.id
-       LIMIT p_limit
-       FOR UPDATE SKIP LOCKED);
-  ELSE
-    v_ids := ARRAY(
-      SELECT d.id FROM taskmill.tasks d
-       WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (v_levels)
-         AND d.execute_at <= now()
-         AND (CASE WHEN p_type IS NULL THEN d.type <> ALL (p_capped) ELSE d.type = p_type END)
-         AND (p_types IS NULL OR d.type = ANY (p_types))
-         -- A broadcast shard is for its node only.
-         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-       ORDER BY d.priority, d.execute_at, d.id
-       LIMIT p_limit
-       FOR UPDATE SKIP LOCKED);
-  END IF;
-  RETURN QUERY
-    UPDATE taskmill.tasks t
-       SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-           heartbeat_at = now(), started_at = now(), updated_at = now()
-     WHERE t.id = ANY (v_ids)
-    RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
-              t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
-              t.shard_total, t.trace_id, t.picked_by, t.execute_at, p_turns_taken;
-END
-$$;
-
 -- The quotas per level of the first p_room turns after turn p_after whose
 -- level is one of p_levels, and the turn they reach: the last turn taken,
 -- or every turn when the room is more than they fill.
@@ -137,6 +68,22 @@ $$;
 -- that check them take turns. p_types lists the types this node can run
 -- (NULL: any); p_local_types the types it runs on executors of limited
 -- capacity, with the room p_local_room they have left.
+--
+-- Each step claims up to v_step due tasks in claim order (priority,
+-- execute_at, id) with SKIP LOCKED and makes them running, so a task is
+-- claimed once across any number of nodes; a row carries only what running
+-- the task takes. The plans are kept for the session: planned at every call,
+-- a claim of one task spent 0.2 ms planning. A kept plan cannot fold a NULL
+-- test away, so the steps of a type with a running limit at one level find
+-- their rows by a search of their own (with the tests of the general one they
+-- cost 40% more per task); in the general one the level is a list (one level,
+-- or all five) that the claim index reads level by level, each up to now.
+-- With sequential scans and sorts ruled out, a plan made while the table was
+-- small does not read it whole once it is not. The rows found are updated by
+-- id through the primary key, in a statement apart: as one UPDATE with the
+-- search as its subquery, a drain's claims cost PostgreSQL 15.5 us a task,
+-- against 13.5 us. The steps are written out here rather than called: a
+-- function per step cost each claimed row a copy of its result.
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],
@@ -146,7 +93,10 @@ RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.t
                max_retries integer, timeout_ms integer, error text, batch text,
                shard_index integer, shard_total integer, trace_id text, picked_by text,
                execute_at timestamptz, turns_taken integer)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
 #variable_conflict use_column
 DECLARE
   v_left integer := p_limit;
@@ -164,6 +114,8 @@ DECLARE
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
   v_step integer;
+  v_type text;
+  v_ids bigint[];
   v_due integer[] := taskmill.due_levels(p_types, p_node);
   v_more boolean := false;
   -- Whether this node runs a type without a limit. When it does not, the
@@ -247,25 +199,52 @@ BEGIN
       v_more := true;
       CONTINUE;
     END IF;
-    FOR i IN 1..cardinality(v_capped) LOOP
-      v_step := least(v_quota, v_room[i]);
+    -- The types with a running limit first, then (step past them) the others.
+    FOR i IN 1..cardinality(v_capped) + 1 LOOP
+      v_type := v_capped[i];
+      v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
+                     WHEN v_uncapped THEN v_quota ELSE 0 END;
       CONTINUE WHEN v_step <= 0;
-      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_step, nullif(lvl, 6), v_capped[i],
-                                                     p_types, v_capped, v_turns_taken);
+      IF v_type IS NOT NULL AND lvl <= 5 THEN
+        v_ids := ARRAY(
+          SELECT d.id FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed') AND d.priority = lvl
+             AND d.execute_at <= now() AND d.type = v_type
+             AND (p_types IS NULL OR d.type = ANY (p_types))
+             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT v_step
+           FOR UPDATE SKIP LOCKED);
+      ELSE
+        v_ids := ARRAY(
+          SELECT d.id FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed')
+             AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
+             AND d.execute_at <= now()
+             AND (CASE WHEN v_type IS NULL THEN d.type <> ALL (v_capped) ELSE d.type = v_type END)
+             AND (p_types IS NULL OR d.type = ANY (p_types))
+             -- A broadcast shard is for its node only.
+             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT v_step
+           FOR UPDATE SKIP LOCKED);
+      END IF;
+      RETURN QUERY
+        UPDATE taskmill.tasks t
+           SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+               heartbeat_at = now(), started_at = now(), updated_at = now()
+         WHERE t.id = ANY (v_ids)
+        RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
+                  t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
+                  t.shard_total, t.trace_id, t.picked_by, t.execute_at, v_turns_taken;
       GET DIAGNOSTICS v_count = ROW_COUNT;
       v_more := v_more OR v_count >= v_step;
-      v_room[i] := v_room[i] - v_count;
+      IF v_type IS NOT NULL THEN
+        v_room[i] := v_room[i] - v_count;
+      END IF;
       v_quota := v_quota - v_count;
       v_left := v_left - v_count;
     END LOOP;
-    IF v_quota > 0 AND v_uncapped THEN
-      RETURN QUERY SELECT * FROM taskmill.claim_rows(p_node, v_quota, nullif(lvl, 6), NULL,
-                                                     p_types, v_capped, v_turns_taken);
-      GET DIAGNOSTICS v_count = ROW_COUNT;
-      v_more := v_more OR v_count >= v_quota;
-      v_quota := v_quota - v_count;
-      v_left := v_left - v_count;
-    END IF;
     IF v_quota <= 0 THEN
       v_more := true;
     ELSIF lvl <= 5 AND NOT lvl = ANY (v_short) THEN
