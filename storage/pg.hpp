@@ -7,6 +7,7 @@
 
 #include <caf/expected.hpp>
 
+#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -113,6 +114,23 @@ class connection {
 
 /// Renders values as a PostgreSQL array literal: {"a","b\"c",NULL}.
 std::string array_literal(const std::vector<param>& values);
+
+/// Renders integers as a PostgreSQL array literal without quotes: {1,-2,3}.
+/// The claim sends hundreds of them at each round (its turns), the outcomes
+/// theirs ids and attempts.
+template <class Range, class Fn>
+std::string number_array_literal(const Range& range, Fn&& to_number) {
+  std::string out = "{";
+  out.reserve(2 + 8 * std::size(range));
+  char digits[24];
+  for (const auto& x : range) {
+    if (out.size() > 1) out += ',';
+    auto [end, ec] = std::to_chars(digits, digits + sizeof digits, to_number(x));
+    out.append(digits, end);
+  }
+  out += '}';
+  return out;
+}
 
 template <class Range, class Fn>
 std::string array_literal_of(const Range& range, Fn&& to_param) {

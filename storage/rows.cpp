@@ -125,8 +125,8 @@ std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& ou
                                    const std::string& node) {
   auto column = [&](auto&& fn) { return param{array_literal_of(outcomes, fn)}; };
   return {
-      column([](auto o) { return number_param(o->task_id()); }),
-      column([](auto o) { return number_param(o->attempt()); }),
+      param{number_array_literal(outcomes, [](auto o) { return o->task_id(); })},
+      param{number_array_literal(outcomes, [](auto o) { return o->attempt(); })},
       column([](auto o) { return param{outcome_name(o->outcome())}; }),
       column([](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
       column([](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),

@@ -551,7 +551,7 @@ pb::Stats read_stats(const db::result& counts, const db::result& recent) {
 }
 
 std::string int_array(const google::protobuf::RepeatedField<int32_t>& values) {
-  return db::array_literal_of(values, [](int32_t v) { return db::param{std::to_string(v)}; });
+  return db::number_array_literal(values, [](int32_t v) { return v; });
 }
 
 std::string text_array(const google::protobuf::RepeatedPtrField<std::string>& values) {
@@ -770,8 +770,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
 
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions) {
   db::call c{&db::sql::finished_executions,
-             {db::array_literal_of(executions.task_ids(),
-                                   [](int64_t id) { return db::param{std::to_string(id)}; }),
+             {db::number_array_literal(executions.task_ids(), [](int64_t id) { return id; }),
               int_array(executions.attempts())}};
   return ask_db<pb::Executions>(self, {std::move(c)},
                                 [](results& rs) -> caf::expected<pb::Executions> {

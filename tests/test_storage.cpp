@@ -14,6 +14,7 @@
 
 #include <filesystem>
 #include <latch>
+#include <limits>
 #include <mutex>
 #include <set>
 #include <thread>
@@ -353,6 +354,25 @@ BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
   BOOST_CHECK(!conn->broken());
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM child"), "0");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM parent"), "2");
+}
+
+// Integer arrays go without quotes; PostgreSQL reads back what was meant,
+// the extremes and an empty array included.
+BOOST_AUTO_TEST_CASE(integer_arrays_reach_postgresql_as_they_were) {
+  test::scratch_database db{"numberarrays"};
+  auto conn = db::connection::open(db.conninfo(), 10s, 10s);
+  BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+  std::vector<int64_t> values{1, -2, 0, std::numeric_limits<int64_t>::max(),
+                              std::numeric_limits<int64_t>::min()};
+  auto literal = db::number_array_literal(values, [](int64_t v) { return v; });
+  auto back =
+      conn->exec("SELECT array_to_string($1::bigint[], ' '), cardinality($1::bigint[])", {literal});
+  BOOST_REQUIRE_MESSAGE(back, test::describe(back));
+  BOOST_CHECK_EQUAL(back->string(0, 0), "1 -2 0 9223372036854775807 -9223372036854775808");
+  auto empty = conn->exec("SELECT cardinality($1::int[])",
+                          {db::number_array_literal(std::vector<int>{}, [](int v) { return v; })});
+  BOOST_REQUIRE_MESSAGE(empty, test::describe(empty));
+  BOOST_CHECK_EQUAL(empty->string(0, 0), "0");
 }
 
 // A claim is answered as soon as its statement is through, not after the
