@@ -323,6 +323,25 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   BOOST_CHECK_LE(kept.complete, 2 * now.complete + 100);
 }
 
+// Claims take the oldest due tasks first and leave their index entries
+// behind until a vacuum; the due-level probe of every claim reads from the
+// newest due task backwards, so those entries are not in its way.
+BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
+  test::task_database db{"probe"};
+  db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
+      "SELECT 'T', 'k-' || g, now() - interval '1 minute', md5(g::text), 3, 3, 5000, "
+      "'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 5000) g");
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec(claim_of("n", 4000)));
+  auto buffers = buffers_of(conn, "SELECT taskmill.due_levels(NULL, 'n')");
+  BOOST_TEST_MESSAGE("buffers of the probe after 4000 claims: " << buffers);
+  BOOST_CHECK_LE(buffers, 50);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.due_levels(NULL, 'n')::text"), "{3}");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(pipeline)

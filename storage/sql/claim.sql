@@ -12,11 +12,14 @@ END
 $$;
 
 -- The priority levels that have due work a node of p_types may run; one
--- cheap probe per level instead of a claim statement per level. A probe in
--- claim order with LIMIT 1 reads the claim index from its start (an EXISTS
--- becomes a semi-join that may read every due task). PL/pgSQL keeps its plan
--- for the session: as a SQL function it was planned at every claim, most of
--- the cost of claiming one task.
+-- cheap probe per level instead of a claim statement per level. A probe with
+-- an order and LIMIT 1 reads the claim index from one end (an EXISTS becomes
+-- a semi-join that may read every due task); from the newest due task
+-- backwards, because claims take the oldest first and leave the entries of
+-- the tasks they took at that end until a vacuum: read from there, a drain's
+-- probes stepped over them, 0.7 ms a claim. PL/pgSQL keeps its plan for the
+-- session: as a SQL function it was planned at every claim, most of the cost
+-- of claiming one task.
 CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -31,7 +34,7 @@ BEGIN
                 AND t.execute_at <= now()
                 AND (p_types IS NULL OR t.type = ANY (p_types))
                 AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-              ORDER BY t.execute_at, t.id LIMIT 1) AS first_due);
+              ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due);
 END
 $$;
 
