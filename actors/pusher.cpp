@@ -24,12 +24,6 @@ struct pusher_state {
   bool wake_pending = false;
   // Only the newest timer counts; older ones find a newer generation.
   uint64_t timer_generation = 0;
-  // A round ends when both its claim and the time of the next due task are
-  // in; replies of a round given up (its claim failed) find a newer one.
-  uint64_t round = 0;
-  int replies_awaited = 0;
-  bool round_full = false;
-  std::chrono::milliseconds round_next{0};
   bool storage_failing = false;
   bool paused = false;
 };
@@ -60,6 +54,24 @@ void finish_round(self_ptr self, bool again, std::chrono::milliseconds next) {
             std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
 }
 
+/// A claim that took fewer tasks than it had permits for found all it could:
+/// the round ends once the time of the next due task is known. It is asked
+/// only then, after the claim's tasks went on their way; a full claim is
+/// followed by another at once.
+void ask_next_due(self_ptr self, const pb::ClaimRequest& req) {
+  self->request(self->state.options.storage, local_request_timeout, next_due_atom_v, req)
+      .then(
+          [self](int64_t next_due_in_ms) {
+            finish_round(self, false,
+                         next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
+                                             : self->state.options.poll_interval);
+          },
+          [self](const caf::error& err) {
+            spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
+            finish_round(self, false, self->state.options.poll_interval);
+          });
+}
+
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed) {
   auto& st = self->state;
   if (st.storage_failing) {
@@ -78,18 +90,16 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   st.options.metrics->claim_rounds.Increment();
   st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
-  st.round_full = claimed.tasks_size() >= req.grant().permits();
+  bool full = claimed.tasks_size() >= req.grant().permits();
   if (claimed.tasks_size() > 0) {
     pb::TaskList list;
     list.mutable_tasks()->Swap(claimed.mutable_tasks());
     self->send(st.options.dispatcher, dispatch_atom_v, std::move(list));
   }
-}
-
-void reply_in(self_ptr self, uint64_t round) {
-  auto& st = self->state;
-  if (round != st.round || --st.replies_awaited > 0) return;
-  finish_round(self, st.round_full, st.round_next);
+  if (full)
+    finish_round(self, true, st.options.poll_interval);
+  else
+    ask_next_due(self, req);
 }
 
 void claim_with(self_ptr self, pb::ClaimGrant grant) {
@@ -105,49 +115,21 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   req.set_node(st.options.node);
   *req.mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req.add_turns(level);
-  auto round = ++st.round;
-  st.replies_awaited = 2;
-  st.round_full = false;
-  st.round_next = st.options.poll_interval;
   self->request(st.options.storage, local_request_timeout, claim_atom_v, req)
-      .then(
-          [self, req, round](pb::ClaimedTasks& claimed) {
-            on_claimed(self, req, claimed);
-            auto& st = self->state;
-            if (!st.round_full) return reply_in(self, round);
-            // A full claim is followed by another at once, whenever the next
-            // task comes due.
-            ++st.round;
-            finish_round(self, true, st.round_next);
-          },
-          [self, permits](const caf::error& err) {
-            auto& st = self->state;
-            ++st.round;
-            pb::PermitUse nothing;
-            nothing.set_permits(permits);
-            self->send(st.options.limiter, settle_atom_v, std::move(nothing));
-            if (!st.storage_failing) {
-              spdlog::warn("pusher: cannot claim: {}", error_message(err));
-              st.storage_failing = true;
-            }
-            st.claiming = false;
-            st.wake_pending = false;
-            arm_timer(self, st.options.poll_interval);
-          });
-  // Asked after the claim, so it runs after it and sees its tasks taken.
-  self->request(st.options.storage, local_request_timeout, next_due_atom_v, req)
-      .then(
-          [self, round](int64_t next_due_in_ms) {
-            auto& st = self->state;
-            if (round == st.round && next_due_in_ms >= 0)
-              st.round_next = std::chrono::milliseconds{next_due_in_ms};
-            reply_in(self, round);
-          },
-          [self, round](const caf::error& err) {
-            if (round != self->state.round) return;
-            spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
-            reply_in(self, round);
-          });
+      .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
+            [self, permits](const caf::error& err) {
+              auto& st = self->state;
+              pb::PermitUse nothing;
+              nothing.set_permits(permits);
+              self->send(st.options.limiter, settle_atom_v, std::move(nothing));
+              if (!st.storage_failing) {
+                spdlog::warn("pusher: cannot claim: {}", error_message(err));
+                st.storage_failing = true;
+              }
+              st.claiming = false;
+              st.wake_pending = false;
+              arm_timer(self, st.options.poll_interval);
+            });
 }
 
 void claim_round(self_ptr self) {

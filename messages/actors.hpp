@@ -185,8 +185,8 @@ using submission_storage_actor = caf::typed_actor<
 using claim_storage_actor =
     caf::typed_actor<caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
                      // Milliseconds until the next task the request's node may claim becomes
-                     // due, by the database's clock (-1: none within the horizon). Asked right
-                     // after a claim, it runs after it, and the claim is answered first.
+                     // due, by the database's clock (-1: none within the horizon). Asked after
+                     // a claim that took fewer tasks than it had permits for.
                      caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>>;
 
 /// Stores outcomes, fenced by attempt (the dispatcher's view).

@@ -32,6 +32,7 @@ namespace {
 struct recorder {
   std::deque<pb::Task> due;
   std::vector<pb::ClaimRequest> claims;
+  int next_due_asks = 0;
   std::vector<pb::TaskOutcome> outcomes;
 };
 
@@ -50,7 +51,10 @@ claim_storage_actor::behavior_type claim_stand_in(claim_storage_actor::pointer,
         }
         return out;
       },
-      [](next_due_atom, const pb::ClaimRequest&) { return int64_t{-1}; },
+      [rec](next_due_atom, const pb::ClaimRequest&) {
+        ++rec->next_due_asks;
+        return int64_t{-1};
+      },
   };
 }
 
@@ -167,6 +171,16 @@ struct flow_fixture {
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(pusher_limiter_dispatcher, flow_fixture)
+
+// A full claim is followed by another at once; only a claim that found less
+// than it could take asks when the next task comes due.
+BOOST_AUTO_TEST_CASE(only_a_claim_short_of_its_permits_asks_for_the_next_due_time) {
+  for (int i = 1; i <= 5; ++i) rec->due.push_back(noop_task(i, 3));
+  start(100, 2);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 3u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+}
 
 BOOST_AUTO_TEST_CASE(a_claim_runs_its_tasks_and_their_permits_come_back_once_stored) {
   for (int i = 1; i <= 3; ++i) rec->due.push_back(noop_task(i, 3));
