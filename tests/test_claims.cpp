@@ -289,9 +289,7 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
   std::array<int, 5> total{};
   for (int r = 0; r < rounds; ++r) {
     auto turns = shares.turns(n);
-    std::string t = "{";
-    for (size_t i = 0; i < turns.size(); ++i) t += (i ? "," : "") + std::to_string(turns[i]);
-    t += "}";
+    auto t = taskmill::db::number_array_literal(turns, [](int level) { return level; });
     auto res = db.exec(
         "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
         std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
@@ -309,6 +307,15 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
         "AND picked_by = 'fair'");
   }
   return total;
+}
+
+/// With work at levels 1 and 5 only, weights 16 and 1: every claim went to
+/// one of them, and level 5 got its 1/17 to within 3.
+void check_split_16_to_1(const std::array<int, 5>& total, int claims, const std::string& what) {
+  BOOST_TEST_MESSAGE(claims << " claims, " << what << ": priority 1 " << total[0] << ", priority 5 "
+                            << total[4]);
+  BOOST_CHECK_EQUAL(total[0] + total[4], claims);
+  BOOST_CHECK_LE(std::abs(total[4] - claims / 17.0), 3.0);
 }
 
 }  // namespace
@@ -342,9 +349,7 @@ BOOST_AUTO_TEST_CASE(levels_without_work_lend_their_share) {
   fair_shares shares{{16, 8, 4, 2, 1}};
   std::vector<int> per_round;
   auto total = run_rounds(db, shares, rounds, n, &per_round);
-  // Only levels 1 and 5 have work: 16:1.
-  BOOST_CHECK_LE(std::abs(total[4] - rounds * n / 17.0), 3.0);
-  BOOST_CHECK_EQUAL(total[0] + total[4], rounds * n);
+  check_split_16_to_1(total, rounds * n, "only levels 1 and 5 with work");
   for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
 }
 
@@ -360,10 +365,7 @@ BOOST_AUTO_TEST_CASE(rounds_of_one_or_two_claims_keep_the_shares) {
     auto got = run_rounds(db, shares, 170, n);
     for (int l = 0; l < 5; ++l) total[l] += got[l];
   }
-  BOOST_TEST_MESSAGE("510 claims, rounds of 1 and 2: priority 1 " << total[0] << ", priority 5 "
-                                                                  << total[4]);
-  BOOST_CHECK_EQUAL(total[0] + total[4], 510);
-  BOOST_CHECK_LE(std::abs(total[4] - 510 / 17.0), 3.0);
+  check_split_16_to_1(total, 510, "rounds of 1 and 2");
 }
 
 // Running tasks elsewhere in the cluster leave the global limit room for one
@@ -380,10 +382,7 @@ BOOST_AUTO_TEST_CASE(claims_cut_short_by_the_global_limit_keep_the_shares) {
     auto got = run_rounds(db, shares, 170, 50, nullptr, nullptr, global);
     for (int l = 0; l < 5; ++l) total[l] += got[l];
   }
-  BOOST_TEST_MESSAGE("510 claims, room for 1 and 2: priority 1 " << total[0] << ", priority 5 "
-                                                                 << total[4]);
-  BOOST_CHECK_EQUAL(total[0] + total[4], 510);
-  BOOST_CHECK_LE(std::abs(total[4] - 510 / 17.0), 3.0);
+  check_split_16_to_1(total, 510, "room for 1 and 2");
 }
 
 // A level whose due work is all of a type at its running limit claims
@@ -399,11 +398,8 @@ BOOST_AUTO_TEST_CASE(a_probe_that_finds_no_room_leaves_its_place_to_the_turns) {
   run_elsewhere(db, 1, "CAPPED");
   fair_shares shares{{16, 8, 4, 2, 1}};
   auto total = run_rounds(db, shares, 340, 50, nullptr, nullptr, 49, "{CAPPED}", "{1}");
-  BOOST_TEST_MESSAGE("340 claims, room for 1: priority 1 " << total[0] << ", priority 5 "
-                                                           << total[4]);
   BOOST_CHECK_EQUAL(total[2], 0);
-  BOOST_CHECK_EQUAL(total[0] + total[4], 340);
-  BOOST_CHECK_LE(std::abs(total[4] - 340 / 17.0), 3.0);
+  check_split_16_to_1(total, 340, "room for 1");
 }
 
 BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {

@@ -17,7 +17,6 @@
 #include "messages/validate.hpp"
 
 #include <cmath>
-#include <cstdint>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -192,19 +191,13 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fairness)
 
-fair_shares::counts per_level(const std::vector<int>& turns, size_t first = SIZE_MAX) {
-  fair_shares::counts out{};
-  for (size_t i = 0; i < std::min(first, turns.size()); ++i) ++out[turns[i] - 1];
-  return out;
-}
-
 BOOST_AUTO_TEST_CASE(levels_with_work_share_claims_by_their_weights) {
   fair_shares shares{{16, 8, 4, 2, 1}};
   fair_shares::counts total{};
   for (int round = 0; round < 100; ++round) {
     auto turns = shares.turns(31);
     BOOST_CHECK_EQUAL(turns.size(), 31u);
-    auto claimed = per_level(turns);
+    auto claimed = fair_shares::levels_of(turns);
     shares.settle(turns, 31, claimed);
     for (int i = 0; i < fair_shares::levels; ++i) total[i] += claimed[i];
   }
@@ -225,7 +218,7 @@ BOOST_AUTO_TEST_CASE(claims_cut_short_by_limits_keep_the_shares) {
   for (int round = 0; round < 310; ++round) {
     auto turns = shares.turns(50);
     auto taken = 1 + round % 2;
-    auto claimed = per_level(turns, taken);
+    auto claimed = fair_shares::levels_of(turns, taken);
     shares.settle(turns, taken, claimed);
     for (int i = 0; i < fair_shares::levels; ++i) total[i] += claimed[i];
   }
@@ -247,7 +240,7 @@ BOOST_AUTO_TEST_CASE(a_single_level_with_work_gets_all_capacity) {
     BOOST_CHECK_EQUAL(turns.size(), 54u);
     BOOST_CHECK(
         (std::vector<int>(turns.begin(), turns.begin() + 4) == std::vector<int>{1, 2, 3, 4}));
-    BOOST_CHECK_EQUAL(per_level(turns)[4], 50);
+    BOOST_CHECK_EQUAL(fair_shares::levels_of(turns)[4], 50);
     shares.settle(turns, 54, {0, 0, 0, 0, 50});
   }
 }
@@ -258,9 +251,9 @@ BOOST_AUTO_TEST_CASE(a_level_that_gets_work_again_gets_its_turns) {
   auto turns = shares.turns(10);
   shares.settle(turns, 10, {0, 5, 5, 0, 0});
   turns = shares.turns(10);
-  BOOST_CHECK_EQUAL(per_level(turns)[0], 1);
+  BOOST_CHECK_EQUAL(fair_shares::levels_of(turns)[0], 1);
   shares.settle(turns, 12, {1, 5, 4, 0, 0});
-  BOOST_CHECK_GE(per_level(shares.turns(10))[0], 3);
+  BOOST_CHECK_GE(fair_shares::levels_of(shares.turns(10))[0], 3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

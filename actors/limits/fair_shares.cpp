@@ -37,21 +37,16 @@ std::vector<int> fair_shares::turns(int n) const {
   return out;
 }
 
-namespace {
-
-/// Turns per level (index 0: priority 1) among the first `taken`.
-fair_shares::counts offered_in(const std::vector<int>& turns, int taken) {
-  fair_shares::counts out{};
+fair_shares::counts fair_shares::levels_of(const std::vector<int>& turns, int taken) {
+  counts out{};
   auto first = std::min(static_cast<size_t>(std::max(0, taken)), turns.size());
   for (size_t i = 0; i < first; ++i) ++out[turns[i] - 1];
   return out;
 }
 
-}  // namespace
-
 void fair_shares::settle(const std::vector<int>& turns, int taken, const counts& claimed) {
   auto kept_turns = active_;
-  mark_dry_levels(offered_in(turns, taken), claimed);
+  mark_dry_levels(levels_of(turns, taken), claimed);
   for (int l = 0; l < levels; ++l) kept_turns[l] = kept_turns[l] && active_[l];
   charge_credits(kept_turns, claimed);
 }

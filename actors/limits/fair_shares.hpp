@@ -17,6 +17,7 @@
 // work; those claims are repaid within about a round.
 
 #include <array>
+#include <climits>
 #include <vector>
 
 namespace taskmill {
@@ -35,6 +36,10 @@ class fair_shares {
   /// Books what a round claimed per level (index 0: priority 1) when the
   /// database went through the first `taken` of the `turns` it was given.
   void settle(const std::vector<int>& turns, int taken, const counts& claimed);
+
+  /// Turns per level (index 0: priority 1) among the first `taken` (all by
+  /// default).
+  static counts levels_of(const std::vector<int>& turns, int taken = INT_MAX);
 
  private:
   int active_weight() const;
