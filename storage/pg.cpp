@@ -179,13 +179,6 @@ caf::error connection::prepare_and_enter_pipeline(const std::vector<const statem
   return caf::none;
 }
 
-std::vector<caf::expected<result>> connection::run(const std::vector<call>& calls) {
-  std::vector<caf::expected<result>> out;
-  out.reserve(calls.size());
-  run(calls, [&out](caf::expected<result>&& res) { out.push_back(std::move(res)); });
-  return out;
-}
-
 void connection::run(const std::vector<call>& calls,
                      const std::function<void(caf::expected<result>&&)>& each) {
   size_t handed = 0;

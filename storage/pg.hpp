@@ -79,12 +79,10 @@ class connection {
   /// Prepares `statements`, then switches to pipeline mode for good.
   caf::error prepare_and_enter_pipeline(const std::vector<const statement*>& statements);
 
-  /// Runs `calls` in one round trip; one entry per call, in order. After a
-  /// lost connection every remaining entry is `storage_unavailable`.
-  std::vector<caf::expected<result>> run(const std::vector<call>& calls);
-
-  /// The same, handing each call's entry to `each` as soon as it is known,
-  /// so that callers are answered before the statements after theirs ran.
+  /// Runs `calls` in one round trip, handing each call's entry to `each` in
+  /// order as soon as it is known, so that callers are answered before the
+  /// statements after theirs ran. After a lost connection every remaining
+  /// entry is `storage_unavailable`.
   void run(const std::vector<call>& calls,
            const std::function<void(caf::expected<result>&&)>& each);
 

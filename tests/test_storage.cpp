@@ -362,7 +362,9 @@ BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
   auto conn = db::connection::open(db.conninfo(), 10s, 10s);
   BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
   BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&orphan, &parent}));
-  auto out = conn->run({{&parent, {"1"}}, {&orphan, {}}, {&parent, {"2"}}});
+  std::vector<caf::expected<db::result>> out;
+  conn->run({{&parent, {"1"}}, {&orphan, {}}, {&parent, {"2"}}},
+            [&out](caf::expected<db::result>&& res) { out.push_back(std::move(res)); });
   BOOST_REQUIRE_EQUAL(out.size(), 3u);
   BOOST_CHECK(out[0]);
   BOOST_CHECK_MESSAGE(!out[1], "the orphan's commit failed, yet it came back as a result");
