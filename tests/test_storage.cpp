@@ -421,6 +421,29 @@ BOOST_AUTO_TEST_CASE(each_statement_is_handed_over_before_the_next_one_ran) {
                                      << (handed[1] ? "" : error_message(handed[1].error())));
 }
 
+// A statement handed over stays handed over when the connection is lost
+// while a later one runs: the later one, and only it, is an error.
+BOOST_AUTO_TEST_CASE(a_connection_lost_midway_fails_only_the_statements_not_yet_handed_over) {
+  test::scratch_database db{"pipelinelost"};
+  static const db::statement first{"first", "SELECT pg_backend_pid()::text"};
+  static const db::statement slow{"slow", "SELECT pg_sleep(5)::text"};
+  auto killer = db::connection::open(db.conninfo(), 10s, 10s);
+  BOOST_REQUIRE_MESSAGE(killer, test::describe(killer));
+  auto conn = db::connection::open(db.conninfo(), 10s, 10s);
+  BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+  BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&first, &slow}));
+  std::vector<caf::expected<db::result>> handed;
+  conn->run({{&first, {}}, {&slow, {}}}, [&](caf::expected<db::result>&& res) {
+    if (handed.empty() && res)
+      BOOST_CHECK(killer->exec("SELECT pg_terminate_backend(" + res->string(0, 0) + ")"));
+    handed.push_back(std::move(res));
+  });
+  BOOST_REQUIRE_EQUAL(handed.size(), 2u);
+  BOOST_CHECK(handed[0]);
+  BOOST_CHECK(!handed[1]);
+  BOOST_CHECK(conn->broken());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_FIXTURE_TEST_SUITE(storage_actor_tests, test::actor_system_fixture)
