@@ -98,6 +98,40 @@ BOOST_AUTO_TEST_CASE(rfc3339_round_trips_and_refuses_what_is_not) {
   BOOST_CHECK(parse_rfc3339("0001-01-01T00:00:00Z"));
 }
 
+// Times are written and read by hand (civil days, no gmtime); these are the
+// values where calendar arithmetic goes wrong first.
+BOOST_AUTO_TEST_CASE(rfc3339_calendar_edges_read_and_write_as_the_calendar_says) {
+  struct known {
+    const char* text;
+    int64_t micros;
+  };
+  for (auto [text, micros] : {
+           known{"1970-01-01T00:00:00Z", 0},
+           known{"1969-12-31T23:59:59.999999Z", -1},
+           known{"1970-01-01T00:00:00.000001Z", 1},
+           known{"2000-02-29T00:00:00Z", 951782400000000},
+           known{"2026-11-21T22:52:00.12Z", 1795301520120000},
+           known{"0001-01-01T00:00:00Z", first_time_seconds * 1000000},
+           known{"9999-12-31T23:59:59.999999Z", last_time_seconds * 1000000 + 999999},
+           known{"1900-03-01T00:00:00Z", -2203891200000000},
+       }) {
+    BOOST_CHECK_EQUAL(format_rfc3339(micros), text);
+    auto parsed = parse_rfc3339(text);
+    BOOST_REQUIRE_MESSAGE(parsed, text);
+    BOOST_CHECK_EQUAL(*parsed, micros);
+  }
+  // PostgreSQL's text form, and a leap second as the next minute's first.
+  for (auto [text, micros] : {known{"2026-11-25 00:12:34.5+00", 1795565554500000},
+                              known{"2026-12-31T23:59:60Z", 1798761600000000}}) {
+    auto parsed = parse_rfc3339(text);
+    BOOST_REQUIRE_MESSAGE(parsed, text);
+    BOOST_CHECK_EQUAL(*parsed, micros);
+  }
+  for (const char* bad : {"2100-02-29T00:00:00Z", "1900-02-29T00:00:00Z", "2026-04-31T00:00:00Z",
+                          "2026-01-00T00:00:00Z", "9999-12-31T23:59:60Z"})
+    BOOST_CHECK_MESSAGE(!parse_rfc3339(bad), bad);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(codec)
