@@ -12,7 +12,9 @@
 #include <caf/event_based_actor.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <latch>
 #include <limits>
 #include <mutex>
@@ -71,6 +73,41 @@ BOOST_AUTO_TEST_CASE(apply_twice_changes_nothing) {
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
                     std::to_string(all.size()));
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.tasks"), "0");
+}
+
+// Migration 7 rebuilds the claim index of a database already in use, in
+// place: claims under type limits find the tasks there through it.
+BOOST_AUTO_TEST_CASE(the_claim_index_is_rebuilt_with_the_type_over_the_tasks_already_there) {
+  test::scratch_database database{"migbytype"};
+  auto conn = database.connect();
+  const auto& all = db::all_migrations();
+  std::vector<db::migration> before;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(before),
+               [](const db::migration& m) { return m.version < 7; });
+  BOOST_REQUIRE(db::apply_migrations(conn, before));
+  test::write_default_type_settings(conn);
+  database.exec(
+      "SELECT taskmill.submit(CASE WHEN g % 4 = 0 THEN 'capped' ELSE 'other' END, "
+      "'k' || g) FROM generate_series(1, 400) g");
+  database.exec(
+      "SELECT taskmill.submit('capped', 'later', execute_at => now() + interval '1 day')");
+  auto upgraded = db::apply_migrations(conn, all);
+  BOOST_REQUIRE_MESSAGE(upgraded, test::describe(upgraded));
+  BOOST_CHECK_EQUAL(*upgraded, all.back().version);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT indisvalid AND pg_get_indexdef(indexrelid) LIKE "
+                                    "'%(priority, execute_at, id, type)%' FROM pg_index "
+                                    "WHERE indexrelid = 'taskmill.tasks_due'::regclass"),
+                    "t");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.claim_by_turns('n', 500, "
+                                    "'{3,3,3}', '{capped}', '{60}', 0, '{capped}', NULL, NULL)"),
+                    "60");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.claim_by_turns('n', 500, "
+                                    "'{3,3,3}', '{capped}', '{500}', 0, NULL, NULL, NULL)"),
+                    "340");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT string_agg(type || ':' || status, ',' "
+                                    "ORDER BY type, status::text) "
+                                    "FROM (SELECT DISTINCT type, status FROM taskmill.tasks) s"),
+                    "capped:pending,capped:running,other:running");
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_nodes_apply_each_migration_once) {
@@ -247,6 +284,21 @@ int64_t buffers_of(db::connection& conn, const std::string& sql) {
   return plan.value("Shared Hit Blocks", int64_t{0}) + plan.value("Shared Read Blocks", int64_t{0});
 }
 
+/// What the task table's indexes count by `stat` (a pg_stat_get_xact_
+/// function) in a transaction of `sql` alone; `sql` runs once before, so that
+/// its planning is not counted.
+int64_t task_index_stat_of(db::connection& conn, const std::string& sql, const char* stat) {
+  BOOST_REQUIRE(conn.exec(sql));
+  BOOST_REQUIRE(conn.exec("BEGIN"));
+  BOOST_REQUIRE(conn.exec(sql));
+  auto counted = conn.exec(std::string{"SELECT sum("} + stat +
+                           "(i.indexrelid)) FROM pg_index i "
+                           "WHERE i.indrelid = 'taskmill.tasks'::regclass");
+  BOOST_REQUIRE_MESSAGE(counted, test::describe(counted));
+  BOOST_REQUIRE(conn.exec("COMMIT"));
+  return counted->int64(0, 0);
+}
+
 std::string submit_many_of(const std::string& prefix, int n) {
   auto nulls = [n](const char* type) {
     return std::string{"array_fill(NULL::"} + type + ", ARRAY[" + std::to_string(n) + "])";
@@ -340,6 +392,62 @@ BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
   BOOST_TEST_MESSAGE("buffers of the probe after 4000 claims: " << buffers);
   BOOST_CHECK_LE(buffers, 50);
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.due_levels(NULL, 'n')::text"), "{3}");
+}
+
+// A claim under a type's running limit looks for that type's due tasks only,
+// however many of other types come before them in claim order.
+BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_other_types_due_tasks) {
+  test::task_database db{"bytype"};
+  db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
+      "SELECT CASE WHEN g <= 3000 THEN 'other' ELSE 'capped' END, 'k-' || g, "
+      "now() - interval '1 hour' + g * interval '1 ms', md5(g::text), 3, 3, 5000, "
+      "'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 3010) g");
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  auto conn = db.connect();
+  auto claim_of_five = std::string{
+      "SELECT count(*) FROM taskmill.claim_by_turns('n', 5, '{3,3,3,3,3}', '{capped}', '{10}', "
+      "0, '{capped}', NULL, NULL)"};
+  auto entries = task_index_stat_of(conn, claim_of_five, "pg_stat_get_xact_tuples_returned");
+  BOOST_TEST_MESSAGE(
+      "index entries read by a claim of 5 capped tasks behind 3000 others: " << entries);
+  BOOST_CHECK_LE(entries, 200);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND "
+                              "type = 'capped'"),
+                    "10");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"),
+                    "10");
+}
+
+// The last step of a claim fills what room is left in claim order over all
+// levels; for a type with a running limit it reads each level only up to now,
+// not through the tasks of that type due later.
+BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_its_tasks_due_later) {
+  test::task_database db{"bytypelater"};
+  db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
+      "SELECT 'capped', 'k-' || g, CASE WHEN g <= 20000 THEN now() + interval '1 day' "
+      "ELSE now() - interval '1 minute' END, md5(g::text), CASE WHEN g <= 20005 THEN 2 ELSE 3 "
+      "END, 3, 5000, 'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 20010) g");
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  auto conn = db.connect();
+  // One turn each for levels 2 and 3, the rest of the room in claim order.
+  auto claim = std::string{
+      "SELECT count(*) FROM taskmill.claim_by_turns('n', 4, '{2,3}', '{capped}', '{100}', 0, "
+      "'{capped}', NULL, NULL)"};
+  // Index pages read: about a hundred for the claim itself, a hundred more
+  // when it reads through the entries of the tasks due later.
+  auto pages = task_index_stat_of(conn, claim, "pg_stat_get_xact_blocks_fetched");
+  BOOST_TEST_MESSAGE("index pages read by a claim beside 20000 tasks due later: " << pages);
+  BOOST_CHECK_LE(pages, 150);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(priority || ':' || n, ',' ORDER BY priority) "
+                              "FROM (SELECT priority, count(*) AS n FROM taskmill.tasks "
+                              "WHERE status = 'running' GROUP BY priority) r"),
+                    "2:5,3:3");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -77,10 +77,12 @@ $$;
 -- claimed once across any number of nodes; a row carries only what running
 -- the task takes. The plans are kept for the session: planned at every call,
 -- a claim of one task spent 0.2 ms planning. A kept plan cannot fold a NULL
--- test away, so the steps of a type with a running limit at one level find
--- their rows by a search of their own (with the tests of the general one they
--- cost 40% more per task); in the general one the level is a list (one level,
--- or all five) that the claim index reads level by level, each up to now.
+-- test away, so the steps of a type with a running limit find their rows by a
+-- search of their own (with the tests of the general one they cost 40% more
+-- per task), one level at a time, passing over other types' tasks in the
+-- claim index (whose last column is the type); in the general one the level
+-- is a list (one level, or all five) that the claim index reads level by
+-- level, each up to now.
 -- With sequential scans and sorts ruled out, a plan made while the table was
 -- small does not read it whole once it is not. The rows found are updated by
 -- id through the primary key, in a statement apart: as one UPDATE with the
@@ -117,6 +119,7 @@ DECLARE
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
   v_step integer;
+  v_level integer;
   v_type text;
   v_ids bigint[];
   v_due integer[] := taskmill.due_levels(p_types, p_node);
@@ -208,23 +211,29 @@ BEGIN
       v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
                      WHEN v_uncapped THEN v_quota ELSE 0 END;
       CONTINUE WHEN v_step <= 0;
-      IF v_type IS NOT NULL AND lvl <= 5 THEN
-        v_ids := ARRAY(
-          SELECT d.id FROM taskmill.tasks d
-           WHERE d.status IN ('pending', 'failed') AND d.priority = lvl
-             AND d.execute_at <= now() AND d.type = v_type
-             AND (p_types IS NULL OR d.type = ANY (p_types))
-             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-           ORDER BY d.priority, d.execute_at, d.id
-           LIMIT v_step
-           FOR UPDATE SKIP LOCKED);
+      IF v_type IS NOT NULL THEN
+        -- Level by level, so that the index reads each only up to now (as
+        -- one range of levels it read every task due later on the way).
+        v_ids := '{}';
+        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+          EXIT WHEN cardinality(v_ids) >= v_step;
+          v_ids := v_ids || ARRAY(
+            SELECT d.id FROM taskmill.tasks d
+             WHERE d.status IN ('pending', 'failed') AND d.type = v_type
+               AND d.priority = v_level AND d.execute_at <= now()
+               AND (p_types IS NULL OR d.type = ANY (p_types))
+               AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+             ORDER BY d.priority, d.execute_at, d.id
+             LIMIT v_step - cardinality(v_ids)
+             FOR UPDATE SKIP LOCKED);
+        END LOOP;
       ELSE
         v_ids := ARRAY(
           SELECT d.id FROM taskmill.tasks d
            WHERE d.status IN ('pending', 'failed')
              AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
              AND d.execute_at <= now()
-             AND (CASE WHEN v_type IS NULL THEN d.type <> ALL (v_capped) ELSE d.type = v_type END)
+             AND d.type <> ALL (v_capped)
              AND (p_types IS NULL OR d.type = ANY (p_types))
              -- A broadcast shard is for its node only.
              AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
