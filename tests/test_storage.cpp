@@ -394,6 +394,18 @@ BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.due_levels(NULL, 'n')::text"), "{3}");
 }
 
+// A kept plan does not know a claim's LIMIT: at a million due tasks its
+// estimate passed jit_above_cost and every claim spent 5 ms compiling. The
+// node's connections compile nothing, however costly a plan looks.
+BOOST_AUTO_TEST_CASE(node_connections_compile_no_plans) {
+  test::task_database db{"nojit"};
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec("SET jit_above_cost = 0"));
+  auto plan = conn.exec("EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM taskmill.tasks");
+  BOOST_REQUIRE_MESSAGE(plan, test::describe(plan));
+  BOOST_CHECK_EQUAL(nlohmann::json::parse(plan->string(0, 0))[0].count("JIT"), 0u);
+}
+
 // A claim under a type's running limit looks for that type's due tasks only,
 // however many of other types come before them in claim order.
 BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_other_types_due_tasks) {
