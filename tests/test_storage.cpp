@@ -284,6 +284,18 @@ int64_t buffers_of(db::connection& conn, const std::string& sql) {
   return plan.value("Shared Hit Blocks", int64_t{0}) + plan.value("Shared Read Blocks", int64_t{0});
 }
 
+/// `n` due tasks (g = 1..n) written straight into the table, no submit: the
+/// type, execute_at and priority of each are SQL expressions over g.
+void insert_tasks(const test::scratch_database& db, int n, const std::string& type,
+                  const std::string& execute_at, const std::string& priority = "3") {
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT " +
+      type + ", 'k-' || g, " + execute_at + ", md5(g::text), " + priority +
+      ", 3, 5000, 'exponential', 1000, 3600000, 0.1 FROM generate_series(1, " + std::to_string(n) +
+      ") g");
+}
+
 /// What the task table's indexes count by `stat` (a pg_stat_get_xact_
 /// function) in a transaction of `sql` alone; `sql` runs once before, so that
 /// its planning is not counted.
@@ -356,11 +368,7 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   for (const auto& sql : {submit_many_of("early-", 1), claim_of("early", 1),
                           complete_running_of("early"), submit_one_of("early-one")})
     BOOST_REQUIRE(early.exec(sql));
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
-      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
-      "SELECT 'T', 'loaded-' || g, now() - interval '1 minute', md5(g::text), 3, 3, 5000, "
-      "'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 60000) g");
+  insert_tasks(db, 60000, "'T'", "now() - interval '1 minute'");
 
   auto kept = measure(early, "early");
   auto late = db.connect();
@@ -381,11 +389,7 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
 BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
   test::task_database db{"probe"};
   db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
-      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
-      "SELECT 'T', 'k-' || g, now() - interval '1 minute', md5(g::text), 3, 3, 5000, "
-      "'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 5000) g");
+  insert_tasks(db, 5000, "'T'", "now() - interval '1 minute'");
   auto conn = db.connect();
   BOOST_REQUIRE(conn.exec(claim_of("n", 4000)));
   auto buffers = buffers_of(conn, "SELECT taskmill.due_levels(NULL, 'n')");
@@ -411,12 +415,8 @@ BOOST_AUTO_TEST_CASE(node_connections_compile_no_plans) {
 BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_other_types_due_tasks) {
   test::task_database db{"bytype"};
   db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
-      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
-      "SELECT CASE WHEN g <= 3000 THEN 'other' ELSE 'capped' END, 'k-' || g, "
-      "now() - interval '1 hour' + g * interval '1 ms', md5(g::text), 3, 3, 5000, "
-      "'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 3010) g");
+  insert_tasks(db, 3010, "CASE WHEN g <= 3000 THEN 'other' ELSE 'capped' END",
+               "now() - interval '1 hour' + g * interval '1 ms'");
   db.exec("VACUUM ANALYZE taskmill.tasks");
   auto conn = db.connect();
   auto claim_of_five = std::string{
@@ -439,12 +439,10 @@ BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_other_types_due_ta
 BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_its_tasks_due_later) {
   test::task_database db{"bytypelater"};
   db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
-      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
-      "SELECT 'capped', 'k-' || g, CASE WHEN g <= 20000 THEN now() + interval '1 day' "
-      "ELSE now() - interval '1 minute' END, md5(g::text), CASE WHEN g <= 20005 THEN 2 ELSE 3 "
-      "END, 3, 5000, 'exponential', 1000, 3600000, 0.1 FROM generate_series(1, 20010) g");
+  insert_tasks(db, 20010, "'capped'",
+               "CASE WHEN g <= 20000 THEN now() + interval '1 day' "
+               "ELSE now() - interval '1 minute' END",
+               "CASE WHEN g <= 20005 THEN 2 ELSE 3 END");
   db.exec("VACUUM ANALYZE taskmill.tasks");
   auto conn = db.connect();
   // One turn each for levels 2 and 3, the rest of the room in claim order.
