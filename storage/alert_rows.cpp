@@ -105,7 +105,7 @@ std::vector<param> record_deliveries_params(const pb::DeliveryResults& results) 
   const auto& rs = results.results();
   using result_t = pb::DeliveryResult;
   return {
-      array_literal_of(rs, [](const result_t& r) { return param{std::to_string(r.alert_id())}; }),
+      number_array_literal(rs, [](const result_t& r) { return r.alert_id(); }),
       array_literal_of(rs, [](const result_t& r) { return param{r.url()}; }),
       array_literal_of(
           rs, [](const result_t& r) { return r.error().empty() ? param{} : param{r.error()}; }),

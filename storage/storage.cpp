@@ -637,7 +637,7 @@ caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
 /// A task with its waiting reason, read in one round trip.
 caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
   const auto& w = self->state.options.waiting;
-  auto weights = db::array_literal_of(w.weights, [](int v) { return std::to_string(v); });
+  auto weights = db::number_array_literal(w.weights, [](int v) { return v; });
   db::call reason{&db::sql::waiting_reason,
                   {std::to_string(id), std::to_string(w.lease.count()),
                    std::to_string(w.heartbeat_interval.count()), std::to_string(w.global_limit),
