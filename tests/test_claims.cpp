@@ -8,6 +8,7 @@
 #include "tests/support/task_sql.hpp"
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -430,20 +431,31 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(races)
 
-BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
-  task_database db{"claimrace"};
-  constexpr int tasks = 3000;
-  constexpr int workers = 6;
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
-      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
-      "SELECT 'R', g::text, now() - interval '1 s', 3, 2, 5000, 'fixed', 1, 1000, 0, 't' "
-      "FROM generate_series(1, " +
-      std::to_string(tasks) + ") g");
+namespace {
+
+/// What racing claimers saw: how many times each (id, attempt) was claimed,
+/// and how many statements failed.
+struct race_record {
   std::mutex mtx;
-  std::map<std::pair<int64_t, int>, int> runs;  // (id, attempt) -> times claimed
+  std::map<std::pair<int64_t, int>, int> runs;
   std::atomic<int> errors{0};
-  std::atomic<int> stale{0};
+
+  int claimed_twice() const {
+    int twice = 0;
+    for (const auto& [run, times] : runs) twice += times > 1;
+    return twice;
+  }
+};
+
+/// `workers` claimers, each on a connection of its own, claim with the SQL
+/// `claim_of` gives them (rows: the id first, the attempt in column
+/// `attempt_column`) until fifty claims in a row find nothing, and hand each
+/// batch to `finish`, which reports its outcomes on the same connection.
+void race_claimers(const task_database& db, int workers, int attempt_column, race_record& record,
+                   const std::function<std::string(int worker, std::mt19937& rng)>& claim_of,
+                   const std::function<void(db::connection& conn, std::mt19937& rng,
+                                            const std::vector<int64_t>& ids,
+                                            const std::vector<int64_t>& attempts)>& finish) {
   std::vector<std::thread> threads;
   for (int w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
@@ -451,55 +463,146 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
       std::mt19937 rng(w);
       int idle = 0;
       while (idle < 50) {
-        auto claimed = conn.exec(claim_sql("w" + std::to_string(w), 1 + rng() % 40));
+        auto claimed = conn.exec(claim_of(w, rng));
         if (!claimed) {
-          ++errors;
+          ++record.errors;
           continue;
         }
         if (claimed->rows() == 0) {
           ++idle;
-          std::this_thread::sleep_for(std::chrono::milliseconds{2});
+          std::this_thread::sleep_for(std::chrono::milliseconds{1});
           continue;
         }
         idle = 0;
-        std::string ids = "{", attempts = "{", outcomes = "{";
+        std::vector<int64_t> ids, attempts;
         for (int i = 0; i < claimed->rows(); ++i) {
-          auto id = claimed->int64(i, 0);
-          auto attempt = claimed->int32(i, 3);
-          {
-            std::lock_guard<std::mutex> guard{mtx};
-            ++runs[{id, attempt}];
-          }
-          ids += (i ? "," : "") + std::to_string(id);
-          attempts += (i ? "," : "") + std::to_string(attempt);
-          // A third of the executions fail and are retried.
-          outcomes += std::string(i ? "," : "") + (rng() % 3 == 0 ? "retry" : "succeeded");
+          ids.push_back(claimed->int64(i, 0));
+          attempts.push_back(claimed->int64(i, attempt_column));
+          std::lock_guard<std::mutex> guard{record.mtx};
+          ++record.runs[{ids.back(), static_cast<int>(attempts.back())}];
         }
-        auto done =
-            conn.exec("SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
-                      ids + "}', '" + attempts + "}', '" + outcomes + "}', NULL, NULL, 'w')");
-        if (!done)
-          ++errors;
-        else
-          stale += std::stoi(done->string(0, 0));
+        finish(conn, rng, ids, attempts);
       }
     });
   }
   for (auto& t : threads) t.join();
-  BOOST_CHECK_EQUAL(errors.load(), 0);
+}
+
+std::string integers(const std::vector<int64_t>& values) {
+  return db::number_array_literal(values, [](int64_t v) { return v; });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
+  task_database db{"claimrace"};
+  constexpr int tasks = 3000;
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
+      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
+      "SELECT 'R', g::text, now() - interval '1 s', 3, 2, 5000, 'fixed', 1, 1000, 0, 't' "
+      "FROM generate_series(1, " +
+      std::to_string(tasks) + ") g");
+  race_record record;
+  std::atomic<int> stale{0};
+  race_claimers(
+      db, 6, 3, record,
+      [](int w, std::mt19937& rng) { return claim_sql("w" + std::to_string(w), 1 + rng() % 40); },
+      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+          const std::vector<int64_t>& attempts) {
+        // A third of the executions fail and are retried.
+        std::vector<std::string> outcomes;
+        for (size_t i = 0; i < ids.size(); ++i)
+          outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
+        auto done = conn.exec(
+            "SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
+            integers(ids) + "', '" + integers(attempts) + "', '" +
+            db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
+        if (!done)
+          ++record.errors;
+        else
+          stale += std::stoi(done->string(0, 0));
+      });
+  BOOST_CHECK_EQUAL(record.errors.load(), 0);
   BOOST_CHECK_EQUAL(stale.load(), 0);
-  int duplicates = 0;
-  for (const auto& [run, times] : runs) duplicates += times > 1;
-  BOOST_CHECK_EQUAL(duplicates, 0);
+  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
   // Every task finished; it ran exactly as many times as its attempt counter says.
   BOOST_CHECK_EQUAL(
       db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status NOT IN ('succeeded', 'dead')"),
       "0");
   auto runs_total = db.scalar("SELECT sum(attempt) FROM taskmill.tasks");
-  BOOST_CHECK_EQUAL(runs_total, std::to_string(runs.size()));
+  BOOST_CHECK_EQUAL(runs_total, std::to_string(record.runs.size()));
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempt_history"),
-                    std::to_string(runs.size()));
-  BOOST_CHECK_GT(runs.size(), static_cast<size_t>(tasks));  // retries did happen
+                    std::to_string(record.runs.size()));
+  BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));  // retries did happen
+}
+
+// SPEC §4: running limits are counted in the database and hold for the whole
+// cluster. Claimers race on connections of their own under two type limits,
+// a global limit and a type without one, with random turns over all five
+// levels, and finish what they claim; a watcher reading the running tasks all
+// along never sees a limit passed, and no task runs twice under one attempt.
+BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
+  task_database db{"limitrace"};
+  constexpr int tasks = 1500;
+  constexpr int limit_a = 4, limit_b = 3, global = 9;
+  db.exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
+      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
+      "SELECT (ARRAY['A', 'B', 'C'])[1 + g % 3], g::text, now() - interval '1 s', 1 + g % 5, "
+      "2, 5000, 'fixed', 1, 1000, 0, 't' FROM generate_series(1, " +
+      std::to_string(tasks) + ") g");
+  race_record record;
+  std::atomic<bool> claiming{true};
+  std::atomic<int> samples{0};
+  std::atomic<int> over_limit{0};
+  std::thread watcher([&] {
+    auto conn = db.connect();
+    while (claiming) {
+      auto running = conn.exec(
+          "SELECT count(*) FILTER (WHERE type = 'A'), count(*) FILTER (WHERE type = 'B'), "
+          "count(*) FROM taskmill.tasks WHERE status = 'running'");
+      if (!running) {
+        ++record.errors;
+        continue;
+      }
+      ++samples;
+      if (running->int64(0, 0) > limit_a || running->int64(0, 1) > limit_b ||
+          running->int64(0, 2) > global)
+        ++over_limit;
+    }
+  });
+  race_claimers(
+      db, 5, 1, record,
+      [&](int w, std::mt19937& rng) {
+        // Room beyond the turns is filled in claim order over all levels.
+        std::vector<int64_t> turns(1 + rng() % 8);
+        for (auto& level : turns) level = 1 + rng() % 5;
+        return "SELECT id, attempt FROM taskmill.claim_by_turns('w" + std::to_string(w) + "', " +
+               std::to_string(turns.size() + rng() % 8) + ", '" + integers(turns) +
+               "', '{A,B}', '{" + std::to_string(limit_a) + "," + std::to_string(limit_b) + "}', " +
+               std::to_string(global) + ", NULL, NULL, NULL)";
+      },
+      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+          const std::vector<int64_t>& attempts) {
+        // Held for a moment, so that claims meet full limits.
+        std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
+        auto done =
+            conn.exec("SELECT count(*) FROM taskmill.complete_many('" + integers(ids) + "', '" +
+                      integers(attempts) + "', array_fill('succeeded'::text, ARRAY[" +
+                      std::to_string(ids.size()) + "]), NULL, NULL, 'w')");
+        if (!done) ++record.errors;
+      });
+  claiming = false;
+  watcher.join();
+  BOOST_TEST_MESSAGE("running counts read while claiming: " << samples.load());
+  BOOST_CHECK_EQUAL(record.errors.load(), 0);
+  BOOST_CHECK_GT(samples.load(), 100);
+  BOOST_CHECK_EQUAL(over_limit.load(), 0);
+  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
+  BOOST_CHECK_EQUAL(record.runs.size(), static_cast<size_t>(tasks));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status <> 'succeeded'"),
+                    "0");
 }
 
 namespace {
