@@ -16,6 +16,8 @@ struct limiter_state {
   std::map<std::string, int64_t> by_type;
   // Types run on executors of limited capacity (CAF executors), and it.
   std::map<std::string, int32_t> capacity;
+  // Executor places granted to claims still under way, by type.
+  std::map<std::string, int64_t> room_reserved;
   /// Told when permits come back: the pusher, and the peers.
   std::vector<wake_listener_actor> subscribers;
   // A claim got fewer permits than it wanted: permits coming back may let the
@@ -33,6 +35,11 @@ struct limiter_state {
 };
 
 namespace {
+
+int64_t count_of(const std::map<std::string, int64_t>& counts, const std::string& type) {
+  auto it = counts.find(type);
+  return it == counts.end() ? 0 : it->second;
+}
 
 limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_state> self,
                                      limiter_options options) {
@@ -53,16 +60,20 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
         grant.set_any_type(st.options.any_type);
         for (const auto& type : st.options.types) grant.add_types(type);
         for (const auto& [type, capacity] : st.capacity) {
-          auto used = st.by_type.count(type) ? st.by_type.at(type) : 0;
+          auto room = permits > 0 ? std::max<int64_t>(0, capacity - count_of(st.by_type, type) -
+                                                             count_of(st.room_reserved, type))
+                                  : 0;
+          st.room_reserved[type] += room;
           grant.add_types(type);
-          (*grant.mutable_executor_room())[type] =
-              static_cast<int32_t>(std::max<int64_t>(0, capacity - used));
+          (*grant.mutable_executor_room())[type] = static_cast<int32_t>(room);
         }
         return grant;
       },
       [self](settle_atom, const pb::PermitUse& use) {
         auto& st = self->state;
         st.reserved -= use.permits();
+        for (const auto& [type, room] : use.executor_room())
+          if ((st.room_reserved[type] -= room) <= 0) st.room_reserved.erase(type);
         for (const auto& type : use.claimed_types()) {
           ++st.in_flight;
           ++st.by_type[type];

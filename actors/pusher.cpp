@@ -19,8 +19,11 @@ struct pusher_state {
 
   pusher_options options;
   fair_shares shares{{1, 1, 1, 1, 1}};
-  // A round is under way; wake-ups meanwhile start another right after it.
-  bool claiming = false;
+  // Rounds (permits, then a claim) under way. While work is due the next claim
+  // waits in the storage's mailbox as the previous one runs, so the claim
+  // connection does not idle through the hops between them; wake-ups beyond
+  // that start another round once one ends.
+  int rounds = 0;
   bool wake_pending = false;
   // Only the newest timer counts; older ones find a newer generation.
   uint64_t timer_generation = 0;
@@ -37,13 +40,21 @@ void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
   self->delayed_send(self, delay, caf::tick_atom_v, generation);
 }
 
+constexpr int rounds_at_most = 2;
+
 void claim_round(self_ptr self);
 
-void finish_round(self_ptr self, bool again, std::chrono::milliseconds next) {
+/// Rounds up to the most in flight, after a full claim: more is due.
+void claim_rounds(self_ptr self) {
+  while (self->state.rounds < rounds_at_most && !self->state.paused) claim_round(self);
+}
+
+/// After the last round under way found all it could: the next one starts at
+/// `next`, or at once for a wake-up that came meanwhile.
+void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
   auto& st = self->state;
-  st.claiming = false;
-  if (again || st.wake_pending) {
-    st.wake_pending = false;
+  if (st.rounds > 0) return;
+  if (st.wake_pending) {
     claim_round(self);
     return;
   }
@@ -62,25 +73,33 @@ void ask_next_due(self_ptr self, const pb::ClaimRequest& req) {
   self->request(self->state.options.storage, local_request_timeout, next_due_atom_v, req)
       .then(
           [self](int64_t next_due_in_ms) {
-            finish_round(self, false,
-                         next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
-                                             : self->state.options.poll_interval);
+            wait_for_work(self, next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
+                                                    : self->state.options.poll_interval);
           },
           [self](const caf::error& err) {
             spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
-            finish_round(self, false, self->state.options.poll_interval);
+            wait_for_work(self, self->state.options.poll_interval);
           });
+}
+
+/// What a grant holds back at the limiter, to be settled with what its claim
+/// took.
+pb::PermitUse unused(const pb::ClaimGrant& grant) {
+  pb::PermitUse use;
+  use.set_permits(grant.permits());
+  *use.mutable_executor_room() = grant.executor_room();
+  return use;
 }
 
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed) {
   auto& st = self->state;
+  --st.rounds;
   if (st.storage_failing) {
     spdlog::info("pusher: claiming again");
     st.storage_failing = false;
   }
   fair_shares::counts got{};
-  pb::PermitUse use;
-  use.set_permits(req.grant().permits());
+  auto use = unused(req.grant());
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -97,8 +116,10 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     self->send(st.options.dispatcher, dispatch_atom_v, std::move(list));
   }
   if (full)
-    finish_round(self, true, st.options.poll_interval);
-  else
+    claim_rounds(self);
+  else if (st.wake_pending)
+    claim_round(self);
+  else if (st.rounds == 0)
     ask_next_due(self, req);
 }
 
@@ -108,7 +129,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   if (permits <= 0) {
     // No permits: the limiter wakes us when some come back.
     self->send(st.options.limiter, settle_atom_v, pb::PermitUse{});
-    st.claiming = false;
+    --st.rounds;
     return;
   }
   pb::ClaimRequest req;
@@ -117,16 +138,14 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   for (auto level : st.shares.turns(permits)) req.add_turns(level);
   self->request(st.options.storage, local_request_timeout, claim_atom_v, req)
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
-            [self, permits](const caf::error& err) {
+            [self, req](const caf::error& err) {
               auto& st = self->state;
-              pb::PermitUse nothing;
-              nothing.set_permits(permits);
-              self->send(st.options.limiter, settle_atom_v, std::move(nothing));
+              self->send(st.options.limiter, settle_atom_v, unused(req.grant()));
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
                 st.storage_failing = true;
               }
-              st.claiming = false;
+              --st.rounds;
               st.wake_pending = false;
               arm_timer(self, st.options.poll_interval);
             });
@@ -135,17 +154,17 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
 void claim_round(self_ptr self) {
   auto& st = self->state;
   if (st.paused) return;
-  if (st.claiming) {
+  if (st.rounds >= rounds_at_most) {
     st.wake_pending = true;
     return;
   }
-  st.claiming = true;
+  ++st.rounds;
   st.wake_pending = false;
   self->request(st.options.limiter, local_request_timeout, acquire_atom_v, st.options.batch_size)
       .then([self](pb::ClaimGrant& grant) { claim_with(self, std::move(grant)); },
             [self](const caf::error& err) {
               spdlog::error("pusher: limiter failed: {}", error_message(err));
-              self->state.claiming = false;
+              --self->state.rounds;
               arm_timer(self, self->state.options.poll_interval);
             });
 }

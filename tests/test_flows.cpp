@@ -34,22 +34,40 @@ struct recorder {
   std::vector<pb::ClaimRequest> claims;
   int next_due_asks = 0;
   std::vector<pb::TaskOutcome> outcomes;
+  // While set, claims wait to be answered, in order, by answer_claim: they
+  // are under way, as on a busy connection.
+  bool hold_claims = false;
+  std::deque<std::pair<caf::typed_response_promise<pb::ClaimedTasks>, pb::ClaimRequest>> held;
+  size_t most_held = 0;
 };
 
-claim_storage_actor::behavior_type claim_stand_in(claim_storage_actor::pointer,
-                                                  std::shared_ptr<recorder> rec) {
+pb::ClaimedTasks take_due(recorder& rec, const pb::ClaimRequest& req) {
+  pb::ClaimedTasks out;
+  int attempt = 0;
+  while (!rec.due.empty() && out.tasks_size() < req.grant().permits()) {
+    auto task = rec.due.front();
+    rec.due.pop_front();
+    task.set_attempt(++attempt);
+    *out.add_tasks() = task;
+  }
+  return out;
+}
+
+/// A claim_storage_actor, which also answers the oldest claim it holds when
+/// told ok_atom.
+caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recorder> rec) {
   return {
-      [rec](claim_atom, const pb::ClaimRequest& req) {
+      [self, rec](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
         rec->claims.push_back(req);
-        pb::ClaimedTasks out;
-        int attempt = 0;
-        while (!rec->due.empty() && out.tasks_size() < req.grant().permits()) {
-          auto task = rec->due.front();
-          rec->due.pop_front();
-          task.set_attempt(++attempt);
-          *out.add_tasks() = task;
-        }
-        return out;
+        if (!rec->hold_claims) return take_due(*rec, req);
+        rec->held.emplace_back(self->make_response_promise<pb::ClaimedTasks>(), req);
+        rec->most_held = std::max(rec->most_held, rec->held.size());
+        return rec->held.back().first;
+      },
+      [rec](caf::ok_atom) {
+        auto [promise, req] = std::move(rec->held.front());
+        rec->held.pop_front();
+        promise.deliver(take_due(*rec, req));
       },
       [rec](next_due_atom, const pb::ClaimRequest&) {
         ++rec->next_due_asks;
@@ -138,6 +156,14 @@ struct flow_fixture {
     return std::move(**out);
   }
 
+  /// Answers the oldest claim under way from the due tasks; false if none is.
+  bool answer_claim() {
+    if (rec->held.empty()) return false;
+    caf::anon_send(claims, caf::ok_atom_v);
+    sched.run();
+    return true;
+  }
+
   /// The limiter's count of tasks in flight, asked by a helper actor.
   int64_t in_flight() {
     auto n = std::make_shared<int64_t>(-1);
@@ -172,14 +198,40 @@ struct flow_fixture {
 
 BOOST_FIXTURE_TEST_SUITE(pusher_limiter_dispatcher, flow_fixture)
 
-// A full claim is followed by another at once; only a claim that found less
-// than it could take asks when the next task comes due.
+// A full claim is followed by two at once (the second waits while the first
+// runs); only when the last claim under way found less than it could take
+// does the pusher ask when the next task comes due.
 BOOST_AUTO_TEST_CASE(only_a_claim_short_of_its_permits_asks_for_the_next_due_time) {
   for (int i = 1; i <= 5; ++i) rec->due.push_back(noop_task(i, 3));
   start(100, 2);
   sched.run();
-  BOOST_REQUIRE_EQUAL(rec->claims.size(), 3u);
+  // 2 (full), then 2 (full) and 1 (short) together, then one more after
+  // the full one, which finds nothing.
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 4u);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
   BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+}
+
+// While work is due the next claim is already asked for as the one before
+// runs, so the claim connection does not wait on the hops between them; never
+// more than two, so a claim does not hold permits long before it runs.
+BOOST_AUTO_TEST_CASE(while_work_is_due_two_claims_are_under_way) {
+  for (int i = 1; i <= 9; ++i) rec->due.push_back(noop_task(i, 3));
+  rec->hold_claims = true;
+  start(100, 2);
+  sched.run();
+  // Nothing is known to be due until a claim comes back full.
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+  BOOST_REQUIRE(answer_claim());
+  BOOST_CHECK_EQUAL(rec->held.size(), 2u);
+  int answered = 1;
+  while (answer_claim()) ++answered;
+  BOOST_CHECK_EQUAL(rec->most_held, 2u);
+  // Four full claims of two, one of the last task, one that found nothing.
+  BOOST_CHECK_EQUAL(answered, 6);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 9u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_claim_runs_its_tasks_and_their_permits_come_back_once_stored) {
@@ -254,9 +306,17 @@ BOOST_AUTO_TEST_CASE(a_grant_carries_the_limits_and_the_room_on_executors) {
   std::vector<std::string> types(grant.types().begin(), grant.types().end());
   BOOST_CHECK((types == std::vector<std::string>{"A", "B", "C"}));
   BOOST_CHECK_EQUAL(grant.executor_room().at("C"), 3);
+  // A claim under way beside it gets none of the places granted to it.
+  auto beside = ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{3});
+  BOOST_CHECK_EQUAL(beside.permits(), 1);
+  BOOST_CHECK_EQUAL(beside.executor_room().at("C"), 0);
+  pb::PermitUse nothing;
+  nothing.set_permits(1);
+  caf::anon_send(limiter, settle_atom_v, nothing);
   // Two of C claimed, one permit unused: one permit and one place left.
   pb::PermitUse use;
   use.set_permits(3);
+  (*use.mutable_executor_room())["C"] = 3;
   use.add_claimed_types("C");
   use.add_claimed_types("C");
   caf::anon_send(limiter, settle_atom_v, use);
