@@ -419,12 +419,20 @@ BOOST_AUTO_TEST_CASE(earlier_successes_stay_in_the_history) {
   BOOST_CHECK_EQUAL(history(), "1:succeeded:n1");
   db.exec("SELECT taskmill.retry($1::bigint)", {id});
   BOOST_CHECK_EQUAL(history(), "1:succeeded:n1");
+  // The time of that success is not taken for the next attempt's.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT finished_at IS NULL FROM taskmill.tasks WHERE id = $1", {id}),
+                    "t");
   auto again = db.claim(1, "n2");
   BOOST_REQUIRE_EQUAL(again.size(), 1u);
   BOOST_REQUIRE(db.complete(t.id, 2, "succeeded"));
   BOOST_CHECK(!db.complete(t.id, 2, "succeeded"));
   BOOST_CHECK(!db.complete(t.id, 2, "fail", "late"));
   BOOST_CHECK_EQUAL(history(), "1:succeeded:n1,2:succeeded:n2");
+  // Run again and lost with its node: a failed attempt after two successes.
+  db.exec("SELECT taskmill.retry($1::bigint)", {id});
+  BOOST_REQUIRE_EQUAL(db.claim(1, "n3").size(), 1u);
+  db.exec("SELECT taskmill.lose_attempts(ARRAY[$1::bigint], ARRAY[3], 'lost', 'node died')", {id});
+  BOOST_CHECK_EQUAL(history(), "1:succeeded:n1,2:succeeded:n2,3:lost:n3");
 }
 
 BOOST_AUTO_TEST_CASE(a_running_task_is_refused) {
