@@ -103,10 +103,13 @@ void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
   self->send(self->state.options.limiter, release_atom_v, std::move(release));
 }
 
-void report(self_ptr self, pb::TaskOutcomes outcomes) {
+void report(self_ptr self, pb::TaskOutcomes batch) {
   auto& st = self->state;
   ++st.reports_in_flight;
-  self->request(st.options.storage, local_request_timeout, complete_atom_v, outcomes)
+  // Kept once for both answers: a copy per handler cost the node three deep
+  // copies of every batch.
+  auto outcomes = std::make_shared<const pb::TaskOutcomes>(std::move(batch));
+  self->request(st.options.storage, local_request_timeout, complete_atom_v, *outcomes)
       .then(
           [self, outcomes](const pb::OutcomeAcks& acks) {
             auto& st = self->state;
@@ -123,18 +126,18 @@ void report(self_ptr self, pb::TaskOutcomes outcomes) {
             if (retries)
               for (const auto& target : st.retry_listeners) self->send(target, wake_atom_v);
             // Stored (or stale, which changes nothing): the permits go back.
-            release(self, outcomes);
+            release(self, *outcomes);
             check_drained(self);
           },
-          [self, outcomes](const caf::error& err) mutable {
+          [self, outcomes](const caf::error& err) {
             auto& st = self->state;
             --st.reports_in_flight;
             if (!st.storage_failing) {
               spdlog::warn("dispatcher: cannot store {} outcomes, trying again: {}",
-                           outcomes.outcomes_size(), error_message(err));
+                           outcomes->outcomes_size(), error_message(err));
               st.storage_failing = true;
             }
-            self->delayed_send(self, report_retry_delay, report_atom_v, std::move(outcomes));
+            self->delayed_send(self, report_retry_delay, report_atom_v, *outcomes);
           });
 }
 

@@ -132,15 +132,16 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
     --st.rounds;
     return;
   }
-  pb::ClaimRequest req;
-  req.set_node(st.options.node);
-  *req.mutable_grant() = std::move(grant);
-  for (auto level : st.shares.turns(permits)) req.add_turns(level);
-  self->request(st.options.storage, local_request_timeout, claim_atom_v, req)
-      .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, req, claimed); },
+  // Kept once for both answers (the turns are a number per permit).
+  auto req = std::make_shared<pb::ClaimRequest>();
+  req->set_node(st.options.node);
+  *req->mutable_grant() = std::move(grant);
+  for (auto level : st.shares.turns(permits)) req->add_turns(level);
+  self->request(st.options.storage, local_request_timeout, claim_atom_v, *req)
+      .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed); },
             [self, req](const caf::error& err) {
               auto& st = self->state;
-              self->send(st.options.limiter, settle_atom_v, unused(req.grant()));
+              self->send(st.options.limiter, settle_atom_v, unused(req->grant()));
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
                 st.storage_failing = true;
