@@ -497,12 +497,7 @@ std::string integers(const std::vector<int64_t>& values) {
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
   task_database db{"claimrace"};
   constexpr int tasks = 3000;
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
-      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
-      "SELECT 'R', g::text, now() - interval '1 s', 3, 2, 5000, 'fixed', 1, 1000, 0, 't' "
-      "FROM generate_series(1, " +
-      std::to_string(tasks) + ") g");
+  db.insert_tasks(tasks, "'R'", "now() - interval '1 s'");
   race_record record;
   std::atomic<int> stale{0};
   race_claimers(
@@ -546,12 +541,8 @@ BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
   task_database db{"limitrace"};
   constexpr int tasks = 1500;
   constexpr int limit_a = 4, limit_b = 3, global = 9;
-  db.exec(
-      "INSERT INTO taskmill.tasks (type, key, execute_at, priority, max_retries, timeout_ms, "
-      "backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter, trace_id) "
-      "SELECT (ARRAY['A', 'B', 'C'])[1 + g % 3], g::text, now() - interval '1 s', 1 + g % 5, "
-      "2, 5000, 'fixed', 1, 1000, 0, 't' FROM generate_series(1, " +
-      std::to_string(tasks) + ") g");
+  db.insert_tasks(tasks, "(ARRAY['A', 'B', 'C'])[1 + g % 3]", "now() - interval '1 s'",
+                  "1 + g % 5");
   race_record record;
   std::atomic<bool> claiming{true};
   std::atomic<int> samples{0};

@@ -128,6 +128,15 @@ std::vector<task_row> task_database::unit(const std::string& type, const std::st
   return out;
 }
 
+void task_database::insert_tasks(int n, const std::string& type, const std::string& execute_at,
+                                 const std::string& priority) const {
+  exec(
+      "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT " +
+      type + ", 'k-' || g, " + execute_at + ", md5(g::text), " + priority +
+      ", 2, 5000, 'fixed', 1, 1000, 0 FROM generate_series(1, " + std::to_string(n) + ") g");
+}
+
 task_row task_database::by_id(int64_t id) const {
   auto res = exec(
       std::string{"SELECT '' AS outcome, "} + task_columns + " FROM taskmill.tasks WHERE id = $1",

@@ -66,6 +66,11 @@ struct task_database : scratch_database {
   /// Reports one outcome; true if it applied.
   bool complete(int64_t id, int attempt, const std::string& outcome,
                 const std::string& error = "") const;
+  /// `n` tasks (g = 1..n) written straight into the table, not submitted: the
+  /// type, execute_at and priority of each are SQL expressions over g. Two
+  /// retries each, due again 1 ms after a failure.
+  void insert_tasks(int n, const std::string& type, const std::string& execute_at,
+                    const std::string& priority = "3") const;
   /// The error a statement fails with (fails the test if it succeeds).
   std::string error_of(const std::string& sql) const;
 };
