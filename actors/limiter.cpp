@@ -63,7 +63,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           auto room = permits > 0 ? std::max<int64_t>(0, capacity - count_of(st.by_type, type) -
                                                              count_of(st.room_reserved, type))
                                   : 0;
-          st.room_reserved[type] += room;
+          if (room > 0) st.room_reserved[type] += room;
           grant.add_types(type);
           (*grant.mutable_executor_room())[type] = static_cast<int32_t>(room);
         }

@@ -82,9 +82,9 @@ void ask_next_due(self_ptr self, const pb::ClaimRequest& req) {
           });
 }
 
-/// What a grant holds back at the limiter, to be settled with what its claim
-/// took.
-pb::PermitUse unused(const pb::ClaimGrant& grant) {
+/// What a grant holds at the limiter (its permits, its executor places), to
+/// be settled with what its claim took.
+pb::PermitUse held_by(const pb::ClaimGrant& grant) {
   pb::PermitUse use;
   use.set_permits(grant.permits());
   *use.mutable_executor_room() = grant.executor_room();
@@ -99,7 +99,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     st.storage_failing = false;
   }
   fair_shares::counts got{};
-  auto use = unused(req.grant());
+  auto use = held_by(req.grant());
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -141,7 +141,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
       .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed); },
             [self, req](const caf::error& err) {
               auto& st = self->state;
-              self->send(st.options.limiter, settle_atom_v, unused(req->grant()));
+              self->send(st.options.limiter, settle_atom_v, held_by(req->grant()));
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
                 st.storage_failing = true;
