@@ -19,7 +19,7 @@ struct task_columns {
 /// Fields whose column the result lacks read as empty (a narrower select).
 void read_task(const result& res, int row, const task_columns& cols, pb::Task* out);
 
-/// The 16 array parameters of submit_many for `tasks`.
+/// The 16 array parameters of submit_batch for `tasks`.
 std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks);
 
 /// The parameters of complete_many for `outcomes`.

@@ -4,11 +4,11 @@
 
 namespace taskmill::db::sql {
 
-const statement submit_many{
-    "submit_many",
-    "SELECT s.ordinal, s.outcome, (s.task).* FROM taskmill.submit_many($1::text[], $2::text[], "
+const statement submit_batch{
+    "submit_batch",
+    "SELECT * FROM taskmill.submit_batch($1::text[], $2::text[], "
     "$3::bigint[], $4::jsonb[], $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[], "
-    "$10::int[], $11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[]) s"};
+    "$10::int[], $11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[])"};
 
 const statement reschedule{
     "reschedule",
@@ -237,7 +237,7 @@ const statement alert_metrics{"alert_metrics",
 
 const std::vector<const statement*>& all() {
   static const std::vector<const statement*> list{
-      &submit_many,
+      &submit_batch,
       &reschedule,
       &cancel_by_id,
       &cancel_by_key,

@@ -10,7 +10,7 @@
 
 namespace taskmill::db::sql {
 
-extern const statement submit_many;
+extern const statement submit_batch;
 extern const statement reschedule;
 extern const statement cancel_by_id;
 extern const statement cancel_by_key;

@@ -201,7 +201,7 @@ part submit_part(self_ptr self, std::vector<submit_request> requests) {
   for (const auto& r : *shared)
     for (const auto& t : r.tasks.tasks()) tasks.push_back(&t);
   part p;
-  p.calls.push_back(db::call{&db::sql::submit_many, db::submit_params(tasks)});
+  p.calls.push_back(db::call{&db::sql::submit_batch, db::submit_params(tasks)});
   p.on_results = [self, shared, total = tasks.size()](results&& rs) {
     if (!rs[0]) {
       requeue_submits(self, *shared, rs[0].error());

@@ -711,8 +711,8 @@ BOOST_AUTO_TEST_CASE(batch_and_single_submits_racing_keep_every_rule) {
         }
         auto res = w % 2 == 0
                        ? conn.exec(
-                             "SELECT s.ordinal, s.outcome, (s.task).version FROM "
-                             "taskmill.submit_many($1::text[], $2::text[], $3::bigint[], "
+                             "SELECT s.ordinal, s.outcome, s.version FROM "
+                             "taskmill.submit_batch($1::text[], $2::text[], $3::bigint[], "
                              "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
                              "NULL, NULL, NULL) s",
                              {taskmill::db::array_literal(types), taskmill::db::array_literal(keys),

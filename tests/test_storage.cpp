@@ -309,11 +309,11 @@ int64_t task_index_stat_of(db::connection& conn, const std::string& sql, const c
   return counted->int64(0, 0);
 }
 
-std::string submit_many_of(const std::string& prefix, int n) {
+std::string submit_batch_of(const std::string& prefix, int n) {
   auto nulls = [n](const char* type) {
     return std::string{"array_fill(NULL::"} + type + ", ARRAY[" + std::to_string(n) + "])";
   };
-  return "SELECT count(*) FROM taskmill.submit_many(array_fill('T'::text, ARRAY[" +
+  return "SELECT count(*) FROM taskmill.submit_batch(array_fill('T'::text, ARRAY[" +
          std::to_string(n) + "]), ARRAY(SELECT '" + prefix + "' || g FROM generate_series(1, " +
          std::to_string(n) + ") g), " + nulls("bigint") + ", " + nulls("jsonb") + ", " +
          nulls("timestamptz") + ", " + nulls("integer") + ", " + nulls("integer") + ", " +
@@ -344,11 +344,11 @@ std::string complete_running_of(const std::string& node) {
 }
 
 struct hot_path_buffers {
-  int64_t submit_many, submit, claim, complete;
+  int64_t submit_batch, submit, claim, complete;
 };
 
 hot_path_buffers measure(db::connection& conn, const std::string& node) {
-  return {buffers_of(conn, submit_many_of(node + "-batch-", 1000)),
+  return {buffers_of(conn, submit_batch_of(node + "-batch-", 1000)),
           buffers_of(conn, submit_one_of(node + "-one")), buffers_of(conn, claim_of(node, 500)),
           buffers_of(conn, complete_running_of(node))};
 }
@@ -363,7 +363,7 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
   db.exec("ALTER TABLE taskmill.task_keys SET (autovacuum_enabled = false)");
   auto early = db.connect();
-  for (const auto& sql : {submit_many_of("early-", 1), claim_of("early", 1),
+  for (const auto& sql : {submit_batch_of("early-", 1), claim_of("early", 1),
                           complete_running_of("early"), submit_one_of("early-one")})
     BOOST_REQUIRE(early.exec(sql));
   db.insert_tasks(60000, "'T'", "now() - interval '1 minute'");
@@ -371,11 +371,11 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   auto kept = measure(early, "early");
   auto late = db.connect();
   auto now = measure(late, "late");
-  BOOST_TEST_MESSAGE("buffers, kept / planned now: submit_many "
-                     << kept.submit_many << " / " << now.submit_many << ", submit " << kept.submit
+  BOOST_TEST_MESSAGE("buffers, kept / planned now: submit_batch "
+                     << kept.submit_batch << " / " << now.submit_batch << ", submit " << kept.submit
                      << " / " << now.submit << ", claim " << kept.claim << " / " << now.claim
                      << ", complete " << kept.complete << " / " << now.complete);
-  BOOST_CHECK_LE(kept.submit_many, 2 * now.submit_many + 100);
+  BOOST_CHECK_LE(kept.submit_batch, 2 * now.submit_batch + 100);
   BOOST_CHECK_LE(kept.submit, 2 * now.submit + 100);
   BOOST_CHECK_LE(kept.claim, 2 * now.claim + 100);
   BOOST_CHECK_LE(kept.complete, 2 * now.complete + 100);
@@ -393,6 +393,31 @@ BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
   BOOST_TEST_MESSAGE("buffers of the probe after 4000 claims: " << buffers);
   BOOST_CHECK_LE(buffers, 50);
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.due_levels(NULL, 'n')::text"), "{3}");
+}
+
+// Nodes of the release before read each task of a batch submit as one
+// composite column (taskmill.submit_many) until they are restarted on this
+// one: whole tasks, as stored, for new units and units taken one by one.
+BOOST_AUTO_TEST_CASE(nodes_of_the_release_before_submit_batches_as_they_did) {
+  test::task_database db{"oldsubmit"};
+  db.exec("SELECT taskmill.submit('T', 'there')");
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec(
+      "CREATE TEMP TABLE answered AS SELECT * FROM taskmill.submit_many(ARRAY['T', 'T', 'T', "
+      "'T'], ARRAY['new', 'there', 'twice', 'twice'], ARRAY[0, 0, 0, 1]::bigint[], NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"));
+  auto res = conn.exec(
+      "SELECT concat_ws(' ', a.ordinal, a.outcome, (a.task).key, (a.task).version, "
+      "(a.task).status, (a.task)::text = t::text) FROM answered a "
+      "JOIN taskmill.tasks t ON t.id = (a.task).id ORDER BY a.ordinal");
+  BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+  std::vector<std::string> answers;
+  for (int row = 0; row < res->rows(); ++row) answers.push_back(res->string(row, 0));
+  // The first version of the unit given twice was superseded by the second
+  // in the same batch: it was answered as it stood then.
+  std::vector<std::string> expected{"1 created new 0 pending t", "2 replaced there 0 pending t",
+                                    "3 created twice 0 pending f", "4 created twice 1 pending t"};
+  BOOST_TEST(answers == expected, boost::test_tools::per_element());
 }
 
 // A kept plan does not know a claim's LIMIT: at a million due tasks its
