@@ -339,6 +339,9 @@ BEGIN
   IF v_created > 0 THEN
     PERFORM taskmill.wake_nodes();
   END IF;
+  IF cardinality(v_one_by_one) = 0 THEN
+    RETURN;
+  END IF;
 
   FOR r IN
     SELECT u.* FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
