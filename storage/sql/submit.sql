@@ -239,11 +239,11 @@ SET enable_nestloop = off
 SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
-  r record;
   v_problem text;
   -- Places in the batch (from 1) that go through taskmill.submit, in the
   -- order of their unit locks.
   v_one_by_one bigint[];
+  v_ord bigint;
   v_created integer;
 BEGIN
   -- The first task with a problem, named by its place in the request.
@@ -343,23 +343,16 @@ BEGIN
     RETURN;
   END IF;
 
-  FOR r IN
-    SELECT u.* FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
-                           p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
-                           p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
-                           p_shard_indexes, p_shard_totals)
-        WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
-                             timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
-                             backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
-      JOIN unnest(v_one_by_one) WITH ORDINALITY AS o(ord, turn) ON o.ord = u.ord
-     ORDER BY o.turn
-  LOOP
+  -- PL/pgSQL holds array arguments expanded: a subscript costs the same
+  -- wherever in the batch the task is.
+  FOREACH v_ord IN ARRAY v_one_by_one LOOP
     RETURN QUERY
-    SELECT r.ord, s.outcome, (s.task).*
-      FROM taskmill.submit(r.type, r.key, r.version, r.payload, r.execute_at, r.priority,
-                           r.max_retries, r.timeout_ms, r.backoff_kind, r.backoff_base_ms,
-                           r.backoff_cap_ms, r.backoff_jitter, r.batch, r.trace_id,
-                           r.shard_index, r.shard_total) s;
+    SELECT v_ord, s.outcome, (s.task).*
+      FROM taskmill.submit(p_types[v_ord], p_keys[v_ord], p_versions[v_ord], p_payloads[v_ord],
+                           p_execute_ats[v_ord], p_priorities[v_ord], p_max_retries[v_ord],
+                           p_timeouts[v_ord], p_backoff_kinds[v_ord], p_backoff_bases[v_ord],
+                           p_backoff_caps[v_ord], p_backoff_jitters[v_ord], p_batches[v_ord],
+                           p_trace_ids[v_ord], p_shard_indexes[v_ord], p_shard_totals[v_ord]) s;
   END LOOP;
 END
 $$;
