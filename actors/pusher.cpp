@@ -128,7 +128,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto permits = grant.permits();
   if (permits <= 0) {
     // No permits: the limiter wakes us when some come back.
-    self->send(st.options.limiter, settle_atom_v, pb::PermitUse{});
+    self->send(st.options.limiter, settle_atom_v, held_by(grant));
     --st.rounds;
     return;
   }
