@@ -243,6 +243,9 @@ DECLARE
   -- Places in the batch (from 1) that go through taskmill.submit, in the
   -- order of their unit locks.
   v_one_by_one bigint[];
+  -- Places of units given more than once.
+  v_copies bigint[] := '{}';
+  v_locks integer;
   v_ord bigint;
   v_created integer;
 BEGIN
@@ -274,6 +277,17 @@ BEGIN
                                             7345) AS h
              FROM unnest(p_types, p_keys) AS k(type, key)
             ORDER BY 1) l;
+  -- A lock per unit: only a batch with fewer locks than tasks can hold a
+  -- unit twice (or two units that share a lock), and only such a batch pays
+  -- for sorting its units to find the copies (1 us a task).
+  GET DIAGNOSTICS v_locks = ROW_COUNT;
+  IF v_locks < cardinality(p_types) THEN
+    v_copies := ARRAY(
+      SELECT u.ord
+        FROM (SELECT k.ord, count(*) OVER (PARTITION BY k.type, k.key) AS copies
+                FROM unnest(p_types, p_keys) WITH ORDINALITY AS k(type, key, ord)) u
+       WHERE u.copies > 1);
+  END IF;
 
   -- Cancelled tasks do not count for submit (see taskmill.current_task). A
   -- lookup per task by the key's index: joined instead, the plan kept from a
@@ -281,9 +295,8 @@ BEGIN
   -- keeps the planner from turning this into a join).
   v_one_by_one := ARRAY(
     SELECT u.ord
-      FROM (SELECT k.type, k.key, k.ord, count(*) OVER (PARTITION BY k.type, k.key) AS copies
-              FROM unnest(p_types, p_keys) WITH ORDINALITY AS k(type, key, ord)) u
-     WHERE u.copies > 1
+      FROM unnest(p_types, p_keys) WITH ORDINALITY AS u(type, key, ord)
+     WHERE u.ord = ANY (v_copies)
         OR EXISTS (SELECT 1 FROM taskmill.task_keys k
                     WHERE k.type = u.type AND k.key = u.key OFFSET 0)
      ORDER BY hashtextextended(coalesce(u.type, '') || E'\x1f' || coalesce(u.key, ''), 7345),
