@@ -81,6 +81,22 @@ BOOST_AUTO_TEST_CASE(a_new_unit_is_created) {
   BOOST_CHECK_LE(std::abs(t.execute_in_s), 1.0);
 }
 
+// Tasks submitted without a trace id get one that the API would accept if
+// given (32 lowercase hex digits, not all zero), different for each task.
+BOOST_AUTO_TEST_CASE(generated_trace_ids_are_valid_and_do_not_repeat) {
+  task_database db{"traces"};
+  db.exec(
+      "SELECT count(*) FROM taskmill.submit_batch(array_fill('T'::text, ARRAY[20000]), "
+      "ARRAY(SELECT 'k' || g FROM generate_series(1, 20000) g), NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
+  db.exec("SELECT taskmill.submit('T', 'one by one')");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT concat_ws(' ', count(*), count(DISTINCT trace_id), count(*) FILTER ("
+                "WHERE taskmill.task_problem(type, key, NULL, NULL, NULL, NULL, NULL, NULL, "
+                "NULL, NULL, NULL, NULL, trace_id, NULL, NULL) IS NULL)) FROM taskmill.tasks"),
+      "20001 20001 20001");
+}
+
 BOOST_AUTO_TEST_CASE(a_lower_version_is_stale_and_changes_nothing) {
   task_database db{"stale"};
   auto v2 = db.call("submit('T', 'k', 2, '{\"v\": 2}')");

@@ -66,6 +66,19 @@ LANGUAGE sql STABLE AS $$
     FROM taskmill.type_settings(p_type) s
 $$;
 
+-- A W3C trace-id for a task submitted without one: 128 random bits as 32
+-- lowercase hex digits. From the session's random() (seeded from a strong
+-- source as the session starts): the trace-id names a trace, it guards
+-- nothing, and gen_random_uuid() drew its bits from OpenSSL at 1.3 us a task
+-- against 0.5.
+CREATE FUNCTION taskmill.new_trace_id() RETURNS text
+LANGUAGE sql VOLATILE AS $$
+  SELECT lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
+         || lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
+         || lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
+         || lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
+$$;
+
 CREATE FUNCTION taskmill.wake_nodes() RETURNS void
 LANGUAGE sql AS $$
   SELECT pg_notify('taskmill_tasks', '')
@@ -131,7 +144,7 @@ DECLARE
   v_cap integer := coalesce(backoff_cap_ms, s.backoff_cap_ms);
   v_jitter real := coalesce(backoff_jitter, s.backoff_jitter);
   v_deadline timestamptz;
-  v_trace text := coalesce(trace_id, replace(gen_random_uuid()::text, '-', ''));
+  v_trace text := coalesce(trace_id, taskmill.new_trace_id());
   v_problem text;
 BEGIN
   v_problem := taskmill.task_problem(type, key, version, execute_at, priority, max_retries,
@@ -322,7 +335,7 @@ BEGIN
            coalesce(u.backoff_cap_ms, s.backoff_cap_ms) AS backoff_cap_ms,
            coalesce(u.backoff_jitter, s.backoff_jitter) AS backoff_jitter,
            s.pending_deadline_ms, u.batch,
-           coalesce(nullif(u.trace_id, ''), replace(gen_random_uuid()::text, '-', '')) AS trace_id,
+           coalesce(nullif(u.trace_id, ''), taskmill.new_trace_id()) AS trace_id,
            u.shard_index, u.shard_total
       FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
                   p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
@@ -427,7 +440,7 @@ BEGIN
                 taskmill.default_priority(), s.max_retries,
                 s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
                 s.backoff_jitter, taskmill.deadline_after(execute_at, type),
-                replace(gen_random_uuid()::text, '-', ''))
+                taskmill.new_trace_id())
         RETURNING * INTO task;
       ELSE
         INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
