@@ -138,6 +138,24 @@ std::string array_literal_of(const Range& range, Fn&& to_param) {
   return array_literal(values);
 }
 
+/// As array_literal_of, but NULL when no value is set: for a field that a
+/// batch may leave unset throughout, which a statement reads only through a
+/// multi-argument unnest (that pads a NULL array with NULLs, as it reads an
+/// array of NULLs) or by subscript. PostgreSQL then neither parses nor
+/// unnests a thousand NULLs.
+template <class Range, class Fn>
+param optional_array_of(const Range& range, Fn&& to_param) {
+  std::vector<param> values;
+  values.reserve(std::size(range));
+  bool any = false;
+  for (const auto& x : range) {
+    values.push_back(to_param(x));
+    any = any || values.back().has_value();
+  }
+  if (!any) return {};
+  return array_literal(values);
+}
+
 /// The connection string with secrets blanked, for logs.
 std::string redact_conninfo(const std::string& conninfo);
 

@@ -91,6 +91,8 @@ param timestamp_param(const google::protobuf::Timestamp& ts) {
 
 std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks) {
   auto column = [&](auto&& fn) { return param{array_literal_of(tasks, fn)}; };
+  // Read by taskmill.submit_batch only through unnest and subscripts.
+  auto optional = [&](auto&& fn) { return optional_array_of(tasks, fn); };
   auto optional_number = [](bool has, auto value) { return has ? number_param(value) : param{}; };
   auto backoff_number = [](const pb::SubmitTask* t, auto value) {
     return t->has_backoff() && value != 0 ? number_param(value) : param{};
@@ -98,26 +100,26 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
   return {
       column([](auto t) { return text_param(t->type()); }),
       column([](auto t) { return text_param(t->key()); }),
-      column([&](auto t) { return optional_number(t->has_version(), t->version()); }),
-      column([](auto t) { return t->has_payload() ? text_param(t->payload()) : param{}; }),
-      column(
+      optional([&](auto t) { return optional_number(t->has_version(), t->version()); }),
+      optional([](auto t) { return t->has_payload() ? text_param(t->payload()) : param{}; }),
+      optional(
           [](auto t) { return t->has_execute_at() ? timestamp_param(t->execute_at()) : param{}; }),
-      column([&](auto t) { return optional_number(t->has_priority(), t->priority()); }),
-      column([&](auto t) { return optional_number(t->has_max_retries(), t->max_retries()); }),
-      column([&](auto t) { return optional_number(t->has_timeout_ms(), t->timeout_ms()); }),
-      column([](auto t) {
+      optional([&](auto t) { return optional_number(t->has_priority(), t->priority()); }),
+      optional([&](auto t) { return optional_number(t->has_max_retries(), t->max_retries()); }),
+      optional([&](auto t) { return optional_number(t->has_timeout_ms(), t->timeout_ms()); }),
+      optional([](auto t) {
         return t->has_backoff() && t->backoff().kind() != pb::BACKOFF_KIND_UNSPECIFIED
                    ? param{backoff_kind_name(t->backoff().kind())}
                    : param{};
       }),
-      column([&](auto t) { return backoff_number(t, t->backoff().base_ms()); }),
-      column([&](auto t) { return backoff_number(t, t->backoff().cap_ms()); }),
-      column(
+      optional([&](auto t) { return backoff_number(t, t->backoff().base_ms()); }),
+      optional([&](auto t) { return backoff_number(t, t->backoff().cap_ms()); }),
+      optional(
           [](auto t) { return t->has_backoff() ? number_param(t->backoff().jitter()) : param{}; }),
-      column([](auto t) { return t->has_batch() ? text_param(t->batch()) : param{}; }),
-      column([](auto t) { return t->has_trace_id() ? text_param(t->trace_id()) : param{}; }),
-      column([&](auto t) { return optional_number(t->has_shard_index(), t->shard_index()); }),
-      column([&](auto t) { return optional_number(t->has_shard_total(), t->shard_total()); }),
+      optional([](auto t) { return t->has_batch() ? text_param(t->batch()) : param{}; }),
+      optional([](auto t) { return t->has_trace_id() ? text_param(t->trace_id()) : param{}; }),
+      optional([&](auto t) { return optional_number(t->has_shard_index(), t->shard_index()); }),
+      optional([&](auto t) { return optional_number(t->has_shard_total(), t->shard_total()); }),
   };
 }
 
@@ -128,8 +130,11 @@ std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& ou
       param{number_array_literal(outcomes, [](auto o) { return o->task_id(); })},
       param{number_array_literal(outcomes, [](auto o) { return o->attempt(); })},
       column([](auto o) { return param{outcome_name(o->outcome())}; }),
-      column([](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
-      column([](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),
+      // Read by taskmill.complete_many only through unnest.
+      optional_array_of(
+          outcomes, [](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
+      optional_array_of(
+          outcomes, [](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),
       param{node},
   };
 }
