@@ -67,10 +67,10 @@ LANGUAGE sql STABLE AS $$
 $$;
 
 -- A W3C trace-id for a task submitted without one: 128 random bits as 32
--- lowercase hex digits. From the session's random() (seeded from a strong
--- source as the session starts): the trace-id names a trace, it guards
--- nothing, and gen_random_uuid() drew its bits from OpenSSL at 1.3 us a task
--- against 0.5.
+-- lowercase hex digits, from random() (seeded from a strong source at its
+-- first use in the session, unless the session chose a seed by setseed()).
+-- A trace-id names a trace and guards nothing; gen_random_uuid() drew its
+-- bits from OpenSSL, at 1.3 us an id against 0.5.
 CREATE FUNCTION taskmill.new_trace_id() RETURNS text
 LANGUAGE sql VOLATILE AS $$
   SELECT lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
