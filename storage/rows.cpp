@@ -126,15 +126,14 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
 std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& outcomes,
                                    const std::string& node) {
   auto column = [&](auto&& fn) { return param{array_literal_of(outcomes, fn)}; };
+  // Read by taskmill.complete_many only through unnest.
+  auto optional = [&](auto&& fn) { return optional_array_of(outcomes, fn); };
   return {
       param{number_array_literal(outcomes, [](auto o) { return o->task_id(); })},
       param{number_array_literal(outcomes, [](auto o) { return o->attempt(); })},
       column([](auto o) { return param{outcome_name(o->outcome())}; }),
-      // Read by taskmill.complete_many only through unnest.
-      optional_array_of(
-          outcomes, [](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
-      optional_array_of(
-          outcomes, [](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),
+      optional([](auto o) { return o->result().empty() ? param{} : text_param(o->result()); }),
+      optional([](auto o) { return o->error().empty() ? param{} : text_param(o->error()); }),
       param{node},
   };
 }
