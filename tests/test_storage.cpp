@@ -9,6 +9,7 @@
 #include "tools/node/node.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 
+#include <libpq-fe.h>
 #include <caf/event_based_actor.hpp>
 #include <nlohmann/json.hpp>
 
@@ -430,6 +431,47 @@ BOOST_AUTO_TEST_CASE(node_connections_compile_no_plans) {
   auto plan = conn.exec("EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM taskmill.tasks");
   BOOST_REQUIRE_MESSAGE(plan, test::describe(plan));
   BOOST_CHECK_EQUAL(nlohmann::json::parse(plan->string(0, 0))[0].count("JIT"), 0u);
+}
+
+// Batch submits compile nothing inside, whatever the caller's session asks:
+// without nested loops their insert's kept plan costs more than
+// jit_above_cost, and a session with JIT on compiled it at every call (0.1 s).
+// The statements inside are seen through auto_explain's notices.
+BOOST_AUTO_TEST_CASE(batch_submits_compile_no_plans_for_sessions_with_jit_on) {
+  test::task_database db{"submitjit"};
+  std::unique_ptr<PGconn, decltype(&PQfinish)> conn{PQconnectdb(db.conninfo().c_str()), &PQfinish};
+  BOOST_REQUIRE_EQUAL(PQstatus(conn.get()), CONNECTION_OK);
+  std::vector<std::string> plans;
+  PQsetNoticeReceiver(
+      conn.get(),
+      [](void* to, const PGresult* notice) {
+        static_cast<std::vector<std::string>*>(to)->push_back(PQresultErrorMessage(notice));
+      },
+      &plans);
+  auto run = [&](const char* sql) {
+    std::unique_ptr<PGresult, decltype(&PQclear)> res{PQexec(conn.get(), sql), &PQclear};
+    auto status = PQresultStatus(res.get());
+    BOOST_REQUIRE_MESSAGE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK,
+                          sql << ": " << PQresultErrorMessage(res.get()));
+  };
+  for (auto sql :
+       {"LOAD 'auto_explain'", "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_analyze = on",
+        "SET auto_explain.log_level = notice", "SET jit = on", "SET jit_above_cost = 0"})
+    run(sql);
+  run("SELECT count(*) FROM taskmill.submit_batch(ARRAY['T', 'T'], ARRAY['a', 'b'], NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
+  auto compiled = [](const std::string& plan) { return plan.find("JIT:") != std::string::npos; };
+  auto is_the_call = [](const std::string& plan) {
+    return plan.find("Function Scan on submit_batch") != std::string::npos;
+  };
+  auto call = std::find_if(plans.begin(), plans.end(), is_the_call);
+  // The session compiles what it runs itself: JIT is there to be refused.
+  BOOST_REQUIRE(call != plans.end());
+  BOOST_REQUIRE(compiled(*call));
+  BOOST_REQUIRE_GE(plans.size(), 4u);
+  for (const auto& plan : plans)
+    if (!is_the_call(plan)) BOOST_CHECK_MESSAGE(!compiled(plan), plan);
 }
 
 // A claim under a type's running limit looks for that type's due tasks only,
