@@ -34,11 +34,18 @@ BEGIN
 END
 $$;
 
+-- The advisory lock of a (type, key). Batches take theirs in this order, so
+-- that concurrent batches cannot deadlock. Inlined where it is called.
+CREATE FUNCTION taskmill.unit_lock_key(p_type text, p_key text) RETURNS bigint
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT hashtextextended(p_type || E'\x1f' || p_key, 7345)
+$$;
+
 -- Submits, reschedules and cancels of one (type, key) take turns on this lock
 -- until their transaction ends. Claims and outcomes use row locks only.
 CREATE FUNCTION taskmill.lock_unit(p_type text, p_key text) RETURNS void
 LANGUAGE sql AS $$
-  SELECT pg_advisory_xact_lock(hashtextextended(p_type || E'\x1f' || p_key, 7345))
+  SELECT pg_advisory_xact_lock(taskmill.unit_lock_key(p_type, p_key))
 $$;
 
 -- The highest non-cancelled version of (type, key): its current task. In

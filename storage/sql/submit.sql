@@ -253,8 +253,9 @@ SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
   v_problem text;
-  -- Places in the batch (from 1) that go through taskmill.submit, in the
-  -- order of their unit locks.
+  -- Places in the batch (from 1) that go through taskmill.submit, in batch
+  -- order (copies of a unit in the order given; every unit lock is held by
+  -- then, so the order cannot deadlock).
   v_one_by_one bigint[];
   -- Places of units given more than once.
   v_copies bigint[] := '{}';
@@ -286,8 +287,7 @@ BEGIN
   END IF;
 
   PERFORM pg_advisory_xact_lock(l.h)
-     FROM (SELECT DISTINCT hashtextextended(coalesce(k.type, '') || E'\x1f' || coalesce(k.key, ''),
-                                            7345) AS h
+     FROM (SELECT DISTINCT taskmill.unit_lock_key(k.type, k.key) AS h
              FROM unnest(p_types, p_keys) AS k(type, key)
             ORDER BY 1) l;
   -- A lock per unit: only a batch with fewer locks than tasks can hold a
@@ -312,8 +312,7 @@ BEGIN
      WHERE u.ord = ANY (v_copies)
         OR EXISTS (SELECT 1 FROM taskmill.task_keys k
                     WHERE k.type = u.type AND k.key = u.key OFFSET 0)
-     ORDER BY hashtextextended(coalesce(u.type, '') || E'\x1f' || coalesce(u.key, ''), 7345),
-              u.ord);
+     ORDER BY u.ord);
 
   -- Units new to the table, once in the batch, with their defaults.
   RETURN QUERY
@@ -633,7 +632,7 @@ DECLARE
   v_count integer;
 BEGIN
   PERFORM pg_advisory_xact_lock(l.h)
-     FROM (SELECT DISTINCT hashtextextended(t.type || E'\x1f' || t.key, 7345) AS h
+     FROM (SELECT DISTINCT taskmill.unit_lock_key(t.type, t.key) AS h
              FROM taskmill.tasks t
             WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
             ORDER BY 1) l;
