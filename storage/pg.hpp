@@ -131,11 +131,16 @@ std::string number_array_literal(const Range& range, Fn&& to_number) {
 }
 
 template <class Range, class Fn>
-std::string array_literal_of(const Range& range, Fn&& to_param) {
+std::vector<param> params_of(const Range& range, Fn&& to_param) {
   std::vector<param> values;
   values.reserve(std::size(range));
   for (const auto& x : range) values.push_back(to_param(x));
-  return array_literal(values);
+  return values;
+}
+
+template <class Range, class Fn>
+std::string array_literal_of(const Range& range, Fn&& to_param) {
+  return array_literal(params_of(range, to_param));
 }
 
 /// As array_literal_of, but NULL when no value is set: for a field that a
@@ -145,15 +150,10 @@ std::string array_literal_of(const Range& range, Fn&& to_param) {
 /// unnests a thousand NULLs.
 template <class Range, class Fn>
 param optional_array_of(const Range& range, Fn&& to_param) {
-  std::vector<param> values;
-  values.reserve(std::size(range));
-  bool any = false;
-  for (const auto& x : range) {
-    values.push_back(to_param(x));
-    any = any || values.back().has_value();
-  }
-  if (!any) return {};
-  return array_literal(values);
+  auto values = params_of(range, to_param);
+  for (const auto& value : values)
+    if (value) return array_literal(values);
+  return {};
 }
 
 /// The connection string with secrets blanked, for logs.
