@@ -580,7 +580,7 @@ $$;
 -- unit's highest version again: like a submit of that version, it supersedes
 -- the lower versions that have not run (one submitted after it was
 -- cancelled, say). Retrying a batch re-arms only tasks no higher version has
--- superseded, taking the unit locks first, in hash order as submit_many does.
+-- superseded, taking the unit locks first, in key order as submit_batch does.
 CREATE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
