@@ -7,6 +7,7 @@
 #include "messages/errors.hpp"
 #include "tests/support/task_sql.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <functional>
 #include <map>
@@ -39,6 +40,25 @@ void insert_due(const task_database& db, const std::string& type, int priority, 
       "-' || g, " + std::to_string(priority) +
       ", now() - interval '1 minute', 't', 3, 5000, 'exponential', 1000, 3600000, 0.1" +
       extra_values + " FROM generate_series(1, " + std::to_string(count) + ") g");
+}
+
+/// Tasks of the types without a limit, oldest first, beside a limited type
+/// with more due work than its room.
+std::vector<std::string> other_keys_claimed(const task_database& db, const std::string& types,
+                                            int capped_expected) {
+  auto res = db.exec(claim_sql("a", 8, "{0,0,8,0,0}", "{CAPPED}", "{5}", 0, types));
+  std::vector<std::string> keys;
+  int capped = 0;
+  for (int i = 0; i < res.rows(); ++i) {
+    if (res.string(i, 1) == "CAPPED") {
+      ++capped;
+      continue;
+    }
+    keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
+  }
+  BOOST_CHECK_EQUAL(capped, capped_expected);
+  std::sort(keys.begin(), keys.end());
+  return keys;
 }
 
 }  // namespace
@@ -140,6 +160,50 @@ BOOST_AUTO_TEST_CASE(each_limited_type_claims_its_own_tasks) {
   BOOST_CHECK_EQUAL(by_type["LATE"], 2);
   BOOST_CHECK_EQUAL(by_type["EARLY"], 3);
   BOOST_CHECK_EQUAL(res.rows(), 5);
+}
+
+BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
+  for (const std::string types : {"NULL", "'{CAPPED,O1,O2}'"}) {
+    BOOST_TEST_CONTEXT("types " << types) {
+      task_database db{types == "NULL" ? "besideany" : "besidelist"};
+      insert_due(db, "CAPPED", 3, 50);
+      db.call("submit('O1', 'o1-first', execute_at => now() - interval '50 seconds')");
+      db.call("submit('O2', 'o2-second', execute_at => now() - interval '40 seconds')");
+      db.call("submit('O1', 'o1-third', execute_at => now() - interval '30 seconds')");
+      db.call("submit('O2', 'o2-fourth', execute_at => now() - interval '20 seconds')");
+      db.call("submit('O3', 'o3-pinned', execute_at => now() - interval '60 seconds')");
+      db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'o3-pinned'");
+      BOOST_CHECK((other_keys_claimed(db, types, 5) ==
+                   std::vector<std::string>{"o1-first", "o1-third", "o2-second"}));
+      // The limited type at its limit: the others go on.
+      BOOST_CHECK((other_keys_claimed(db, types, 0) == std::vector<std::string>{"o2-fourth"}));
+    }
+  }
+}
+
+// Telling the other types' tasks from a limited type's backlog takes no
+// reading of that backlog (it did: every due task of the level, at every
+// claim): rows fetched by the claim's index scans, in its transaction.
+BOOST_AUTO_TEST_CASE(claims_beside_a_limited_backlog_do_not_read_it) {
+  task_database db{"backlogcap"};
+  insert_due(db, "CAPPED", 3, 20000);
+  insert_due(db, "OTHER", 3, 3);
+  db.exec("ANALYZE taskmill.tasks");
+  for (const std::string types : {"NULL", "'{CAPPED,OTHER}'"}) {
+    BOOST_TEST_CONTEXT("types " << types) {
+      auto conn = db.connect();
+      BOOST_REQUIRE(conn.exec("BEGIN"));
+      auto claimed = conn.exec(claim_sql("a", 20, "{0,0,20,0,0}", "{CAPPED}", "{10}", 0, types));
+      BOOST_REQUIRE(claimed);
+      BOOST_CHECK_EQUAL(claimed->rows(), 13);
+      auto fetched = conn.exec(
+          "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables "
+          "WHERE schemaname = 'taskmill' AND relname = 'tasks'");
+      BOOST_REQUIRE(fetched);
+      BOOST_CHECK_LT(fetched->int64(0, 0), 200);
+      BOOST_REQUIRE(conn.exec("ROLLBACK"));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

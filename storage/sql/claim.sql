@@ -58,6 +58,27 @@ BEGIN
 END
 $$;
 
+-- The types that have tasks due or waiting for their time, one probe a type
+-- in the index led by the type. Read from the end of each type's range: its
+-- start holds the entries of the tasks claimed first, until a vacuum.
+CREATE FUNCTION taskmill.queued_types() RETURNS SETOF text
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
+BEGIN
+  RETURN QUERY
+  WITH RECURSIVE q(type) AS (
+    (SELECT d.type FROM taskmill.tasks d WHERE d.status IN ('pending', 'failed')
+      ORDER BY d.type DESC LIMIT 1)
+    UNION ALL
+    SELECT (SELECT d.type FROM taskmill.tasks d
+             WHERE d.status IN ('pending', 'failed') AND d.type < q.type
+             ORDER BY d.type DESC LIMIT 1)
+      FROM q WHERE q.type IS NOT NULL)
+  SELECT q.type FROM q WHERE q.type IS NOT NULL;
+END
+$$;
+
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
 -- work: an idle claim costs one probe. p_turns holds the level of each claim
 -- in turn (the pusher's weighted shares); the claim takes as many turns of
@@ -79,10 +100,9 @@ $$;
 -- a claim of one task spent 0.2 ms planning. A kept plan cannot fold a NULL
 -- test away, so the steps of a type with a running limit find their rows by a
 -- search of their own (with the tests of the general one they cost 40% more
--- per task), one level at a time, passing over other types' tasks in the
--- claim index (whose last column is the type); in the general one the level
--- is a list (one level, or all five) that the claim index reads level by
--- level, each up to now.
+-- per task), one level at a time, in the index led by the type; in the
+-- general one the level is a list (one level, or all five) that the claim
+-- index reads level by level, each up to now.
 -- With sequential scans and sorts ruled out, a plan made while the table was
 -- small does not read it whole once it is not. The rows found are updated by
 -- id through the primary key, in a statement apart: as one UPDATE with the
@@ -128,6 +148,11 @@ DECLARE
   -- pass for such types could only read through every due task of the level
   -- to claim none, costing a scan of the backlog at each claim.
   v_uncapped boolean;
+  -- Whether a limited type may still have due tasks in the level: one at
+  -- its limit, or one that took all it asked for.
+  v_capped_may_wait boolean;
+  -- The types without a limit this node runs, or that have tasks.
+  v_others text[];
 BEGIN
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
@@ -206,10 +231,12 @@ BEGIN
       CONTINUE;
     END IF;
     -- The types with a running limit first, then (step past them) the others.
+    v_capped_may_wait := false;
     FOR i IN 1..cardinality(v_capped) + 1 LOOP
       v_type := v_capped[i];
       v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
                      WHEN v_uncapped THEN v_quota ELSE 0 END;
+      v_capped_may_wait := v_capped_may_wait OR (v_type IS NOT NULL AND v_step <= 0);
       CONTINUE WHEN v_step <= 0;
       IF v_type IS NOT NULL THEN
         -- Level by level, so that the index reads each only up to now (as
@@ -227,7 +254,7 @@ BEGIN
              LIMIT v_step - cardinality(v_ids)
              FOR UPDATE SKIP LOCKED);
         END LOOP;
-      ELSE
+      ELSIF NOT v_capped_may_wait THEN
         v_ids := ARRAY(
           SELECT d.id FROM taskmill.tasks d
            WHERE d.status IN ('pending', 'failed')
@@ -240,6 +267,38 @@ BEGIN
            ORDER BY d.priority, d.execute_at, d.id
            LIMIT v_step
            FOR UPDATE SKIP LOCKED);
+      ELSE
+        -- A limited type may have due tasks left in the level, ahead of the
+        -- others' in claim order: the search above would read each of them
+        -- to tell its type. The others' are found type by type in the index
+        -- led by the type instead, the oldest of all taken, then locked.
+        IF v_others IS NULL THEN
+          v_others := ARRAY(
+            SELECT o.type
+              FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
+             WHERE o.type <> ALL (v_capped));
+        END IF;
+        v_ids := '{}';
+        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+          EXIT WHEN cardinality(v_ids) >= v_step;
+          v_ids := v_ids || ARRAY(
+            SELECT c.id FROM taskmill.tasks c
+             WHERE c.id = ANY (ARRAY(
+                     SELECT n.id FROM unnest(v_others) AS o(type)
+                     CROSS JOIN LATERAL (
+                       SELECT d.id, d.execute_at FROM taskmill.tasks d
+                        WHERE d.status IN ('pending', 'failed') AND d.type = o.type
+                          AND d.priority = v_level AND d.execute_at <= now()
+                          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+                        ORDER BY d.execute_at, d.id
+                        LIMIT v_step - cardinality(v_ids)) n
+                     ORDER BY n.execute_at, n.id
+                     LIMIT v_step - cardinality(v_ids)))
+               -- Taken meanwhile by another claim, or moved: left alone.
+               AND c.status IN ('pending', 'failed') AND c.execute_at <= now()
+               AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
+             FOR UPDATE SKIP LOCKED);
+        END LOOP;
       END IF;
       RETURN QUERY
         UPDATE taskmill.tasks t
@@ -253,6 +312,7 @@ BEGIN
       v_more := v_more OR v_count >= v_step;
       IF v_type IS NOT NULL THEN
         v_room[i] := v_room[i] - v_count;
+        v_capped_may_wait := v_capped_may_wait OR v_count >= v_step;
       END IF;
       v_quota := v_quota - v_count;
       v_left := v_left - v_count;
