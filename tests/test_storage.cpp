@@ -76,9 +76,9 @@ BOOST_AUTO_TEST_CASE(apply_twice_changes_nothing) {
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.tasks"), "0");
 }
 
-// Migration 7 rebuilds the claim index of a database already in use, in
-// place: claims under type limits find the tasks there through it.
-BOOST_AUTO_TEST_CASE(the_claim_index_is_rebuilt_with_the_type_over_the_tasks_already_there) {
+// Migrations 7 and 8 rebuild the claim indexes of a database already in use,
+// in place: claims under type limits find the tasks there through them.
+BOOST_AUTO_TEST_CASE(the_claim_indexes_are_rebuilt_over_the_tasks_already_there) {
   test::scratch_database database{"migbytype"};
   auto conn = database.connect();
   const auto& all = db::all_migrations();
@@ -95,10 +95,13 @@ BOOST_AUTO_TEST_CASE(the_claim_index_is_rebuilt_with_the_type_over_the_tasks_alr
   auto upgraded = db::apply_migrations(conn, all);
   BOOST_REQUIRE_MESSAGE(upgraded, test::describe(upgraded));
   BOOST_CHECK_EQUAL(*upgraded, all.back().version);
-  BOOST_CHECK_EQUAL(database.scalar("SELECT indisvalid AND pg_get_indexdef(indexrelid) LIKE "
-                                    "'%(priority, execute_at, id, type)%' FROM pg_index "
-                                    "WHERE indexrelid = 'taskmill.tasks_due'::regclass"),
-                    "t");
+  auto valid_with = [&](const std::string& index, const std::string& columns) {
+    return database.scalar("SELECT indisvalid AND pg_get_indexdef(indexrelid) LIKE '%(" + columns +
+                           ")%' FROM pg_index WHERE indexrelid = 'taskmill." + index +
+                           "'::regclass");
+  };
+  BOOST_CHECK_EQUAL(valid_with("tasks_due", "priority, execute_at, id"), "t");
+  BOOST_CHECK_EQUAL(valid_with("tasks_due_by_type", "type, priority, execute_at, id"), "t");
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.claim_by_turns('n', 500, "
                                     "'{3,3,3}', '{capped}', '{60}', 0, '{capped}', NULL, NULL)"),
                     "60");
