@@ -51,6 +51,9 @@ constexpr const char* inproc_type = "BENCH_INPROC";
 constexpr const char* calendar_type = "BENCH_CALENDAR";
 /// The three types of the limits measurement.
 const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_MIX_C"};
+// Run besides the limited types by one of the limited nodes; none of its
+// tasks is due.
+constexpr const char* beside_type = "BENCH_MIX_OTHER";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
@@ -816,14 +819,15 @@ json report_json(const bench_options& options, const std::string& where,
 }
 
 /// Config overrides: the mixed types run by the noop executor, with the
-/// limits measurement's limits or without.
-std::vector<std::string> mixed_node_types(bool limited) {
+/// limits measurement's limits or without, and another type besides or not.
+std::vector<std::string> mixed_node_types(bool limited, bool another_type = false) {
   std::vector<std::string> out;
   for (const auto& t : mixed_types) {
     out.push_back("types." + t + ".executor=noop");
     if (limited) out.push_back("types." + t + ".running_limit=300");
   }
   if (limited) out.push_back("scheduling.global_limit=1000");
+  if (another_type) out.push_back(std::string{"types."} + beside_type + ".executor=noop");
   return out;
 }
 
@@ -850,6 +854,8 @@ int measure(const bench_options& options) {
                    std::string{"types."} + latency_type + ".url=" + executor_url}};
   bench_node unlimited{options.binary, database.conninfo(), mixed_node_types(false), "unlimited"};
   bench_node limited{options.binary, database.conninfo(), mixed_node_types(true), "limited"};
+  bench_node limited_beside{options.binary, database.conninfo(), mixed_node_types(true, true),
+                            "limited-beside"};
   node.start();
   run(conn, sql::create_raw_table);
 
@@ -859,10 +865,11 @@ int measure(const bench_options& options) {
       wake_p50{"ms"}, wake_p99{"ms"}, many_submit{"tasks/s"}, raw_inserts{"rows/s"},
       many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, drain{"tasks/s"},
       raw_drain{"tasks/s"}, drain_ratio{"ratio"}, drain_unlimited{"tasks/s"},
-      drain_limited{"tasks/s"}, limits_ratio{"ratio"}, drain_calendar{"tasks/s"},
-      calendar_ratio{"ratio"};
+      drain_limited{"tasks/s"}, limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"},
+      limits_beside_ratio{"ratio"}, drain_calendar{"tasks/s"}, calendar_ratio{"ratio"};
   auto peak_rss = [&] {
-    return std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss()});
+    return std::max(
+        {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
   };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
@@ -931,6 +938,10 @@ int measure(const bench_options& options) {
     runs("the same drain with a global limit of 1000 and type limits of 300", r);
     drain_limited.runs.push_back(mixed_drain_rate(limited, conn, p.drain_tasks, r));
     limits_ratio.runs.push_back(drain_limited.runs.back() / drain_unlimited.runs.back());
+    runs("the same limited drain on a node that runs another type too", r);
+    drain_limited_beside.runs.push_back(mixed_drain_rate(limited_beside, conn, p.drain_tasks, r));
+    limits_beside_ratio.runs.push_back(drain_limited_beside.runs.back() /
+                                       drain_unlimited.runs.back());
   }
   progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
   run(conn, sql::reset_tasks);
@@ -976,6 +987,8 @@ int measure(const bench_options& options) {
       {"drain: " + drains + ", 3 types x 5 priorities", drain_unlimited},
       {"the same with global 1000, type limits 300", drain_limited},
       {"drain with limits / without", limits_ratio},
+      {"the same, the node running another type too", drain_limited_beside},
+      {"that drain / without limits", limits_beside_ratio},
       {"drain: " + drains + " beside " + k(p.calendar_tasks) + " due later", drain_calendar},
       {"drain beside the calendar / plain drain", calendar_ratio},
       {"node peak RSS", rss},
@@ -990,6 +1003,7 @@ int measure(const bench_options& options) {
       {"wake-up over CAF p99 (ms)", wake_p99.median(), "<=", 50},
       {"submit " + clients + " clients >= 60% of raw inserts", many_ratio.median(), ">=", 0.6},
       {"limits cost <= 10% (with / without >= 0.9)", limits_ratio.median(), ">=", 0.9},
+      {"the same, node running another type too", limits_beside_ratio.median(), ">=", 0.9},
       {"drain beside the calendar >= 90% of plain", calendar_ratio.median(), ">=", 0.9},
       {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
        ">=", 0.8},
