@@ -167,16 +167,17 @@ BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
     BOOST_TEST_CONTEXT("types " << types) {
       task_database db{types == "NULL" ? "besideany" : "besidelist"};
       insert_due(db, "CAPPED", 3, 50);
-      db.call("submit('O1', 'o1-first', execute_at => now() - interval '50 seconds')");
-      db.call("submit('O2', 'o2-second', execute_at => now() - interval '40 seconds')");
-      db.call("submit('O1', 'o1-third', execute_at => now() - interval '30 seconds')");
-      db.call("submit('O2', 'o2-fourth', execute_at => now() - interval '20 seconds')");
+      // The second type of the node's list holds the oldest task.
+      db.call("submit('O2', 'o2-first', execute_at => now() - interval '50 seconds')");
+      db.call("submit('O1', 'o1-second', execute_at => now() - interval '40 seconds')");
+      db.call("submit('O2', 'o2-third', execute_at => now() - interval '30 seconds')");
+      db.call("submit('O1', 'o1-fourth', execute_at => now() - interval '20 seconds')");
       db.call("submit('O3', 'o3-pinned', execute_at => now() - interval '60 seconds')");
       db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'o3-pinned'");
       BOOST_CHECK((other_keys_claimed(db, types, 5) ==
-                   std::vector<std::string>{"o1-first", "o1-third", "o2-second"}));
+                   std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
       // The limited type at its limit: the others go on.
-      BOOST_CHECK((other_keys_claimed(db, types, 0) == std::vector<std::string>{"o2-fourth"}));
+      BOOST_CHECK((other_keys_claimed(db, types, 0) == std::vector<std::string>{"o1-fourth"}));
     }
   }
 }
@@ -197,13 +198,40 @@ BOOST_AUTO_TEST_CASE(claims_beside_a_limited_backlog_do_not_read_it) {
       BOOST_REQUIRE(claimed);
       BOOST_CHECK_EQUAL(claimed->rows(), 13);
       auto fetched = conn.exec(
-          "SELECT idx_tup_fetch FROM pg_stat_xact_user_tables "
+          "SELECT idx_tup_fetch, seq_tup_read FROM pg_stat_xact_user_tables "
           "WHERE schemaname = 'taskmill' AND relname = 'tasks'");
       BOOST_REQUIRE(fetched);
       BOOST_CHECK_LT(fetched->int64(0, 0), 200);
+      BOOST_CHECK_EQUAL(fetched->int64(0, 1), 0);
       BOOST_REQUIRE(conn.exec("ROLLBACK"));
     }
   }
+}
+
+// A claim beside another that holds the oldest tasks of the other types
+// takes the next ones, as a claim in claim order skips locked rows.
+BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_skip_what_another_claim_holds) {
+  task_database db{"besidelocked"};
+  insert_due(db, "CAPPED", 3, 50);
+  insert_due(db, "OTHER", 3, 10);
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  auto held = holder.exec(
+      "SELECT id FROM taskmill.tasks WHERE type = 'OTHER' ORDER BY execute_at, id LIMIT 3 "
+      "FOR UPDATE");
+  BOOST_REQUIRE(held);
+  BOOST_REQUIRE_EQUAL(held->rows(), 3);
+  std::set<std::string> held_ids;
+  for (int i = 0; i < held->rows(); ++i) held_ids.insert(held->string(i, 0));
+  auto res = db.exec(claim_sql("a", 8, "{0,0,8,0,0}", "{CAPPED}", "{5}"));
+  int others = 0;
+  for (int i = 0; i < res.rows(); ++i) {
+    if (res.string(i, 1) != "OTHER") continue;
+    ++others;
+    BOOST_CHECK(!held_ids.count(res.string(i, 0)));
+  }
+  BOOST_CHECK_EQUAL(others, 3);
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -151,7 +151,8 @@ DECLARE
   -- Whether a limited type may still have due tasks in the level: one at
   -- its limit, or one that took all it asked for.
   v_capped_may_wait boolean;
-  -- The types without a limit this node runs, or that have tasks.
+  -- The types besides the limited ones: the node's, or, when it runs any
+  -- type, those with tasks queued.
   v_others text[];
 BEGIN
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
@@ -236,7 +237,18 @@ BEGIN
       v_type := v_capped[i];
       v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
                      WHEN v_uncapped THEN v_quota ELSE 0 END;
-      v_capped_may_wait := v_capped_may_wait OR (v_type IS NOT NULL AND v_step <= 0);
+      IF v_type IS NOT NULL AND v_step <= 0 AND NOT v_capped_may_wait THEN
+        -- At its limit (or not run here): due tasks of it may be ahead of
+        -- the others'. One probe a level, from the newest due task back.
+        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+          v_capped_may_wait := EXISTS (
+            SELECT 1 FROM taskmill.tasks d
+             WHERE d.status IN ('pending', 'failed') AND d.type = v_type
+               AND d.priority = v_level AND d.execute_at <= now()
+             ORDER BY d.execute_at DESC, d.id DESC LIMIT 1);
+          EXIT WHEN v_capped_may_wait;
+        END LOOP;
+      END IF;
       CONTINUE WHEN v_step <= 0;
       IF v_type IS NOT NULL THEN
         -- Level by level, so that the index reads each only up to now (as
@@ -272,6 +284,9 @@ BEGIN
         -- others' in claim order: the search above would read each of them
         -- to tell its type. The others' are found type by type in the index
         -- led by the type instead, the oldest of all taken, then locked.
+        -- Twice as many are looked at as are wanted, so that a claim running
+        -- beside this one and taking the same oldest tasks leaves it the
+        -- next ones rather than none.
         IF v_others IS NULL THEN
           v_others := ARRAY(
             SELECT o.type
@@ -282,8 +297,8 @@ BEGIN
         FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
           EXIT WHEN cardinality(v_ids) >= v_step;
           v_ids := v_ids || ARRAY(
-            SELECT c.id FROM taskmill.tasks c
-             WHERE c.id = ANY (ARRAY(
+            SELECT c.id
+              FROM unnest(ARRAY(
                      SELECT n.id FROM unnest(v_others) AS o(type)
                      CROSS JOIN LATERAL (
                        SELECT d.id, d.execute_at FROM taskmill.tasks d
@@ -291,13 +306,17 @@ BEGIN
                           AND d.priority = v_level AND d.execute_at <= now()
                           AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
                         ORDER BY d.execute_at, d.id
-                        LIMIT v_step - cardinality(v_ids)) n
+                        LIMIT 2 * (v_step - cardinality(v_ids))) n
                      ORDER BY n.execute_at, n.id
-                     LIMIT v_step - cardinality(v_ids)))
-               -- Taken meanwhile by another claim, or moved: left alone.
-               AND c.status IN ('pending', 'failed') AND c.execute_at <= now()
+                     LIMIT 2 * (v_step - cardinality(v_ids)))) WITH ORDINALITY AS k(id, ord)
+              JOIN taskmill.tasks c ON c.id = k.id
+             -- Taken meanwhile by another claim, or changed: left alone.
+             WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
+               AND c.priority = v_level
                AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
-             FOR UPDATE SKIP LOCKED);
+             ORDER BY k.ord
+             LIMIT v_step - cardinality(v_ids)
+             FOR UPDATE OF c SKIP LOCKED);
         END LOOP;
       END IF;
       RETURN QUERY

@@ -51,8 +51,8 @@ constexpr const char* inproc_type = "BENCH_INPROC";
 constexpr const char* calendar_type = "BENCH_CALENDAR";
 /// The three types of the limits measurement.
 const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_MIX_C"};
-// Run besides the limited types by one of the limited nodes; none of its
-// tasks is due.
+/// Run beside the limited types by one of the limited nodes; none of its
+/// tasks is due.
 constexpr const char* beside_type = "BENCH_MIX_OTHER";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
