@@ -440,7 +440,7 @@ BOOST_AUTO_TEST_CASE(node_connections_compile_no_plans) {
 // without nested loops their insert's kept plan costs more than
 // jit_above_cost, and a session with JIT on compiled it at every call (0.1 s).
 // The statements inside are seen through auto_explain's notices.
-BOOST_AUTO_TEST_CASE(batch_submits_compile_no_plans_for_sessions_with_jit_on) {
+BOOST_AUTO_TEST_CASE(batch_submits_and_claims_compile_no_plans_for_sessions_with_jit_on) {
   test::task_database db{"submitjit"};
   std::unique_ptr<PGconn, decltype(&PQfinish)> conn{PQconnectdb(db.conninfo().c_str()), &PQfinish};
   BOOST_REQUIRE_EQUAL(PQstatus(conn.get()), CONNECTION_OK);
@@ -451,8 +451,8 @@ BOOST_AUTO_TEST_CASE(batch_submits_compile_no_plans_for_sessions_with_jit_on) {
         static_cast<std::vector<std::string>*>(to)->push_back(PQresultErrorMessage(notice));
       },
       &plans);
-  auto run = [&](const char* sql) {
-    std::unique_ptr<PGresult, decltype(&PQclear)> res{PQexec(conn.get(), sql), &PQclear};
+  auto run = [&](const std::string& sql) {
+    std::unique_ptr<PGresult, decltype(&PQclear)> res{PQexec(conn.get(), sql.c_str()), &PQclear};
     auto status = PQresultStatus(res.get());
     BOOST_REQUIRE_MESSAGE(status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK,
                           sql << ": " << PQresultErrorMessage(res.get()));
@@ -462,19 +462,39 @@ BOOST_AUTO_TEST_CASE(batch_submits_compile_no_plans_for_sessions_with_jit_on) {
         "SET auto_explain.log_nested_statements = on", "SET auto_explain.log_analyze = on",
         "SET auto_explain.log_level = notice", "SET jit = on", "SET jit_above_cost = 0"})
     run(sql);
-  run("SELECT count(*) FROM taskmill.submit_batch(ARRAY['T', 'T'], ARRAY['a', 'b'], NULL, NULL, "
-      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL)");
   auto compiled = [](const std::string& plan) { return plan.find("JIT:") != std::string::npos; };
-  auto is_the_call = [](const std::string& plan) {
-    return plan.find("Function Scan on submit_batch") != std::string::npos;
+  struct call {
+    std::string sql;
+    std::string function;
   };
-  auto call = std::find_if(plans.begin(), plans.end(), is_the_call);
-  // The session compiles what it runs itself: JIT is there to be refused.
-  BOOST_REQUIRE(call != plans.end());
-  BOOST_REQUIRE(compiled(*call));
-  BOOST_REQUIRE_GE(plans.size(), 4u);
-  for (const auto& plan : plans)
-    if (!is_the_call(plan)) BOOST_CHECK_MESSAGE(!compiled(plan), plan);
+  // The claim takes one task of the limited type and the other type's beside
+  // it, the way that merges them.
+  for (const auto& [sql, function] :
+       {call{"SELECT count(*) FROM taskmill.submit_batch(ARRAY['CAPPED', 'CAPPED', 'OTHER'], "
+             "ARRAY['a', 'b', 'c'], NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+             "NULL, NULL, NULL, NULL)",
+             "submit_batch"},
+        call{"SELECT count(*) FROM taskmill.claim_by_turns('n', 3, '{3,3,3}', '{CAPPED}', '{1}', "
+             "0, NULL, NULL, NULL)",
+             "claim_by_turns"}}) {
+    BOOST_TEST_CONTEXT(function) {
+      plans.clear();
+      run(sql);
+      auto is_the_call = [&](const std::string& plan) {
+        return plan.find("Function Scan on " + function) != std::string::npos;
+      };
+      auto top = std::find_if(plans.begin(), plans.end(), is_the_call);
+      // The session compiles what it runs itself: JIT is there to be refused.
+      BOOST_REQUIRE(top != plans.end());
+      BOOST_REQUIRE(compiled(*top));
+      BOOST_REQUIRE_GE(plans.size(), 4u);
+      for (const auto& plan : plans)
+        if (!is_the_call(plan)) BOOST_CHECK_MESSAGE(!compiled(plan), plan);
+    }
+  }
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(type, ',' ORDER BY type) FROM taskmill.tasks "
+                              "WHERE status = 'running'"),
+                    "CAPPED,OTHER");
 }
 
 // A claim under a type's running limit looks for that type's due tasks only,
