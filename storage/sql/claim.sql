@@ -241,7 +241,7 @@ BEGIN
       v_type := v_capped[i];
       v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
                      WHEN v_uncapped THEN v_quota ELSE 0 END;
-      IF v_type IS NOT NULL AND v_step <= 0 AND NOT v_capped_may_wait THEN
+      IF v_type IS NOT NULL AND v_step <= 0 AND v_uncapped AND NOT v_capped_may_wait THEN
         -- At its limit (or not run here): due tasks of it may be ahead of
         -- the others'. One probe a level, from the newest due task back.
         FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
