@@ -79,6 +79,44 @@ BEGIN
 END
 $$;
 
+-- Up to p_want due tasks of p_types at level p_level that p_node may run,
+-- oldest first over all of them, locked for the caller's claim: each type's
+-- oldest are read from the index led by the type, where a search in claim
+-- order over the level would read every due task of the other types on the
+-- way to tell its type. Twice as many are looked at as are wanted, so that a
+-- claim running beside this one and taking the same oldest tasks leaves it
+-- the next ones rather than none; those taken meanwhile, or changed, are
+-- left alone.
+CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
+                                              p_want integer) RETURNS bigint[]
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+BEGIN
+  RETURN ARRAY(
+    SELECT c.id
+      FROM unnest(ARRAY(
+             SELECT n.id FROM unnest(p_types) AS o(type)
+             CROSS JOIN LATERAL (
+               SELECT d.id, d.execute_at FROM taskmill.tasks d
+                WHERE d.status IN ('pending', 'failed') AND d.type = o.type
+                  AND d.priority = p_level AND d.execute_at <= now()
+                  AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+                ORDER BY d.execute_at, d.id
+                LIMIT 2 * p_want) n
+             ORDER BY n.execute_at, n.id
+             LIMIT 2 * p_want)) WITH ORDINALITY AS k(id, ord)
+      JOIN taskmill.tasks c ON c.id = k.id
+     WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
+       AND c.priority = p_level
+       AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
+     ORDER BY k.ord
+     LIMIT p_want
+     FOR UPDATE OF c SKIP LOCKED);
+END
+$$;
+
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
 -- work: an idle claim costs one probe. p_turns holds the level of each claim
 -- in turn (the pusher's weighted shares); the claim takes as many turns of
@@ -119,9 +157,9 @@ RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.t
                shard_index integer, shard_total integer, trace_id text, picked_by text,
                execute_at timestamptz, turns_taken integer)
 LANGUAGE plpgsql
--- The sort that merges the other types' tasks beside a limited backlog
--- cannot be left out, which with sorts ruled out costs its plan enough to be
--- compiled by JIT at every claim for any caller that has not turned JIT off.
+-- The sort that taskmill.lock_oldest_of_types cannot leave out costs its plan,
+-- with sorts ruled out, enough to be compiled by JIT at every claim for any
+-- caller that has not turned JIT off.
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off
@@ -146,6 +184,8 @@ DECLARE
   v_level integer;
   v_type text;
   v_ids bigint[];
+  -- The levels a pass reads: its own, or (the last pass) every level due.
+  v_levels integer[];
   v_due integer[] := taskmill.due_levels(p_types, p_node);
   v_more boolean := false;
   -- Whether this node runs a type without a limit. When it does not, the
@@ -235,6 +275,7 @@ BEGIN
       v_more := true;
       CONTINUE;
     END IF;
+    v_levels := CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END;
     -- The types with a running limit first, then (step past them) the others.
     v_capped_may_wait := false;
     FOR i IN 1..cardinality(v_capped) + 1 LOOP
@@ -244,7 +285,7 @@ BEGIN
       IF v_type IS NOT NULL AND v_step <= 0 AND v_uncapped AND NOT v_capped_may_wait THEN
         -- At its limit (or not run here): due tasks of it may be ahead of
         -- the others'. One probe a level, from the newest due task back.
-        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+        FOREACH v_level IN ARRAY v_levels LOOP
           v_capped_may_wait := EXISTS (
             SELECT 1 FROM taskmill.tasks d
              WHERE d.status IN ('pending', 'failed') AND d.type = v_type
@@ -258,7 +299,7 @@ BEGIN
         -- Level by level, so that the index reads each only up to now (as
         -- one range of levels it read every task due later on the way).
         v_ids := '{}';
-        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+        FOREACH v_level IN ARRAY v_levels LOOP
           EXIT WHEN cardinality(v_ids) >= v_step;
           v_ids := v_ids || ARRAY(
             SELECT d.id FROM taskmill.tasks d
@@ -285,12 +326,7 @@ BEGIN
            FOR UPDATE SKIP LOCKED);
       ELSE
         -- A limited type may have due tasks left in the level, ahead of the
-        -- others' in claim order: the search above would read each of them
-        -- to tell its type. The others' are found type by type in the index
-        -- led by the type instead, the oldest of all taken, then locked.
-        -- Twice as many are looked at as are wanted, so that a claim running
-        -- beside this one and taking the same oldest tasks leaves it the
-        -- next ones rather than none.
+        -- others' in claim order: those are found type by type instead.
         IF v_others IS NULL THEN
           v_others := ARRAY(
             SELECT o.type
@@ -298,29 +334,10 @@ BEGIN
              WHERE o.type <> ALL (v_capped));
         END IF;
         v_ids := '{}';
-        FOREACH v_level IN ARRAY CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END LOOP
+        FOREACH v_level IN ARRAY v_levels LOOP
           EXIT WHEN cardinality(v_ids) >= v_step;
-          v_ids := v_ids || ARRAY(
-            SELECT c.id
-              FROM unnest(ARRAY(
-                     SELECT n.id FROM unnest(v_others) AS o(type)
-                     CROSS JOIN LATERAL (
-                       SELECT d.id, d.execute_at FROM taskmill.tasks d
-                        WHERE d.status IN ('pending', 'failed') AND d.type = o.type
-                          AND d.priority = v_level AND d.execute_at <= now()
-                          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-                        ORDER BY d.execute_at, d.id
-                        LIMIT 2 * (v_step - cardinality(v_ids))) n
-                     ORDER BY n.execute_at, n.id
-                     LIMIT 2 * (v_step - cardinality(v_ids)))) WITH ORDINALITY AS k(id, ord)
-              JOIN taskmill.tasks c ON c.id = k.id
-             -- Taken meanwhile by another claim, or changed: left alone.
-             WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
-               AND c.priority = v_level
-               AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
-             ORDER BY k.ord
-             LIMIT v_step - cardinality(v_ids)
-             FOR UPDATE OF c SKIP LOCKED);
+          v_ids := v_ids || taskmill.lock_oldest_of_types(v_others, v_level, p_node,
+                                                          v_step - cardinality(v_ids));
         END LOOP;
       END IF;
       RETURN QUERY
