@@ -61,6 +61,16 @@ std::vector<std::string> other_keys_claimed(const task_database& db, const std::
   return keys;
 }
 
+/// Rows the index scans of the claims in `conn`'s transaction fetched, and
+/// rows read by sequential scans.
+std::pair<int64_t, int64_t> rows_read(db::connection& conn) {
+  auto fetched = conn.exec(
+      "SELECT idx_tup_fetch, seq_tup_read FROM pg_stat_xact_user_tables "
+      "WHERE schemaname = 'taskmill' AND relname = 'tasks'");
+  BOOST_REQUIRE(fetched);
+  return {fetched->int64(0, 0), fetched->int64(0, 1)};
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(claim)
@@ -197,15 +207,64 @@ BOOST_AUTO_TEST_CASE(claims_beside_a_limited_backlog_do_not_read_it) {
       auto claimed = conn.exec(claim_sql("a", 20, "{0,0,20,0,0}", "{CAPPED}", "{10}", 0, types));
       BOOST_REQUIRE(claimed);
       BOOST_CHECK_EQUAL(claimed->rows(), 13);
-      auto fetched = conn.exec(
-          "SELECT idx_tup_fetch, seq_tup_read FROM pg_stat_xact_user_tables "
-          "WHERE schemaname = 'taskmill' AND relname = 'tasks'");
-      BOOST_REQUIRE(fetched);
-      BOOST_CHECK_LT(fetched->int64(0, 0), 200);
-      BOOST_CHECK_EQUAL(fetched->int64(0, 1), 0);
+      auto [fetched, scanned] = rows_read(conn);
+      BOOST_CHECK_LT(fetched, 200);
+      BOOST_CHECK_EQUAL(scanned, 0);
       BOOST_REQUIRE(conn.exec("ROLLBACK"));
     }
   }
+}
+
+// A node that runs only some types claims its own without reading through
+// the due tasks of a type it does not run, a backlog no node may run: it did,
+// at every claim, whether that backlog came due before its tasks (the claim's
+// search) or after them (the probe for levels with due work).
+BOOST_AUTO_TEST_CASE(claims_beside_a_backlog_of_other_types_do_not_read_it) {
+  for (const std::string due : {"2 minutes", "30 seconds"}) {
+    BOOST_TEST_CONTEXT("the backlog due " << due << " ago, the node's tasks 1 minute ago") {
+      task_database db{due == "2 minutes" ? "backlogolder" : "backlognewer"};
+      insert_due(db, "BACKLOG", 3, 20000);
+      db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '" + due + "'");
+      insert_due(db, "MINE", 3, 3);
+      // Without the entries of the versions before the update: claims of
+      // their own would step over those as dead.
+      db.exec("VACUUM ANALYZE taskmill.tasks");
+      auto conn = db.connect();
+      BOOST_REQUIRE(conn.exec("BEGIN"));
+      auto claimed = conn.exec(claim_sql("a", 20, "{0,0,20,0,0}", "{}", "{}", 0, "'{MINE,ALSO}'"));
+      BOOST_REQUIRE(claimed);
+      BOOST_CHECK_EQUAL(claimed->rows(), 3);
+      auto [fetched, scanned] = rows_read(conn);
+      BOOST_CHECK_LT(fetched, 200);
+      BOOST_CHECK_EQUAL(scanned, 0);
+      BOOST_REQUIRE(conn.exec("ROLLBACK"));
+    }
+  }
+}
+
+// Beside such a backlog the node's types are searched one by one: their
+// tasks still go oldest first across them, and a task pinned to another node
+// is left.
+BOOST_AUTO_TEST_CASE(a_node_beside_a_backlog_of_other_types_claims_its_oldest_first) {
+  task_database db{"besidebacklog"};
+  insert_due(db, "BACKLOG", 3, 50);
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '2 minutes'");
+  db.call("submit('O2', 'o2-first', execute_at => now() - interval '50 seconds')");
+  db.call("submit('O1', 'o1-second', execute_at => now() - interval '40 seconds')");
+  db.call("submit('O2', 'o2-third', execute_at => now() - interval '30 seconds')");
+  db.call("submit('O1', 'o1-fourth', execute_at => now() - interval '20 seconds')");
+  db.call("submit('O1', 'o1-pinned', execute_at => now() - interval '60 seconds')");
+  db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'o1-pinned'");
+  auto keys_claimed = [&](int limit) {
+    auto res = db.exec(claim_sql("a", limit, "{0,0,0,0,0}", "{}", "{}", 0, "'{O1,O2}'"));
+    std::vector<std::string> keys;
+    for (int i = 0; i < res.rows(); ++i)
+      keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
+    std::sort(keys.begin(), keys.end());
+    return keys;
+  };
+  BOOST_CHECK((keys_claimed(3) == std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
+  BOOST_CHECK((keys_claimed(3) == std::vector<std::string>{"o1-fourth"}));
 }
 
 // A claim beside another that holds the oldest tasks of the other types

@@ -17,9 +17,15 @@ $$;
 -- a semi-join that may read every due task); from the newest due task
 -- backwards, because claims take the oldest first and leave the entries of
 -- the tasks they took at that end until a vacuum: read from there, a drain's
--- probes stepped over them, 0.7 ms a claim. PL/pgSQL keeps its plan for the
--- session: as a SQL function it was planned at every claim, most of the cost
--- of claiming one task.
+-- probes stepped over them, 0.7 ms a claim. The probe takes the newest due
+-- task of any type: filtered by the node's types, it read through every task
+-- of other types due after the node's own. Only when that task is of another
+-- type are the node's types probed one by one, in the index led by the type:
+-- bounded by row comparisons, which only that index can serve. With
+-- equalities the claim index served them too, and on a small table the
+-- planner chose it, reading every due task of the level again.
+-- PL/pgSQL keeps its plan for the session: as a SQL function it was planned
+-- at every claim, most of the cost of claiming one task.
 CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
@@ -29,12 +35,57 @@ BEGIN
   RETURN (SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
             FROM generate_series(1, 5) AS l(p)
            CROSS JOIN LATERAL (
-             SELECT 1 FROM taskmill.tasks t
+             SELECT t.type FROM taskmill.tasks t
               WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
                 AND t.execute_at <= now()
-                AND (p_types IS NULL OR t.type = ANY (p_types))
                 AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-              ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due);
+              ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
+           WHERE p_types IS NULL OR newest_due.type = ANY (p_types)
+              OR EXISTS (
+                SELECT 1 FROM unnest(p_types) AS u(type)
+                CROSS JOIN LATERAL (
+                  SELECT 1 FROM taskmill.tasks d
+                   WHERE d.status IN ('pending', 'failed')
+                     AND (d.type, d.priority) >= (u.type, l.p)
+                     AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
+                     AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+                   ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
+                   LIMIT 1) AS newest_of_type));
+END
+$$;
+
+-- Whether the oldest or the newest due task of one of p_levels is of a type
+-- not in p_types (NULL: any type). A search in claim order for p_types reads
+-- from the oldest due task until it has found what it wants or reached now:
+-- it would read through the due tasks of the others there, a backlog of a
+-- type no node runs perhaps, before its own or after the last of them. Tasks
+-- pinned to other nodes do not count; such a search does not skip them
+-- either.
+CREATE FUNCTION taskmill.others_due_at_an_end(p_types text[], p_levels integer[], p_node text)
+RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+BEGIN
+  IF p_types IS NULL THEN
+    RETURN false;
+  END IF;
+  RETURN EXISTS (
+    SELECT 1 FROM unnest(p_levels) AS l(p)
+    CROSS JOIN LATERAL (
+      SELECT t.type FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+         AND t.execute_at <= now()
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+       ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due
+    CROSS JOIN LATERAL (
+      SELECT t.type FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+         AND t.execute_at <= now()
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+       ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
+    WHERE oldest_due.type <> ALL (p_types) OR newest_due.type <> ALL (p_types));
 END
 $$;
 
@@ -86,7 +137,8 @@ $$;
 -- way to tell its type. Twice as many are looked at as are wanted, so that a
 -- claim running beside this one and taking the same oldest tasks leaves it
 -- the next ones rather than none; those taken meanwhile, or changed, are
--- left alone.
+-- left alone. One type needs no merge: its oldest are locked as they are
+-- read, each read once.
 CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
                                               p_want integer) RETURNS bigint[]
 LANGUAGE plpgsql
@@ -94,6 +146,16 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 BEGIN
+  IF cardinality(p_types) = 1 THEN
+    RETURN ARRAY(
+      SELECT d.id FROM taskmill.tasks d
+       WHERE d.status IN ('pending', 'failed') AND d.type = p_types[1]
+         AND d.priority = p_level AND d.execute_at <= now()
+         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       ORDER BY d.execute_at, d.id
+       LIMIT p_want
+       FOR UPDATE SKIP LOCKED);
+  END IF;
   RETURN ARRAY(
     SELECT c.id
       FROM unnest(ARRAY(
@@ -311,7 +373,8 @@ BEGIN
              LIMIT v_step - cardinality(v_ids)
              FOR UPDATE SKIP LOCKED);
         END LOOP;
-      ELSIF NOT v_capped_may_wait THEN
+      ELSIF NOT v_capped_may_wait
+            AND NOT taskmill.others_due_at_an_end(p_types, v_levels, p_node) THEN
         v_ids := ARRAY(
           SELECT d.id FROM taskmill.tasks d
            WHERE d.status IN ('pending', 'failed')
@@ -325,8 +388,9 @@ BEGIN
            LIMIT v_step
            FOR UPDATE SKIP LOCKED);
       ELSE
-        -- A limited type may have due tasks left in the level, ahead of the
-        -- others' in claim order: those are found type by type instead.
+        -- A limited type may have due tasks left in the level, or tasks of
+        -- types this node does not run lie at an end of it: the others' are
+        -- found type by type instead.
         IF v_others IS NULL THEN
           v_others := ARRAY(
             SELECT o.type
