@@ -11,81 +11,69 @@ BEGIN
 END
 $$;
 
--- The priority levels that have due work a node of p_types may run; one
--- cheap probe per level instead of a claim statement per level. A probe with
--- an order and LIMIT 1 reads the claim index from one end (an EXISTS becomes
--- a semi-join that may read every due task); from the newest due task
--- backwards, because claims take the oldest first and leave the entries of
--- the tasks they took at that end until a vacuum: read from there, a drain's
--- probes stepped over them, 0.7 ms a claim. The probe takes the newest due
--- task of any type: filtered by the node's types, it read through every task
--- of other types due after the node's own. Only when that task is of another
--- type are the node's types probed one by one, in the index led by the type:
--- bounded by row comparisons, which only that index can serve. With
--- equalities the claim index served them too, and on a small table the
--- planner chose it, reading every due task of the level again.
--- PL/pgSQL keeps its plan for the session: as a SQL function it was planned
+-- The priority levels that have due work a node of p_types may run (due),
+-- and those whose newest due task is of another type (others_newest); one
+-- cheap probe per level instead of a claim statement per level. A probe
+-- with an order and LIMIT 1 reads the claim index from one end (an EXISTS
+-- becomes a semi-join that may read every due task); from the newest due
+-- task backwards, because claims take the oldest first and leave the entries
+-- of the tasks they took at that end until a vacuum: read from there, a
+-- drain's probes stepped over them, 0.7 ms a claim.
+--
+-- The probe takes the newest due task of any type: filtered by the node's
+-- types, it read through every due task of the others after the node's own,
+-- a backlog of a type no node runs perhaps. Only in levels where that task
+-- is of another type are the node's types probed one by one, in the index
+-- led by the type, bounded by row comparisons, which only that index can
+-- serve (with equalities the claim index served them too, and on a small
+-- table the planner chose it, reading every due task of the level again).
+-- Tasks pinned to other nodes do not count.
+--
+-- PL/pgSQL keeps its plans for the session: as a SQL function it was planned
 -- at every claim, most of the cost of claiming one task.
-CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
+CREATE FUNCTION taskmill.probe_levels(p_types text[], p_node text, OUT due integer[],
+                                      OUT others_newest integer[])
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 BEGIN
-  RETURN (SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
-            FROM generate_series(1, 5) AS l(p)
-           CROSS JOIN LATERAL (
-             SELECT t.type FROM taskmill.tasks t
-              WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
-                AND t.execute_at <= now()
-                AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-              ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
-           WHERE p_types IS NULL OR newest_due.type = ANY (p_types)
-              OR EXISTS (
-                SELECT 1 FROM unnest(p_types) AS u(type)
-                CROSS JOIN LATERAL (
-                  SELECT 1 FROM taskmill.tasks d
-                   WHERE d.status IN ('pending', 'failed')
-                     AND (d.type, d.priority) >= (u.type, l.p)
-                     AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
-                     AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-                   ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
-                   LIMIT 1) AS newest_of_type));
+  SELECT coalesce(array_agg(l.p ORDER BY l.p)
+                    FILTER (WHERE p_types IS NULL OR newest_due.type = ANY (p_types)), '{}'),
+         coalesce(array_agg(l.p ORDER BY l.p)
+                    FILTER (WHERE newest_due.type <> ALL (p_types)), '{}')
+    INTO due, others_newest
+    FROM generate_series(1, 5) AS l(p)
+   CROSS JOIN LATERAL (
+     SELECT t.type FROM taskmill.tasks t
+      WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+        AND t.execute_at <= now()
+        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+      ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due;
+  IF cardinality(others_newest) = 0 THEN
+    RETURN;
+  END IF;
+  due := ARRAY(
+    SELECT l.p FROM unnest(due || others_newest) AS l(p)
+     WHERE l.p = ANY (due) OR EXISTS (
+       SELECT 1 FROM unnest(p_types) AS u(type)
+       CROSS JOIN LATERAL (
+         SELECT 1 FROM taskmill.tasks d
+          WHERE d.status IN ('pending', 'failed')
+            AND (d.type, d.priority) >= (u.type, l.p)
+            AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
+            AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+          ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
+          LIMIT 1) AS newest_of_type)
+     ORDER BY l.p);
 END
 $$;
 
--- Whether the oldest or the newest due task of one of p_levels is of a type
--- not in p_types (NULL: any type). A search in claim order for p_types reads
--- from the oldest due task until it has found what it wants or reached now:
--- it would read through the due tasks of the others there, a backlog of a
--- type no node runs perhaps, before its own or after the last of them. Tasks
--- pinned to other nodes do not count; such a search does not skip them
--- either.
-CREATE FUNCTION taskmill.others_due_at_an_end(p_types text[], p_levels integer[], p_node text)
-RETURNS boolean
-LANGUAGE plpgsql STABLE
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-SET enable_sort = off AS $$
+-- The priority levels that have due work a node of p_types may run.
+CREATE FUNCTION taskmill.due_levels(p_types text[], p_node text) RETURNS integer[]
+LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  IF p_types IS NULL THEN
-    RETURN false;
-  END IF;
-  RETURN EXISTS (
-    SELECT 1 FROM unnest(p_levels) AS l(p)
-    CROSS JOIN LATERAL (
-      SELECT t.type FROM taskmill.tasks t
-       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
-         AND t.execute_at <= now()
-         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-       ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due
-    CROSS JOIN LATERAL (
-      SELECT t.type FROM taskmill.tasks t
-       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
-         AND t.execute_at <= now()
-         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-       ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
-    WHERE oldest_due.type <> ALL (p_types) OR newest_due.type <> ALL (p_types));
+  RETURN (taskmill.probe_levels(p_types, p_node)).due;
 END
 $$;
 
@@ -248,7 +236,12 @@ DECLARE
   v_ids bigint[];
   -- The levels a pass reads: its own, or (the last pass) every level due.
   v_levels integer[];
-  v_due integer[] := taskmill.due_levels(p_types, p_node);
+  v_probe record;
+  v_due integer[];
+  -- Levels whose newest due task is of a type this node does not run.
+  v_others_newest integer[];
+  -- Whether the others' tasks are searched type by type.
+  v_by_type boolean;
   v_more boolean := false;
   -- Whether this node runs a type without a limit. When it does not, the
   -- pass for such types could only read through every due task of the level
@@ -261,6 +254,11 @@ DECLARE
   -- type, those with tasks queued.
   v_others text[];
 BEGIN
+  -- Assigned, not selected from: called in FROM it cost a claim of one
+  -- task 30 us more.
+  v_probe := taskmill.probe_levels(p_types, p_node);
+  v_due := v_probe.due;
+  v_others_newest := v_probe.others_newest;
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
@@ -373,36 +371,53 @@ BEGIN
              LIMIT v_step - cardinality(v_ids)
              FOR UPDATE SKIP LOCKED);
         END LOOP;
-      ELSIF NOT v_capped_may_wait
-            AND NOT taskmill.others_due_at_an_end(p_types, v_levels, p_node) THEN
-        v_ids := ARRAY(
-          SELECT d.id FROM taskmill.tasks d
-           WHERE d.status IN ('pending', 'failed')
-             AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
-             AND d.execute_at <= now()
-             AND d.type <> ALL (v_capped)
-             AND (p_types IS NULL OR d.type = ANY (p_types))
-             -- A broadcast shard is for its node only.
-             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-           ORDER BY d.priority, d.execute_at, d.id
-           LIMIT v_step
-           FOR UPDATE SKIP LOCKED);
       ELSE
-        -- A limited type may have due tasks left in the level, or tasks of
-        -- types this node does not run lie at an end of it: the others' are
-        -- found type by type instead.
-        IF v_others IS NULL THEN
-          v_others := ARRAY(
-            SELECT o.type
-              FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
-             WHERE o.type <> ALL (v_capped));
+        -- A search in claim order reads from the oldest due task until it
+        -- has what it wants or reaches now. Where a limited type may have
+        -- due tasks left it would read through those, and where tasks of
+        -- types this node does not run lie at either end of the levels (a
+        -- backlog no node runs, perhaps) through these: there the others'
+        -- tasks are found type by type instead.
+        v_by_type := v_capped_may_wait
+                     OR (p_types IS NOT NULL AND v_levels && v_others_newest);
+        IF NOT v_by_type AND p_types IS NOT NULL THEN
+          v_by_type := EXISTS (
+            SELECT 1 FROM unnest(v_levels) AS l(p)
+            CROSS JOIN LATERAL (
+              SELECT t.type FROM taskmill.tasks t
+               WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
+                 AND t.execute_at <= now()
+                 AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+               ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due
+            WHERE oldest_due.type <> ALL (p_types));
         END IF;
-        v_ids := '{}';
-        FOREACH v_level IN ARRAY v_levels LOOP
-          EXIT WHEN cardinality(v_ids) >= v_step;
-          v_ids := v_ids || taskmill.lock_oldest_of_types(v_others, v_level, p_node,
-                                                          v_step - cardinality(v_ids));
-        END LOOP;
+        IF NOT v_by_type THEN
+          v_ids := ARRAY(
+            SELECT d.id FROM taskmill.tasks d
+             WHERE d.status IN ('pending', 'failed')
+               AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
+               AND d.execute_at <= now()
+               AND d.type <> ALL (v_capped)
+               AND (p_types IS NULL OR d.type = ANY (p_types))
+               -- A broadcast shard is for its node only.
+               AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+             ORDER BY d.priority, d.execute_at, d.id
+             LIMIT v_step
+             FOR UPDATE SKIP LOCKED);
+        ELSE
+          IF v_others IS NULL THEN
+            v_others := ARRAY(
+              SELECT o.type
+                FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
+               WHERE o.type <> ALL (v_capped));
+          END IF;
+          v_ids := '{}';
+          FOREACH v_level IN ARRAY v_levels LOOP
+            EXIT WHEN cardinality(v_ids) >= v_step;
+            v_ids := v_ids || taskmill.lock_oldest_of_types(v_others, v_level, p_node,
+                                                            v_step - cardinality(v_ids));
+          END LOOP;
+        END IF;
       END IF;
       RETURN QUERY
         UPDATE taskmill.tasks t
