@@ -54,6 +54,8 @@ const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_
 /// Run beside the limited types by one of the limited nodes; none of its
 /// tasks is due.
 constexpr const char* beside_type = "BENCH_MIX_OTHER";
+/// Due before the mixed drain's tasks, at every level; no node runs them.
+constexpr const char* stranded_type = "BENCH_STRANDED";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
@@ -760,6 +762,19 @@ double mixed_drain_rate(bench_node& node, db::connection& conn, int tasks, int r
   });
 }
 
+/// The same drain beside as many due tasks of a type that no node runs,
+/// older than the drain's own at every level.
+double stranded_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index) {
+  return drain_rate(node, conn, mixed_types, tasks, [&] {
+    run(conn, sql::reset_tasks);
+    run(conn, sql::load_mixed_backlog,
+        {types_param({stranded_type}), std::to_string(tasks),
+         "x" + std::to_string(run_index) + "-"});
+    run(conn, sql::load_mixed_backlog,
+        {types_param(mixed_types), std::to_string(tasks), "m" + std::to_string(run_index) + "-"});
+  });
+}
+
 /// The plain drain with the calendar (loaded once, kept) in the same table.
 double calendar_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index) {
   return drain_rate(node, conn, {backlog_type}, tasks, [&] {
@@ -866,7 +881,8 @@ int measure(const bench_options& options) {
       many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, drain{"tasks/s"},
       raw_drain{"tasks/s"}, drain_ratio{"ratio"}, drain_unlimited{"tasks/s"},
       drain_limited{"tasks/s"}, limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"},
-      limits_beside_ratio{"ratio"}, drain_calendar{"tasks/s"}, calendar_ratio{"ratio"};
+      limits_beside_ratio{"ratio"}, drain_stranded{"tasks/s"}, stranded_ratio{"ratio"},
+      drain_calendar{"tasks/s"}, calendar_ratio{"ratio"};
   auto peak_rss = [&] {
     return std::max(
         {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
@@ -942,6 +958,9 @@ int measure(const bench_options& options) {
     drain_limited_beside.runs.push_back(mixed_drain_rate(limited_beside, conn, p.drain_tasks, r));
     limits_beside_ratio.runs.push_back(drain_limited_beside.runs.back() /
                                        drain_unlimited.runs.back());
+    runs("the unlimited drain beside as many due tasks of a type no node runs", r);
+    drain_stranded.runs.push_back(stranded_drain_rate(unlimited, conn, p.drain_tasks, r));
+    stranded_ratio.runs.push_back(drain_stranded.runs.back() / drain_unlimited.runs.back());
   }
   progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
   run(conn, sql::reset_tasks);
@@ -989,6 +1008,8 @@ int measure(const bench_options& options) {
       {"drain with limits / without", limits_ratio},
       {"the same, the node running another type too", drain_limited_beside},
       {"that drain / without limits", limits_beside_ratio},
+      {"the unlimited drain beside " + drains + " due of a type no node runs", drain_stranded},
+      {"that drain / without them", stranded_ratio},
       {"drain: " + drains + " beside " + k(p.calendar_tasks) + " due later", drain_calendar},
       {"drain beside the calendar / plain drain", calendar_ratio},
       {"node peak RSS", rss},
@@ -1005,6 +1026,7 @@ int measure(const bench_options& options) {
       {"limits cost <= 10% (with / without >= 0.9)", limits_ratio.median(), ">=", 0.9},
       {"the same, node running another type too", limits_beside_ratio.median(), ">=", 0.9},
       {"drain beside the calendar >= 90% of plain", calendar_ratio.median(), ">=", 0.9},
+      {"drain beside due tasks no node runs >= 60% of plain", stranded_ratio.median(), ">=", 0.6},
       {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
        ">=", 0.8},
       {"node peak RSS (MiB)", rss.median(), "<=", 50},
