@@ -12,60 +12,76 @@ END
 $$;
 
 -- The priority levels that have due work a node of p_types may run (due),
--- and those whose newest due task is of another type (others_newest); one
--- cheap probe per level instead of a claim statement per level. A probe
--- with an order and LIMIT 1 reads the claim index from one end (an EXISTS
--- becomes a semi-join that may read every due task); from the newest due
--- task backwards, because claims take the oldest first and leave the entries
--- of the tasks they took at that end until a vacuum: read from there, a
--- drain's probes stepped over them, 0.7 ms a claim.
+-- and those of them whose oldest or newest due task is of another type
+-- (others_at_an_end); one cheap probe per level and end instead of a claim
+-- statement per level. A probe with an order and LIMIT 1 reads the claim
+-- index from one end (an EXISTS becomes a semi-join that may read every due
+-- task). Whether a level is due is probed from the newest due task
+-- backwards, because claims take the oldest first and leave the entries of
+-- the tasks they took at that end until a vacuum: read from there, a drain's
+-- probes stepped over them, 0.7 ms a claim.
 --
--- The probe takes the newest due task of any type: filtered by the node's
--- types, it read through every due task of the others after the node's own,
--- a backlog of a type no node runs perhaps. Only in levels where that task
--- is of another type are the node's types probed one by one, in the index
--- led by the type, bounded by row comparisons, which only that index can
--- serve (with equalities the claim index served them too, and on a small
--- table the planner chose it, reading every due task of the level again).
--- Tasks pinned to other nodes do not count.
+-- The probes take a task of any type: filtered by the node's types, they
+-- read through every due task of the others on the way to one of its own, a
+-- backlog of a type no node runs perhaps. Only in levels whose newest due
+-- task is of another type are the node's types probed one by one, in the
+-- index led by the type, bounded by row comparisons, which only that index
+-- can serve (with equalities the claim index served them too, and on a
+-- small table the planner chose it, reading every due task of the level
+-- again). The claim's search in claim order would read through the others'
+-- tasks at either end, so in levels with others at an end it searches type
+-- by type instead. The oldest end is probed here, in the same statement: as
+-- a statement of the claim's own it cost a claim of one task 25 us. Tasks
+-- pinned to other nodes do not count.
 --
 -- PL/pgSQL keeps its plans for the session: as a SQL function it was planned
 -- at every claim, most of the cost of claiming one task.
 CREATE FUNCTION taskmill.probe_levels(p_types text[], p_node text, OUT due integer[],
-                                      OUT others_newest integer[])
+                                      OUT others_at_an_end integer[])
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
+DECLARE
+  v_others_newest integer[];
 BEGIN
   SELECT coalesce(array_agg(l.p ORDER BY l.p)
                     FILTER (WHERE p_types IS NULL OR newest_due.type = ANY (p_types)), '{}'),
          coalesce(array_agg(l.p ORDER BY l.p)
-                    FILTER (WHERE newest_due.type <> ALL (p_types)), '{}')
-    INTO due, others_newest
+                    FILTER (WHERE newest_due.type <> ALL (p_types)), '{}'),
+         coalesce(array_agg(l.p ORDER BY l.p)
+                    FILTER (WHERE newest_due.type <> ALL (p_types)
+                               OR oldest_due.type <> ALL (p_types)), '{}')
+    INTO due, v_others_newest, others_at_an_end
     FROM generate_series(1, 5) AS l(p)
    CROSS JOIN LATERAL (
      SELECT t.type FROM taskmill.tasks t
       WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
         AND t.execute_at <= now()
         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-      ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due;
-  IF cardinality(others_newest) = 0 THEN
+      ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
+   LEFT JOIN LATERAL (
+     SELECT t.type FROM taskmill.tasks t
+      WHERE p_types IS NOT NULL
+        AND t.status IN ('pending', 'failed') AND t.priority = l.p
+        AND t.execute_at <= now()
+        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+      ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due ON true;
+  IF cardinality(v_others_newest) = 0 THEN
     RETURN;
   END IF;
-  due := ARRAY(
-    SELECT l.p FROM unnest(due || others_newest) AS l(p)
-     WHERE l.p = ANY (due) OR EXISTS (
-       SELECT 1 FROM unnest(p_types) AS u(type)
-       CROSS JOIN LATERAL (
-         SELECT 1 FROM taskmill.tasks d
-          WHERE d.status IN ('pending', 'failed')
-            AND (d.type, d.priority) >= (u.type, l.p)
-            AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
-            AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-          ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
-          LIMIT 1) AS newest_of_type)
-     ORDER BY l.p);
+  due := (SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
+            FROM generate_series(1, 5) AS l(p)
+           WHERE l.p = ANY (due) OR (l.p = ANY (v_others_newest) AND EXISTS (
+             SELECT 1 FROM unnest(p_types) AS u(type)
+             CROSS JOIN LATERAL (
+               SELECT 1 FROM taskmill.tasks d
+                WHERE d.status IN ('pending', 'failed')
+                  AND (d.type, d.priority) >= (u.type, l.p)
+                  AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
+                  AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+                ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
+                LIMIT 1) AS newest_of_type)));
 END
 $$;
 
@@ -238,8 +254,9 @@ DECLARE
   v_levels integer[];
   v_probe record;
   v_due integer[];
-  -- Levels whose newest due task is of a type this node does not run.
-  v_others_newest integer[];
+  -- Levels whose oldest or newest due task is of a type this node does not
+  -- run.
+  v_others_at_an_end integer[];
   -- Whether the others' tasks are searched type by type.
   v_by_type boolean;
   v_more boolean := false;
@@ -254,11 +271,10 @@ DECLARE
   -- type, those with tasks queued.
   v_others text[];
 BEGIN
-  -- Assigned, not selected from: called in FROM it cost a claim of one
-  -- task 30 us more.
+  -- Assigned rather than selected from: a call in FROM cost 2 us more.
   v_probe := taskmill.probe_levels(p_types, p_node);
   v_due := v_probe.due;
-  v_others_newest := v_probe.others_newest;
+  v_others_at_an_end := v_probe.others_at_an_end;
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
@@ -378,19 +394,7 @@ BEGIN
         -- types this node does not run lie at either end of the levels (a
         -- backlog no node runs, perhaps) through these: there the others'
         -- tasks are found type by type instead.
-        v_by_type := v_capped_may_wait
-                     OR (p_types IS NOT NULL AND v_levels && v_others_newest);
-        IF NOT v_by_type AND p_types IS NOT NULL THEN
-          v_by_type := EXISTS (
-            SELECT 1 FROM unnest(v_levels) AS l(p)
-            CROSS JOIN LATERAL (
-              SELECT t.type FROM taskmill.tasks t
-               WHERE t.status IN ('pending', 'failed') AND t.priority = l.p
-                 AND t.execute_at <= now()
-                 AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-               ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due
-            WHERE oldest_due.type <> ALL (p_types));
-        END IF;
+        v_by_type := v_capped_may_wait OR v_levels && v_others_at_an_end;
         IF NOT v_by_type THEN
           v_ids := ARRAY(
             SELECT d.id FROM taskmill.tasks d
