@@ -683,6 +683,57 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
   BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));  // retries did happen
 }
 
+// Claimers that each run only some types race beside due tasks of a type none
+// of them runs, at both ends of every level, so that they search type by type
+// (several types merged, or one alone) where they would search in claim
+// order; a third of the executions fail and come due again. No task runs
+// twice under one attempt, every one of theirs finishes, and the others are
+// left as they were.
+BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twice) {
+  task_database db{"typesrace"};
+  db.insert_tasks(4000,
+                  "CASE WHEN g <= 500 OR g > 3500 THEN 'Z' "
+                  "ELSE (ARRAY['A', 'B', 'C'])[1 + g % 3] END",
+                  "now() - CASE WHEN g <= 500 THEN interval '3 s' WHEN g > 3500 "
+                  "THEN interval '10 ms' ELSE interval '2 s' END",
+                  "1 + g % 5");
+  const std::vector<std::string> types_of{"'{A,B,C}'", "'{A,B}'", "'{C}'"};
+  race_record record;
+  std::atomic<int> stale{0};
+  race_claimers(
+      db, 6, 3, record,
+      [&](int w, std::mt19937& rng) {
+        return claim_sql("w" + std::to_string(w), 1 + rng() % 40, "{}", "{}", "{}", 0,
+                         types_of[w % types_of.size()]);
+      },
+      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+          const std::vector<int64_t>& attempts) {
+        std::vector<std::string> outcomes;
+        for (size_t i = 0; i < ids.size(); ++i)
+          outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
+        auto done = conn.exec(
+            "SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
+            integers(ids) + "', '" + integers(attempts) + "', '" +
+            db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
+        if (!done)
+          ++record.errors;
+        else
+          stale += std::stoi(done->string(0, 0));
+      });
+  BOOST_CHECK_EQUAL(record.errors.load(), 0);
+  BOOST_CHECK_EQUAL(stale.load(), 0);
+  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type <> 'Z' "
+                              "AND status NOT IN ('succeeded', 'dead')"),
+                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT sum(attempt) FROM taskmill.tasks WHERE type <> 'Z'"),
+                    std::to_string(record.runs.size()));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'Z' "
+                              "AND status = 'pending' AND attempt = 0"),
+                    "1000");
+  BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(3000));
+}
+
 // SPEC §4: running limits are counted in the database and hold for the whole
 // cluster. Claimers race on connections of their own under two type limits,
 // a global limit and a type without one, with random turns over all five
