@@ -643,6 +643,25 @@ std::string integers(const std::vector<int64_t>& values) {
   return db::number_array_literal(values, [](int64_t v) { return v; });
 }
 
+/// Outcomes for a race's claimers: a third of the executions fail and are
+/// retried; outcomes that do not apply are counted in `stale`.
+auto finish_a_third_retried(race_record& record, std::atomic<int>& stale) {
+  return [&record, &stale](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+                           const std::vector<int64_t>& attempts) {
+    std::vector<std::string> outcomes;
+    for (size_t i = 0; i < ids.size(); ++i)
+      outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
+    auto done =
+        conn.exec("SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
+                  integers(ids) + "', '" + integers(attempts) + "', '" +
+                  db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
+    if (!done)
+      ++record.errors;
+    else
+      stale += std::stoi(done->string(0, 0));
+  };
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
@@ -654,21 +673,7 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
   race_claimers(
       db, 6, 3, record,
       [](int w, std::mt19937& rng) { return claim_sql("w" + std::to_string(w), 1 + rng() % 40); },
-      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
-          const std::vector<int64_t>& attempts) {
-        // A third of the executions fail and are retried.
-        std::vector<std::string> outcomes;
-        for (size_t i = 0; i < ids.size(); ++i)
-          outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
-        auto done = conn.exec(
-            "SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
-            integers(ids) + "', '" + integers(attempts) + "', '" +
-            db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
-        if (!done)
-          ++record.errors;
-        else
-          stale += std::stoi(done->string(0, 0));
-      });
+      finish_a_third_retried(record, stale));
   BOOST_CHECK_EQUAL(record.errors.load(), 0);
   BOOST_CHECK_EQUAL(stale.load(), 0);
   BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
@@ -706,20 +711,7 @@ BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twic
         return claim_sql("w" + std::to_string(w), 1 + rng() % 40, "{}", "{}", "{}", 0,
                          types_of[w % types_of.size()]);
       },
-      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
-          const std::vector<int64_t>& attempts) {
-        std::vector<std::string> outcomes;
-        for (size_t i = 0; i < ids.size(); ++i)
-          outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
-        auto done = conn.exec(
-            "SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
-            integers(ids) + "', '" + integers(attempts) + "', '" +
-            db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
-        if (!done)
-          ++record.errors;
-        else
-          stale += std::stoi(done->string(0, 0));
-      });
+      finish_a_third_retried(record, stale));
   BOOST_CHECK_EQUAL(record.errors.load(), 0);
   BOOST_CHECK_EQUAL(stale.load(), 0);
   BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
