@@ -142,7 +142,9 @@ $$;
 -- claim running beside this one and taking the same oldest tasks leaves it
 -- the next ones rather than none; those taken meanwhile, or changed, are
 -- left alone. One type needs no merge: its oldest are locked as they are
--- read, each read once.
+-- read, each read once. Each type's tasks are bounded by row comparisons, as
+-- in taskmill.probe_levels, so that only the index led by the type serves
+-- them.
 CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
                                               p_want integer) RETURNS bigint[]
 LANGUAGE plpgsql
@@ -153,10 +155,11 @@ BEGIN
   IF cardinality(p_types) = 1 THEN
     RETURN ARRAY(
       SELECT d.id FROM taskmill.tasks d
-       WHERE d.status IN ('pending', 'failed') AND d.type = p_types[1]
-         AND d.priority = p_level AND d.execute_at <= now()
+       WHERE d.status IN ('pending', 'failed')
+         AND (d.type, d.priority) >= (p_types[1], p_level)
+         AND (d.type, d.priority, d.execute_at) <= (p_types[1], p_level, now())
          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-       ORDER BY d.execute_at, d.id
+       ORDER BY d.type, d.priority, d.execute_at, d.id
        LIMIT p_want
        FOR UPDATE SKIP LOCKED);
   END IF;
@@ -166,10 +169,11 @@ BEGIN
              SELECT n.id FROM unnest(p_types) AS o(type)
              CROSS JOIN LATERAL (
                SELECT d.id, d.execute_at FROM taskmill.tasks d
-                WHERE d.status IN ('pending', 'failed') AND d.type = o.type
-                  AND d.priority = p_level AND d.execute_at <= now()
+                WHERE d.status IN ('pending', 'failed')
+                  AND (d.type, d.priority) >= (o.type, p_level)
+                  AND (d.type, d.priority, d.execute_at) <= (o.type, p_level, now())
                   AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-                ORDER BY d.execute_at, d.id
+                ORDER BY d.type, d.priority, d.execute_at, d.id
                 LIMIT 2 * p_want) n
              ORDER BY n.execute_at, n.id
              LIMIT 2 * p_want)) WITH ORDINALITY AS k(id, ord)
