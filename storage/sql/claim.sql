@@ -12,38 +12,46 @@ END
 $$;
 
 -- The priority levels that have due work a node of p_types may run (due),
--- and those of them whose oldest or newest due task is of another type
--- (others_at_an_end); one cheap probe per level and end instead of a claim
+-- and the levels whose oldest or newest due task is of a type it does not
+-- run (foreign_ends); one cheap probe per level and end instead of a claim
 -- statement per level. A probe with an order and LIMIT 1 reads the claim
 -- index from one end (an EXISTS becomes a semi-join that may read every due
 -- task). Whether a level is due is probed from the newest due task
 -- backwards, because claims take the oldest first and leave the entries of
 -- the tasks they took at that end until a vacuum: read from there, a drain's
--- probes stepped over them, 0.7 ms a claim.
+-- probes stepped over them, 0.7 ms a claim. The oldest end is probed too,
+-- for nodes that run only some types, and pays that cost; the claim's search
+-- in claim order, which the probe of that end decides on, pays it as well.
 --
 -- The probes take a task of any type: filtered by the node's types, they
 -- read through every due task of the others on the way to one of its own, a
 -- backlog of a type no node runs perhaps. Only in levels whose newest due
 -- task is of another type are the node's types probed one by one, in the
--- index led by the type, bounded by row comparisons, which only that index
--- can serve (with equalities the claim index served them too, and on a
--- small table the planner chose it, reading every due task of the level
--- again). The claim's search in claim order would read through the others'
--- tasks at either end, so in levels with others at an end it searches type
--- by type instead. The oldest end is probed here, in the same statement: as
--- a statement of the claim's own it cost a claim of one task 25 us. Tasks
--- pinned to other nodes do not count.
+-- index led by the type. The claim's search in claim order would read
+-- through the others' tasks at either end of a level, so in levels with a
+-- foreign end it searches type by type instead. The oldest end is probed in
+-- this statement: as a statement of the claim's own it cost a claim of one
+-- task 11 us more. Tasks pinned to other nodes do not count.
+--
+-- A type is matched as `= ANY (ARRAY[...])` and named in the order, so that
+-- only the index led by the type can serve the search: with an equality it
+-- drops out of the order, the claim index can serve it too, and on a small
+-- table the planner chose that, reading every due task of the level. Row
+-- comparisons ruled that out as well, but PostgreSQL 15 ends a scan only on
+-- their first column: they read the type's tasks of other levels.
 --
 -- PL/pgSQL keeps its plans for the session: as a SQL function it was planned
 -- at every claim, most of the cost of claiming one task.
 CREATE FUNCTION taskmill.probe_levels(p_types text[], p_node text, OUT due integer[],
-                                      OUT others_at_an_end integer[])
+                                      OUT foreign_ends integer[])
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
-SET enable_sort = off AS $$
+SET enable_sort = off
+-- With sorts ruled out a sort costs a plan enough for JIT, should one come.
+SET jit = off AS $$
 DECLARE
-  v_others_newest integer[];
+  v_foreign_newest integer[];
 BEGIN
   SELECT coalesce(array_agg(l.p ORDER BY l.p)
                     FILTER (WHERE p_types IS NULL OR newest_due.type = ANY (p_types)), '{}'),
@@ -52,7 +60,7 @@ BEGIN
          coalesce(array_agg(l.p ORDER BY l.p)
                     FILTER (WHERE newest_due.type <> ALL (p_types)
                                OR oldest_due.type <> ALL (p_types)), '{}')
-    INTO due, v_others_newest, others_at_an_end
+    INTO due, v_foreign_newest, foreign_ends
     FROM generate_series(1, 5) AS l(p)
    CROSS JOIN LATERAL (
      SELECT t.type FROM taskmill.tasks t
@@ -67,18 +75,17 @@ BEGIN
         AND t.execute_at <= now()
         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
       ORDER BY t.execute_at, t.id LIMIT 1) AS oldest_due ON true;
-  IF cardinality(v_others_newest) = 0 THEN
+  IF cardinality(v_foreign_newest) = 0 THEN
     RETURN;
   END IF;
   due := (SELECT coalesce(array_agg(l.p ORDER BY l.p), '{}')
             FROM generate_series(1, 5) AS l(p)
-           WHERE l.p = ANY (due) OR (l.p = ANY (v_others_newest) AND EXISTS (
+           WHERE l.p = ANY (due) OR (l.p = ANY (v_foreign_newest) AND EXISTS (
              SELECT 1 FROM unnest(p_types) AS u(type)
              CROSS JOIN LATERAL (
                SELECT 1 FROM taskmill.tasks d
-                WHERE d.status IN ('pending', 'failed')
-                  AND (d.type, d.priority) >= (u.type, l.p)
-                  AND (d.type, d.priority, d.execute_at) <= (u.type, l.p, now())
+                WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[u.type])
+                  AND d.priority = l.p AND d.execute_at <= now()
                   AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
                 ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
                 LIMIT 1) AS newest_of_type)));
@@ -142,9 +149,8 @@ $$;
 -- claim running beside this one and taking the same oldest tasks leaves it
 -- the next ones rather than none; those taken meanwhile, or changed, are
 -- left alone. One type needs no merge: its oldest are locked as they are
--- read, each read once. Each type's tasks are bounded by row comparisons, as
--- in taskmill.probe_levels, so that only the index led by the type serves
--- them.
+-- read, each read once. Types are matched as in taskmill.probe_levels, so
+-- that only the index led by the type serves the searches.
 CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
                                               p_want integer) RETURNS bigint[]
 LANGUAGE plpgsql
@@ -155,9 +161,8 @@ BEGIN
   IF cardinality(p_types) = 1 THEN
     RETURN ARRAY(
       SELECT d.id FROM taskmill.tasks d
-       WHERE d.status IN ('pending', 'failed')
-         AND (d.type, d.priority) >= (p_types[1], p_level)
-         AND (d.type, d.priority, d.execute_at) <= (p_types[1], p_level, now())
+       WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[p_types[1]])
+         AND d.priority = p_level AND d.execute_at <= now()
          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
        ORDER BY d.type, d.priority, d.execute_at, d.id
        LIMIT p_want
@@ -169,9 +174,8 @@ BEGIN
              SELECT n.id FROM unnest(p_types) AS o(type)
              CROSS JOIN LATERAL (
                SELECT d.id, d.execute_at FROM taskmill.tasks d
-                WHERE d.status IN ('pending', 'failed')
-                  AND (d.type, d.priority) >= (o.type, p_level)
-                  AND (d.type, d.priority, d.execute_at) <= (o.type, p_level, now())
+                WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
+                  AND d.priority = p_level AND d.execute_at <= now()
                   AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
                 ORDER BY d.type, d.priority, d.execute_at, d.id
                 LIMIT 2 * p_want) n
@@ -260,9 +264,7 @@ DECLARE
   v_due integer[];
   -- Levels whose oldest or newest due task is of a type this node does not
   -- run.
-  v_others_at_an_end integer[];
-  -- Whether the others' tasks are searched type by type.
-  v_by_type boolean;
+  v_foreign_ends integer[];
   v_more boolean := false;
   -- Whether this node runs a type without a limit. When it does not, the
   -- pass for such types could only read through every due task of the level
@@ -271,14 +273,14 @@ DECLARE
   -- Whether a limited type may still have due tasks in the level: one at
   -- its limit, or one that took all it asked for.
   v_capped_may_wait boolean;
-  -- The types besides the limited ones: the node's, or, when it runs any
-  -- type, those with tasks queued.
-  v_others text[];
+  -- The types without a limit: the node's, or, when it runs any type, those
+  -- with tasks queued.
+  v_unlimited_types text[];
 BEGIN
   -- Assigned rather than selected from: a call in FROM cost 2 us more.
   v_probe := taskmill.probe_levels(p_types, p_node);
   v_due := v_probe.due;
-  v_others_at_an_end := v_probe.others_at_an_end;
+  v_foreign_ends := v_probe.foreign_ends;
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
@@ -393,13 +395,13 @@ BEGIN
         END LOOP;
       ELSE
         -- A search in claim order reads from the oldest due task until it
-        -- has what it wants or reaches now. Where a limited type may have
-        -- due tasks left it would read through those, and where tasks of
-        -- types this node does not run lie at either end of the levels (a
-        -- backlog no node runs, perhaps) through these: there the others'
-        -- tasks are found type by type instead.
-        v_by_type := v_capped_may_wait OR v_levels && v_others_at_an_end;
-        IF NOT v_by_type THEN
+        -- has what it wants or reaches now: where a limited type may have
+        -- due tasks left, or a level has a task of a type this node does not
+        -- run at an end (a backlog no node runs, perhaps), it would read
+        -- through those, so there the types without a limit are searched one
+        -- by one. Tasks of other types between the node's own are still read
+        -- through.
+        IF NOT (v_capped_may_wait OR v_levels && v_foreign_ends) THEN
           v_ids := ARRAY(
             SELECT d.id FROM taskmill.tasks d
              WHERE d.status IN ('pending', 'failed')
@@ -413,16 +415,16 @@ BEGIN
              LIMIT v_step
              FOR UPDATE SKIP LOCKED);
         ELSE
-          IF v_others IS NULL THEN
-            v_others := ARRAY(
-              SELECT o.type
+          IF v_unlimited_types IS NULL THEN
+            v_unlimited_types := ARRAY(
+              SELECT DISTINCT o.type
                 FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
                WHERE o.type <> ALL (v_capped));
           END IF;
           v_ids := '{}';
           FOREACH v_level IN ARRAY v_levels LOOP
             EXIT WHEN cardinality(v_ids) >= v_step;
-            v_ids := v_ids || taskmill.lock_oldest_of_types(v_others, v_level, p_node,
+            v_ids := v_ids || taskmill.lock_oldest_of_types(v_unlimited_types, v_level, p_node,
                                                             v_step - cardinality(v_ids));
           END LOOP;
         END IF;
