@@ -689,9 +689,10 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
 // Claimers that each run only some types race beside due tasks of a type none
 // of them runs, at both ends of every level, so that they search type by type
 // (several types merged, or one alone) where they would search in claim
-// order; a third of the executions fail and come due again. No task runs
-// twice under one attempt, every one of theirs finishes, and the others are
-// left as they were.
+// order; a third of the executions fail and come due again, and some tasks
+// are pinned to one of them or to a node that is not there. No task runs
+// twice under one attempt, every one of theirs finishes, pinned ones only on
+// their node, and the others are left as they were.
 BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twice) {
   task_database db{"typesrace"};
   db.insert_tasks(4000,
@@ -700,6 +701,12 @@ BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twic
                   "now() - CASE WHEN g <= 500 THEN interval '3 s' WHEN g > 3500 "
                   "THEN interval '10 ms' ELSE interval '2 s' END",
                   "1 + g % 5");
+  db.exec(
+      "UPDATE taskmill.tasks SET pinned_node = CASE WHEN id % 40 = 0 THEN 'w0' ELSE 'gone' END "
+      "WHERE type <> 'Z' AND id % 20 = 0");
+  const auto pinned_to_gone =
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE pinned_node = 'gone'");
+  BOOST_REQUIRE_GT(std::stoi(pinned_to_gone), 0);
   const std::vector<std::string> types_of{"'{A,B,C}'", "'{A,B}'", "'{C}'"};
   race_record record;
   std::atomic<int> stale{0};
@@ -714,8 +721,15 @@ BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twic
   BOOST_CHECK_EQUAL(stale.load(), 0);
   BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type <> 'Z' "
+                              "AND pinned_node IS DISTINCT FROM 'gone' "
                               "AND status NOT IN ('succeeded', 'dead')"),
                     "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE pinned_node = 'w0' "
+                              "AND picked_by IS DISTINCT FROM 'w0'"),
+                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE pinned_node = 'gone' "
+                              "AND status = 'pending' AND attempt = 0"),
+                    pinned_to_gone);
   BOOST_CHECK_EQUAL(db.scalar("SELECT sum(attempt) FROM taskmill.tasks WHERE type <> 'Z'"),
                     std::to_string(record.runs.size()));
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'Z' "
