@@ -753,23 +753,17 @@ double backlog_rate(bench_node& node, db::connection& conn, int backlog, int win
   });
 }
 
-/// `tasks` due tasks over the three mixed types and all five priorities.
-double mixed_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index) {
-  return drain_rate(node, conn, mixed_types, tasks, [&] {
-    run(conn, sql::reset_tasks);
-    run(conn, sql::load_mixed_backlog,
-        {types_param(mixed_types), std::to_string(tasks), "m" + std::to_string(run_index) + "-"});
-  });
-}
-
-/// The same drain beside as many due tasks of a type that no node runs,
+/// `tasks` due tasks over the three mixed types and all five priorities;
+/// with `stranded`, beside as many due tasks of a type that no node runs,
 /// older than the drain's own at every level.
-double stranded_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index) {
+double mixed_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index,
+                        bool stranded = false) {
   return drain_rate(node, conn, mixed_types, tasks, [&] {
     run(conn, sql::reset_tasks);
-    run(conn, sql::load_mixed_backlog,
-        {types_param({stranded_type}), std::to_string(tasks),
-         "x" + std::to_string(run_index) + "-"});
+    if (stranded)
+      run(conn, sql::load_mixed_backlog,
+          {types_param({stranded_type}), std::to_string(tasks),
+           "x" + std::to_string(run_index) + "-"});
     run(conn, sql::load_mixed_backlog,
         {types_param(mixed_types), std::to_string(tasks), "m" + std::to_string(run_index) + "-"});
   });
@@ -959,7 +953,7 @@ int measure(const bench_options& options) {
     limits_beside_ratio.runs.push_back(drain_limited_beside.runs.back() /
                                        drain_unlimited.runs.back());
     runs("the unlimited drain beside as many due tasks of a type no node runs", r);
-    drain_stranded.runs.push_back(stranded_drain_rate(unlimited, conn, p.drain_tasks, r));
+    drain_stranded.runs.push_back(mixed_drain_rate(unlimited, conn, p.drain_tasks, r, true));
     stranded_ratio.runs.push_back(drain_stranded.runs.back() / drain_unlimited.runs.back());
   }
   progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
