@@ -212,15 +212,17 @@ $$;
 -- a claim of one task spent 0.2 ms planning. A kept plan cannot fold a NULL
 -- test away, so the steps of a type with a running limit find their rows by a
 -- search of their own (with the tests of the general one they cost 40% more
--- per task), one level at a time, in the index led by the type; in the
--- general one the level is a list (one level, or all five) that the claim
--- index reads level by level, each up to now.
+-- per task), one level at a time, in the index led by the type
+-- (taskmill.lock_oldest_of_types, which serves the types searched one by one
+-- as well); in the general one the level is a list (one level, or all five)
+-- that the claim index reads level by level, each up to now.
 -- With sequential scans and sorts ruled out, a plan made while the table was
 -- small does not read it whole once it is not. The rows found are updated by
 -- id through the primary key, in a statement apart: as one UPDATE with the
 -- search as its subquery, a drain's claims cost PostgreSQL 15.5 us a task,
--- against 13.5 us. The steps are written out here rather than called: a
--- function per step cost each claimed row a copy of its result.
+-- against 13.5 us. The searches give ids; the rows are updated and returned
+-- here: a function per step that returned them cost each claimed row a copy
+-- of its result.
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],
@@ -370,64 +372,50 @@ BEGIN
         FOREACH v_level IN ARRAY v_levels LOOP
           v_capped_may_wait := EXISTS (
             SELECT 1 FROM taskmill.tasks d
-             WHERE d.status IN ('pending', 'failed') AND d.type = v_type
+             WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[v_type])
                AND d.priority = v_level AND d.execute_at <= now()
-             ORDER BY d.execute_at DESC, d.id DESC LIMIT 1);
+             ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1);
           EXIT WHEN v_capped_may_wait;
         END LOOP;
       END IF;
       CONTINUE WHEN v_step <= 0;
-      IF v_type IS NOT NULL THEN
+      -- A search in claim order reads from the oldest due task until it
+      -- has what it wants or reaches now: where a limited type may have due
+      -- tasks left, or a level has a task of a type this node does not run
+      -- at an end (a backlog no node runs, perhaps), it would read through
+      -- those, so there the types without a limit are searched one by one,
+      -- as each type with a limit always is (its room is its own). Tasks of
+      -- other types between the node's own are still read through.
+      IF v_type IS NULL AND NOT (v_capped_may_wait OR v_levels && v_foreign_ends) THEN
+        v_ids := ARRAY(
+          SELECT d.id FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed')
+             AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
+             AND d.execute_at <= now()
+             AND d.type <> ALL (v_capped)
+             AND (p_types IS NULL OR d.type = ANY (p_types))
+             -- A broadcast shard is for its node only.
+             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT v_step
+           FOR UPDATE SKIP LOCKED);
+      ELSE
+        IF v_type IS NULL AND v_unlimited_types IS NULL THEN
+          v_unlimited_types := ARRAY(
+            SELECT DISTINCT o.type
+              FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
+             WHERE o.type <> ALL (v_capped));
+        END IF;
         -- Level by level, so that the index reads each only up to now (as
         -- one range of levels it read every task due later on the way).
         v_ids := '{}';
         FOREACH v_level IN ARRAY v_levels LOOP
           EXIT WHEN cardinality(v_ids) >= v_step;
-          v_ids := v_ids || ARRAY(
-            SELECT d.id FROM taskmill.tasks d
-             WHERE d.status IN ('pending', 'failed') AND d.type = v_type
-               AND d.priority = v_level AND d.execute_at <= now()
-               AND (p_types IS NULL OR d.type = ANY (p_types))
-               AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-             ORDER BY d.priority, d.execute_at, d.id
-             LIMIT v_step - cardinality(v_ids)
-             FOR UPDATE SKIP LOCKED);
+          v_ids := v_ids || taskmill.lock_oldest_of_types(
+                              CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type]
+                                   ELSE v_unlimited_types END, v_level, p_node,
+                              v_step - cardinality(v_ids));
         END LOOP;
-      ELSE
-        -- A search in claim order reads from the oldest due task until it
-        -- has what it wants or reaches now: where a limited type may have
-        -- due tasks left, or a level has a task of a type this node does not
-        -- run at an end (a backlog no node runs, perhaps), it would read
-        -- through those, so there the types without a limit are searched one
-        -- by one. Tasks of other types between the node's own are still read
-        -- through.
-        IF NOT (v_capped_may_wait OR v_levels && v_foreign_ends) THEN
-          v_ids := ARRAY(
-            SELECT d.id FROM taskmill.tasks d
-             WHERE d.status IN ('pending', 'failed')
-               AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}' END)
-               AND d.execute_at <= now()
-               AND d.type <> ALL (v_capped)
-               AND (p_types IS NULL OR d.type = ANY (p_types))
-               -- A broadcast shard is for its node only.
-               AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-             ORDER BY d.priority, d.execute_at, d.id
-             LIMIT v_step
-             FOR UPDATE SKIP LOCKED);
-        ELSE
-          IF v_unlimited_types IS NULL THEN
-            v_unlimited_types := ARRAY(
-              SELECT DISTINCT o.type
-                FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
-               WHERE o.type <> ALL (v_capped));
-          END IF;
-          v_ids := '{}';
-          FOREACH v_level IN ARRAY v_levels LOOP
-            EXIT WHEN cardinality(v_ids) >= v_step;
-            v_ids := v_ids || taskmill.lock_oldest_of_types(v_unlimited_types, v_level, p_node,
-                                                            v_step - cardinality(v_ids));
-          END LOOP;
-        END IF;
       END IF;
       RETURN QUERY
         UPDATE taskmill.tasks t
