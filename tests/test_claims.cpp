@@ -42,23 +42,48 @@ void insert_due(const task_database& db, const std::string& type, int priority, 
       extra_values + " FROM generate_series(1, " + std::to_string(count) + ") g");
 }
 
+/// What a claim took: the keys of its tasks, sorted, but of those of one type
+/// only how many.
+struct claimed_keys {
+  std::vector<std::string> keys;
+  int of_type_apart = 0;
+};
+
+claimed_keys keys_claimed(const task_database& db, const std::string& claim,
+                          const std::string& type_apart = "") {
+  auto res = db.exec(claim);
+  claimed_keys out;
+  for (int i = 0; i < res.rows(); ++i) {
+    if (res.string(i, 1) == type_apart) {
+      ++out.of_type_apart;
+      continue;
+    }
+    out.keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
+  }
+  std::sort(out.keys.begin(), out.keys.end());
+  return out;
+}
+
 /// Tasks of the types without a limit, oldest first, beside a limited type
 /// with more due work than its room.
 std::vector<std::string> other_keys_claimed(const task_database& db, const std::string& types,
                                             int capped_expected) {
-  auto res = db.exec(claim_sql("a", 8, "{0,0,8,0,0}", "{CAPPED}", "{5}", 0, types));
-  std::vector<std::string> keys;
-  int capped = 0;
-  for (int i = 0; i < res.rows(); ++i) {
-    if (res.string(i, 1) == "CAPPED") {
-      ++capped;
-      continue;
-    }
-    keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
-  }
-  BOOST_CHECK_EQUAL(capped, capped_expected);
-  std::sort(keys.begin(), keys.end());
-  return keys;
+  auto got =
+      keys_claimed(db, claim_sql("a", 8, "{0,0,8,0,0}", "{CAPPED}", "{5}", 0, types), "CAPPED");
+  BOOST_CHECK_EQUAL(got.of_type_apart, capped_expected);
+  return got.keys;
+}
+
+/// Tasks of O1 and O2 due 50, 40, 30 and 20 seconds ago, the oldest in O2
+/// (second in a node's list), and one of `pinned_type` due before them all,
+/// pinned to another node.
+void submit_others_and_a_pinned_one(const task_database& db, const std::string& pinned_type) {
+  db.call("submit('O2', 'o2-first', execute_at => now() - interval '50 seconds')");
+  db.call("submit('O1', 'o1-second', execute_at => now() - interval '40 seconds')");
+  db.call("submit('O2', 'o2-third', execute_at => now() - interval '30 seconds')");
+  db.call("submit('O1', 'o1-fourth', execute_at => now() - interval '20 seconds')");
+  db.call("submit('" + pinned_type + "', 'pinned', execute_at => now() - interval '60 seconds')");
+  db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'pinned'");
 }
 
 /// Claims with `sql` in a transaction of its own, rolled back after: it
@@ -185,13 +210,7 @@ BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
     BOOST_TEST_CONTEXT("types " << types) {
       task_database db{types == "NULL" ? "besideany" : "besidelist"};
       insert_due(db, "CAPPED", 3, 50);
-      // The second type of the node's list holds the oldest task.
-      db.call("submit('O2', 'o2-first', execute_at => now() - interval '50 seconds')");
-      db.call("submit('O1', 'o1-second', execute_at => now() - interval '40 seconds')");
-      db.call("submit('O2', 'o2-third', execute_at => now() - interval '30 seconds')");
-      db.call("submit('O1', 'o1-fourth', execute_at => now() - interval '20 seconds')");
-      db.call("submit('O3', 'o3-pinned', execute_at => now() - interval '60 seconds')");
-      db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'o3-pinned'");
+      submit_others_and_a_pinned_one(db, "O3");
       BOOST_CHECK((other_keys_claimed(db, types, 5) ==
                    std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
       // The limited type at its limit: the others go on.
@@ -247,22 +266,11 @@ BOOST_AUTO_TEST_CASE(a_node_beside_a_backlog_of_other_types_claims_its_oldest_fi
   task_database db{"besidebacklog"};
   insert_due(db, "BACKLOG", 3, 50);
   db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '2 minutes'");
-  db.call("submit('O2', 'o2-first', execute_at => now() - interval '50 seconds')");
-  db.call("submit('O1', 'o1-second', execute_at => now() - interval '40 seconds')");
-  db.call("submit('O2', 'o2-third', execute_at => now() - interval '30 seconds')");
-  db.call("submit('O1', 'o1-fourth', execute_at => now() - interval '20 seconds')");
-  db.call("submit('O1', 'o1-pinned', execute_at => now() - interval '60 seconds')");
-  db.exec("UPDATE taskmill.tasks SET pinned_node = 'elsewhere' WHERE key = 'o1-pinned'");
-  auto keys_claimed = [&](int limit) {
-    auto res = db.exec(claim_sql("a", limit, "{0,0,0,0,0}", "{}", "{}", 0, "'{O1,O2}'"));
-    std::vector<std::string> keys;
-    for (int i = 0; i < res.rows(); ++i)
-      keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
-    std::sort(keys.begin(), keys.end());
-    return keys;
-  };
-  BOOST_CHECK((keys_claimed(3) == std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
-  BOOST_CHECK((keys_claimed(3) == std::vector<std::string>{"o1-fourth"}));
+  submit_others_and_a_pinned_one(db, "O1");
+  auto claim = claim_sql("a", 3, "{0,0,0,0,0}", "{}", "{}", 0, "'{O1,O2}'");
+  BOOST_CHECK((keys_claimed(db, claim).keys ==
+               std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
+  BOOST_CHECK((keys_claimed(db, claim).keys == std::vector<std::string>{"o1-fourth"}));
 }
 
 // A claim beside another that holds the oldest tasks of the other types
