@@ -42,6 +42,11 @@ void insert_due(const task_database& db, const std::string& type, int priority, 
       extra_values + " FROM generate_series(1, " + std::to_string(count) + ") g");
 }
 
+/// Puts the tasks `where` selects a minute earlier in claim order.
+void make_older(const task_database& db, const std::string& where) {
+  db.exec("UPDATE taskmill.tasks SET execute_at = execute_at - interval '1 minute' WHERE " + where);
+}
+
 /// What a claim took: the keys of its tasks, sorted, but of those of one type
 /// only how many.
 struct claimed_keys {
@@ -194,15 +199,34 @@ BOOST_AUTO_TEST_CASE(each_limited_type_claims_its_own_tasks) {
   task_database db{"typelimits"};
   insert_due(db, "LATE", 3, 10);
   insert_due(db, "EARLY", 3, 10);
-  db.exec(
-      "UPDATE taskmill.tasks SET execute_at = execute_at - interval '1 minute' "
-      "WHERE type = 'EARLY'");
+  make_older(db, "type = 'EARLY'");
   auto res = db.exec(claim_sql("a", 10, "{0,0,10,0,0}", "{LATE,EARLY}", "{2,3}"));
   std::map<std::string, int> by_type;
   for (int i = 0; i < res.rows(); ++i) ++by_type[res.string(i, 1)];
   BOOST_CHECK_EQUAL(by_type["LATE"], 2);
   BOOST_CHECK_EQUAL(by_type["EARLY"], 3);
   BOOST_CHECK_EQUAL(res.rows(), 5);
+}
+
+// Limited types with room for a level's whole quota take it together, in
+// claim order, and all the level took counts against the room of each at the
+// next: the types of what it took are not read back.
+BOOST_AUTO_TEST_CASE(limited_types_with_room_for_the_quota_claim_in_claim_order) {
+  task_database db{"together"};
+  insert_due(db, "A", 1, 2);
+  insert_due(db, "B", 1, 2);
+  insert_due(db, "A", 2, 5);
+  insert_due(db, "B", 2, 5);
+  make_older(db, "type = 'B' AND priority = 1");
+  auto res = db.exec(claim_sql("a", 12, "{2,10,0,0,0}", "{A,B}", "{4,4}"));
+  std::map<std::pair<std::string, int>, int> by_type_and_level;
+  for (int i = 0; i < res.rows(); ++i)
+    ++by_type_and_level[{res.string(i, 1), std::stoi(res.string(i, 2))}];
+  BOOST_CHECK_EQUAL((by_type_and_level[{"B", 1}]), 2);
+  BOOST_CHECK_EQUAL((by_type_and_level[{"A", 1}]), 0);
+  BOOST_CHECK_EQUAL((by_type_and_level[{"A", 2}]), 2);
+  BOOST_CHECK_EQUAL((by_type_and_level[{"B", 2}]), 2);
+  BOOST_CHECK_EQUAL(res.rows(), 6);
 }
 
 BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
