@@ -208,10 +208,10 @@ BOOST_AUTO_TEST_CASE(each_limited_type_claims_its_own_tasks) {
   BOOST_CHECK_EQUAL(res.rows(), 5);
 }
 
-// Limited types with room for a level's whole quota take it together, in
-// claim order, and all the level took counts against the room of each at the
-// next: the types of what it took are not read back.
-BOOST_AUTO_TEST_CASE(limited_types_with_room_for_the_quota_claim_in_claim_order) {
+// Limited types with room take a level together, in claim order, each as
+// far as its room allows, and what each took counts against its room at the
+// next level.
+BOOST_AUTO_TEST_CASE(limited_types_with_room_claim_in_claim_order) {
   task_database db{"together"};
   insert_due(db, "A", 1, 2);
   insert_due(db, "B", 1, 2);
@@ -224,9 +224,24 @@ BOOST_AUTO_TEST_CASE(limited_types_with_room_for_the_quota_claim_in_claim_order)
     ++by_type_and_level[{res.string(i, 1), std::stoi(res.string(i, 2))}];
   BOOST_CHECK_EQUAL((by_type_and_level[{"B", 1}]), 2);
   BOOST_CHECK_EQUAL((by_type_and_level[{"A", 1}]), 0);
-  BOOST_CHECK_EQUAL((by_type_and_level[{"A", 2}]), 2);
+  BOOST_CHECK_EQUAL((by_type_and_level[{"A", 2}]), 4);
   BOOST_CHECK_EQUAL((by_type_and_level[{"B", 2}]), 2);
-  BOOST_CHECK_EQUAL(res.rows(), 6);
+  BOOST_CHECK_EQUAL(res.rows(), 8);
+}
+
+// What a search in claim order found is kept in that order, of each limited
+// type as much as its room allows, of the others all.
+BOOST_AUTO_TEST_CASE(found_tasks_are_kept_within_each_limited_types_room) {
+  task_database db{"withinrooms"};
+  auto kept = [&](const std::string& rooms) {
+    return db.scalar(
+        "SELECT w.ids::text || ' ' || w.room::text FROM taskmill.within_rooms("
+        "'{1,2,3,4,5,6}', '{A,B,A,FREE,A,B}', '{A,B}', '" +
+        rooms + "') w");
+  };
+  BOOST_CHECK_EQUAL(kept("{3,2}"), "{1,2,3,4,5,6} {0,0}");
+  BOOST_CHECK_EQUAL(kept("{2,5}"), "{1,2,3,4,6} {0,3}");
+  BOOST_CHECK_EQUAL(kept("{0,1}"), "{2,4} {0,0}");
 }
 
 BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
@@ -281,6 +296,19 @@ BOOST_AUTO_TEST_CASE(claims_beside_a_backlog_of_other_types_do_not_read_it) {
       }
     }
   }
+}
+
+// The last pass of a claim, which fills what the turns left over every level
+// with due work at once, reads no such backlog either.
+BOOST_AUTO_TEST_CASE(the_last_pass_beside_a_backlog_of_other_types_does_not_read_it) {
+  task_database db{"backloglast"};
+  insert_due(db, "BACKLOG", 2, 20000);
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '2 minutes'");
+  insert_due(db, "MINE", 1, 1);
+  insert_due(db, "MINE", 2, 5);
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  // A turn for the top level only: the rest goes to the last pass.
+  check_claim_reads_little(db, claim_sql("a", 6, "{1,0,0,0,0}", "{}", "{}", 0, "'{MINE}'"), 6);
 }
 
 // Beside such a backlog the node's types are searched one by one: their
