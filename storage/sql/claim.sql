@@ -248,20 +248,20 @@ $$;
 -- running in one update, so a task is claimed once across any number of
 -- nodes; a row carries only what running the task takes. The plans are kept
 -- for the session: planned at every call, a claim of one task spent 0.2 ms
--- planning. A kept plan cannot fold a NULL
--- test away, so the steps of a type with a running limit find their rows by a
+-- planning. A kept plan cannot fold a NULL test away, so the steps of a type
+-- with a running limit, where it is searched apart, find their rows by a
 -- search of their own (with the tests of the general one they cost 40% more
 -- per task), one level at a time, in the index led by the type
 -- (taskmill.lock_oldest_of_types, which serves the types searched one by one
 -- as well); in the general one the level is a list (one level, or all five)
--- that the claim index reads level by level, each up to now.
--- With sequential scans and sorts ruled out, a plan made while the table was
+-- that the claim index reads level by level, each up to now. With
+-- sequential scans and sorts ruled out, a plan made while the table was
 -- small does not read it whole once it is not. The rows found are updated by
--- id through the primary key, in a statement apart from the searches: as one UPDATE with the
--- search as its subquery, a drain's claims cost PostgreSQL 15.5 us a task,
--- against 13.5 us. The searches give ids; the rows are updated and returned
--- here: a function per step that returned them cost each claimed row a copy
--- of its result.
+-- id through the primary key, in a statement apart from the searches: as
+-- one UPDATE with the search as its subquery, a drain's claims cost
+-- PostgreSQL 15.5 us a task, against 13.5 us. The searches give ids; the
+-- rows are updated and returned here: a function per step that returned
+-- them cost each claimed row a copy of its result.
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],
