@@ -42,6 +42,13 @@ void insert_due(const task_database& db, const std::string& type, int priority, 
       extra_values + " FROM generate_series(1, " + std::to_string(count) + ") g");
 }
 
+/// How many rows of a claim's answer are of each type.
+std::map<std::string, int> count_by_type(const db::result& claimed) {
+  std::map<std::string, int> out;
+  for (int i = 0; i < claimed.rows(); ++i) ++out[claimed.string(i, 1)];
+  return out;
+}
+
 /// Puts the tasks `where` selects a minute earlier in claim order.
 void make_older(const task_database& db, const std::string& where) {
   db.exec("UPDATE taskmill.tasks SET execute_at = execute_at - interval '1 minute' WHERE " + where);
@@ -182,8 +189,7 @@ BOOST_AUTO_TEST_CASE(a_type_limit_holds_and_other_types_go_on) {
   insert_due(db, "CAPPED", 1, 10);
   insert_due(db, "FREE", 5, 10);
   auto res = db.exec(claim_sql("a", 8, "{}", "{CAPPED}", "{3}"));
-  std::map<std::string, int> by_type;
-  for (int i = 0; i < res.rows(); ++i) ++by_type[res.string(i, 1)];
+  auto by_type = count_by_type(res);
   BOOST_CHECK_EQUAL(by_type["CAPPED"], 3);
   BOOST_CHECK_EQUAL(by_type["FREE"], 5);
   auto more = db.exec(claim_sql("b", 8, "{}", "{CAPPED}", "{3}"));
@@ -201,8 +207,7 @@ BOOST_AUTO_TEST_CASE(each_limited_type_claims_its_own_tasks) {
   insert_due(db, "EARLY", 3, 10);
   make_older(db, "type = 'EARLY'");
   auto res = db.exec(claim_sql("a", 10, "{0,0,10,0,0}", "{LATE,EARLY}", "{2,3}"));
-  std::map<std::string, int> by_type;
-  for (int i = 0; i < res.rows(); ++i) ++by_type[res.string(i, 1)];
+  auto by_type = count_by_type(res);
   BOOST_CHECK_EQUAL(by_type["LATE"], 2);
   BOOST_CHECK_EQUAL(by_type["EARLY"], 3);
   BOOST_CHECK_EQUAL(res.rows(), 5);
@@ -227,6 +232,23 @@ BOOST_AUTO_TEST_CASE(limited_types_with_room_claim_in_claim_order) {
   BOOST_CHECK_EQUAL((by_type_and_level[{"A", 2}]), 4);
   BOOST_CHECK_EQUAL((by_type_and_level[{"B", 2}]), 2);
   BOOST_CHECK_EQUAL(res.rows(), 8);
+}
+
+// A limited type that reaches its room in such a search leaves the rest of
+// the level to the others, within the level's turns (not to a level without
+// them); what it was found beyond its room stays due.
+BOOST_AUTO_TEST_CASE(a_limited_type_at_its_room_leaves_the_level_to_the_others) {
+  task_database db{"roomreached"};
+  insert_due(db, "FREE", 1, 2);
+  insert_due(db, "FREE", 3, 2);
+  insert_due(db, "A", 3, 5);
+  make_older(db, "type = 'A'");
+  auto got = keys_claimed(db, claim_sql("a", 3, "{0,0,3,0,0}", "{A}", "{1}"), "A");
+  BOOST_CHECK_EQUAL(got.of_type_apart, 1);
+  BOOST_CHECK((got.keys == std::vector<std::string>{"FREE-3-1", "FREE-3-2"}));
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'A' AND status = 'pending'"),
+      "4");
 }
 
 // What a search in claim order found is kept in that order, of each limited
