@@ -213,11 +213,11 @@ BEGIN
     v_took := array_fill(0, ARRAY[cardinality(p_capped)]);
     FOR n IN 1..cardinality(p_ids) LOOP
       k := array_position(p_capped, p_types[n]);
-      CONTINUE WHEN v_took[k] >= room[k];
-      ids := ids || p_ids[n];
       IF k IS NOT NULL THEN
+        CONTINUE WHEN v_took[k] >= room[k];
         v_took[k] := v_took[k] + 1;
       END IF;
+      ids := ids || p_ids[n];
     END LOOP;
   END IF;
   FOR j IN 1..cardinality(p_capped) LOOP
