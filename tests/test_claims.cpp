@@ -26,7 +26,7 @@ namespace {
 std::string claim_sql(const std::string& node, int limit, const std::string& quotas = "{}",
                       const std::string& capped = "{}", const std::string& caps = "{}",
                       int global = 0, const std::string& types = "NULL") {
-  return "SELECT id, type, priority, attempt FROM taskmill.claim('" + node + "', " +
+  return "SELECT id, type, priority, attempt, key FROM taskmill.claim('" + node + "', " +
          std::to_string(limit) + ", '" + quotas + "', '" + capped + "', '" + caps + "', " +
          std::to_string(global) + ", " + types + ", NULL, NULL)";
 }
@@ -64,13 +64,14 @@ struct claimed_keys {
 claimed_keys keys_claimed(const task_database& db, const std::string& claim,
                           const std::string& type_apart = "") {
   auto res = db.exec(claim);
+  auto key = res.column("key");
   claimed_keys out;
   for (int i = 0; i < res.rows(); ++i) {
     if (res.string(i, 1) == type_apart) {
       ++out.of_type_apart;
       continue;
     }
-    out.keys.push_back(db.scalar("SELECT key FROM taskmill.tasks WHERE id = " + res.string(i, 0)));
+    out.keys.push_back(res.string(i, key));
   }
   std::sort(out.keys.begin(), out.keys.end());
   return out;
