@@ -753,14 +753,16 @@ double backlog_rate(bench_node& node, db::connection& conn, int backlog, int win
   });
 }
 
-/// `tasks` due tasks over the three mixed types and all five priorities;
-/// with `stranded`, beside as many due tasks of a type that no node runs,
-/// older than the drain's own at every level.
+/// Whether a mixed drain has, beside its own, as many due tasks of a type
+/// that no node runs, older than the drain's own at every level.
+enum class stranded_backlog { none, beside };
+
+/// `tasks` due tasks over the three mixed types and all five priorities.
 double mixed_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index,
-                        bool stranded = false) {
+                        stranded_backlog stranded = stranded_backlog::none) {
   return drain_rate(node, conn, mixed_types, tasks, [&] {
     run(conn, sql::reset_tasks);
-    if (stranded)
+    if (stranded == stranded_backlog::beside)
       run(conn, sql::load_mixed_backlog,
           {types_param({stranded_type}), std::to_string(tasks),
            "x" + std::to_string(run_index) + "-"});
@@ -953,7 +955,8 @@ int measure(const bench_options& options) {
     limits_beside_ratio.runs.push_back(drain_limited_beside.runs.back() /
                                        drain_unlimited.runs.back());
     runs("the unlimited drain beside as many due tasks of a type no node runs", r);
-    drain_stranded.runs.push_back(mixed_drain_rate(unlimited, conn, p.drain_tasks, r, true));
+    drain_stranded.runs.push_back(
+        mixed_drain_rate(unlimited, conn, p.drain_tasks, r, stranded_backlog::beside));
     stranded_ratio.runs.push_back(drain_stranded.runs.back() / drain_unlimited.runs.back());
   }
   progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
