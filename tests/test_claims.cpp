@@ -25,10 +25,12 @@ namespace {
 
 std::string claim_sql(const std::string& node, int limit, const std::string& quotas = "{}",
                       const std::string& capped = "{}", const std::string& caps = "{}",
-                      int global = 0, const std::string& types = "NULL") {
+                      int global = 0, const std::string& types = "NULL",
+                      const std::string& local_types = "NULL",
+                      const std::string& local_room = "NULL") {
   return "SELECT id, type, priority, attempt, key FROM taskmill.claim('" + node + "', " +
          std::to_string(limit) + ", '" + quotas + "', '" + capped + "', '" + caps + "', " +
-         std::to_string(global) + ", " + types + ", NULL, NULL)";
+         std::to_string(global) + ", " + types + ", " + local_types + ", " + local_room + ")";
 }
 
 void insert_due(const task_database& db, const std::string& type, int priority, int count,
@@ -198,6 +200,21 @@ BOOST_AUTO_TEST_CASE(a_type_limit_holds_and_other_types_go_on) {
   BOOST_CHECK_EQUAL(
       db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'CAPPED' AND status = 'running'"),
       "3");
+}
+
+// A type run on executors of limited capacity takes no more than the room
+// they have left, nor more than its running limit where it has one too.
+BOOST_AUTO_TEST_CASE(executor_capacity_and_running_limits_both_hold) {
+  task_database db{"localroom"};
+  for (const char* type : {"A", "B", "C", "D", "FREE"}) insert_due(db, type, 1, 10);
+  auto res = db.exec(claim_sql("a", 30, "{30,0,0,0,0}", "{A,B}", "{5,2}", 0, "NULL", "'{A,B,C,D}'",
+                               "'{2,5,3,-1}'"));
+  auto by_type = count_by_type(res);
+  BOOST_CHECK_EQUAL(by_type["A"], 2);
+  BOOST_CHECK_EQUAL(by_type["B"], 2);
+  BOOST_CHECK_EQUAL(by_type["C"], 3);
+  BOOST_CHECK_EQUAL(by_type["D"], 0);
+  BOOST_CHECK_EQUAL(by_type["FREE"], 10);
 }
 
 // Each type with a limit takes its room with its own tasks, level by level,

@@ -295,6 +295,8 @@ DECLARE
   v_running_counts integer[];
   v_capped text[] := coalesce(p_capped_types, '{}');
   v_room integer[] := '{}';
+  -- Where a type whose executors have limited capacity is in v_capped.
+  v_capped_at integer;
   v_step integer;
   v_level integer;
   v_type text;
@@ -366,12 +368,12 @@ BEGIN
                       THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
   END LOOP;
   FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
-    v_step := array_position(v_capped, p_local_types[j]);
-    IF v_step IS NULL THEN
+    v_capped_at := array_position(v_capped, p_local_types[j]);
+    IF v_capped_at IS NULL THEN
       v_capped := v_capped || p_local_types[j];
       v_room := v_room || greatest(0, p_local_room[j]);
     ELSE
-      v_room[v_step] := least(v_room[v_step], greatest(0, p_local_room[j]));
+      v_room[v_capped_at] := least(v_room[v_capped_at], greatest(0, p_local_room[j]));
     END IF;
   END LOOP;
 
