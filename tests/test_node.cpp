@@ -304,6 +304,7 @@ std::vector<std::pair<std::string, caf::actor>> actors_of(const node_actors& n) 
   auto untyped = [](const auto& handle) { return caf::actor_cast<caf::actor>(handle); };
   return {{"storage", untyped(n.storage)},
           {"submit storage", untyped(n.submit_storage)},
+          {"claim storage", untyped(n.claim_storage)},
           {"outcome storage", untyped(n.outcome_storage)},
           {"limiter", untyped(n.limiter)},
           {"dispatcher", untyped(n.dispatcher)},

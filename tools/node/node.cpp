@@ -256,9 +256,11 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   auto helper_opts = storage_opts;
   helper_opts.listen = false;
   helper_opts.rules.clear();
-  for (auto* helper : {&node.submit_storage, &node.outcome_storage}) {
+  for (auto [helper, name] : {std::pair{&node.submit_storage, "submit storage"},
+                              std::pair{&node.claim_storage, "claim storage"},
+                              std::pair{&node.outcome_storage, "outcome storage"}}) {
     *helper = spawn_storage(sys, helper_opts);
-    watch(helper == &node.submit_storage ? "submit storage" : "outcome storage", *helper);
+    watch(name, *helper);
     if (auto err = wait_until_ready(sys, *helper, keep_waiting)) {
       stop_storage();
       return err;
@@ -287,7 +289,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   pusher_opts.batch_size = cfg->scheduling.batch_size;
   pusher_opts.poll_interval = cfg->scheduling.poll_interval;
   pusher_opts.weights = cfg->scheduling.weights;
-  pusher_opts.storage = node.storage;
+  pusher_opts.storage = node.claim_storage;
   pusher_opts.limiter = node.limiter;
   pusher_opts.dispatcher = node.dispatcher;
   pusher_opts.metrics = node.metrics;
@@ -419,6 +421,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.peers = node.peers;
   api_opts.storages = {{"storage", node.storage},
                        {"submit storage", node.submit_storage},
+                       {"claim storage", node.claim_storage},
                        {"outcome storage", node.outcome_storage}};
   auto pingable = [](const auto& actor) { return caf::actor_cast<pingable_actor>(actor); };
   api_opts.pingables = {
@@ -519,6 +522,9 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   // Claiming and the leader's duties end first; the heartbeat goes on until
   // the node has handed back its work, so nobody takes it meanwhile.
   stop(node.pusher);
+  // A claim under way commits before its connection closes, so that no task
+  // this node claimed turns running after it handed back its work.
+  stop(node.claim_storage);
   stop(node.watcher);
   stop(node.reconciler);
   stop(node.cron);

@@ -31,9 +31,11 @@ struct node_actors {
   std::shared_ptr<node_metrics> metrics;
   std::shared_ptr<http_client> http;
   storage_actor storage;
-  /// Connections of their own for submissions and for outcomes, so that
-  /// PostgreSQL inserts, claims and completes on several cores at once.
+  /// Connections of their own for submissions, claims and outcomes, so that
+  /// PostgreSQL inserts, claims and completes on several cores at once, and
+  /// a claim never waits behind a heartbeat, a sweep or a read of the API.
   storage_actor submit_storage;
+  storage_actor claim_storage;
   storage_actor outcome_storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
