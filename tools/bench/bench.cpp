@@ -368,10 +368,10 @@ task_counts count_tasks(db::connection& conn, const type_list& types) {
 
 /// Waits until `expected` tasks of `types` have succeeded; fails when none
 /// finished for a long while. The count reads every finished task (40 ms at
-/// 100,000 on the development machine): taken every 50 ms it kept a backend
-/// busy a third of the time and slowed the drains it timed by 10-15%, which
-/// the raw ceilings, polling nothing, were not. So the pause between counts
-/// is half the time that the rate seen so far says is left.
+/// 100,000 on the development machine): taken every 50 ms beside a drain it
+/// cost the drain 6-30% of its rate, which the raw ceilings, polling
+/// nothing, never paid. So the pause between counts is half the time that
+/// the rate seen so far says is left.
 void await_succeeded(db::connection& conn, const type_list& types, int64_t expected) {
   constexpr auto least = milliseconds{50};
   constexpr auto most = milliseconds{1000};
