@@ -135,6 +135,26 @@ BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
       "true");
 }
 
+BOOST_AUTO_TEST_CASE(claims_do_not_wait_behind_a_heartbeat) {
+  auto cfg = test_node_config("n1");
+  // The heartbeat waits on the lock below for as long as it is held.
+  cfg.database.lock_timeout = 10s;
+  start(cfg);
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  BOOST_REQUIRE(holder.exec("SELECT 1 FROM taskmill.nodes WHERE name = 'n1' FOR UPDATE"));
+  auto heartbeats_waiting = [&] {
+    return std::stoll(
+        db.scalar("SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                  "AND query LIKE '%taskmill.heartbeat%'"));
+  };
+  BOOST_REQUIRE(test::eventually([&] { return heartbeats_waiting() == 1; }, 5s));
+  db.exec("SELECT taskmill.submit('NOOP', 'beside-a-stuck-heartbeat')");
+  BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 1; }, 1500ms));
+  BOOST_CHECK_EQUAL(heartbeats_waiting(), 1);
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
+}
+
 BOOST_AUTO_TEST_CASE(claimed_tasks_run_even_when_the_next_due_time_cannot_be_read) {
   auto cfg = test_node_config("n1");
   cfg.scheduling.poll_interval = 200ms;
