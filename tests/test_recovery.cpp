@@ -325,6 +325,34 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_lets_short_work_finish_and_hands_back_the_r
       db.scalar("SELECT stopped_at IS NOT NULL FROM taskmill.nodes WHERE name = 'stopper'"), "t");
 }
 
+// The claim is held on the limits' lock (taskmill.claim_by_turns) until the
+// node is stopping; once let go it commits its task running, and that task
+// must be handed back with the rest, not left running by a stopped node.
+BOOST_AUTO_TEST_CASE(a_claim_under_way_when_a_node_stops_is_handed_back) {
+  auto cfg = quick_config("stopper");
+  cfg.scheduling.global_limit = 10;
+  cfg.database.lock_timeout = 10s;
+  auto& node = start(cfg);
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("SELECT pg_advisory_lock(7345, 3)"));
+  db.exec("SELECT taskmill.submit('NOOP', 'claimed-while-stopping')");
+  BOOST_REQUIRE(test::eventually([&] {
+    return count(db,
+                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                 "AND query LIKE '%claim_by_turns%'") == 1;
+  }));
+  std::thread release([&] {
+    std::this_thread::sleep_for(500ms);
+    BOOST_CHECK(holder.exec("SELECT pg_advisory_unlock(7345, 3)"));
+  });
+  stop_node(*sys, node);
+  release.join();
+  BOOST_CHECK_EQUAL(
+      count(db, "SELECT count(*) FROM taskmill.tasks WHERE status = 'pending' AND attempt = 1"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'released'"),
+                    1);
+}
+
 BOOST_AUTO_TEST_CASE(the_watcher_kills_tasks_past_their_pending_deadline) {
   auto cfg = quick_config("watch");
   task_type_config waiting;  // no executor here: its tasks only wait
