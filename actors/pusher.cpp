@@ -29,6 +29,8 @@ struct pusher_state {
   uint64_t timer_generation = 0;
   bool storage_failing = false;
   bool paused = false;
+  // The last claim answered took fewer tasks than it had permits for.
+  bool last_claim_short = false;
 };
 
 namespace {
@@ -110,6 +112,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
   bool full = claimed.tasks_size() >= req.grant().permits();
+  st.last_claim_short = !full;
   if (claimed.tasks_size() > 0) {
     pb::TaskList list;
     list.mutable_tasks()->Swap(claimed.mutable_tasks());
@@ -135,6 +138,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   // Kept once for both answers (the turns are a number per permit).
   auto req = std::make_shared<pb::ClaimRequest>();
   req->set_node(st.options.node);
+  req->set_after_short_claim(st.last_claim_short);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
   self->request(st.options.storage, local_request_timeout, claim_atom_v, *req)

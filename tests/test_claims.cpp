@@ -33,6 +33,15 @@ std::string claim_sql(const std::string& node, int limit, const std::string& quo
          std::to_string(global) + ", " + types + ", " + local_types + ", " + local_room + ")";
 }
 
+/// A claim after one that took fewer tasks than it had permits for.
+std::string claim_all_due_sql(const std::string& node, int limit, const std::string& turns,
+                              int global = 0, const std::string& types = "NULL",
+                              const std::string& capped = "{}", const std::string& caps = "{}") {
+  return "SELECT id, type, priority, attempt, key, turns_taken FROM taskmill.claim_all_due('" +
+         node + "', " + std::to_string(limit) + ", '" + turns + "', '" + capped + "', '" + caps +
+         "', " + std::to_string(global) + ", " + types + ", NULL, NULL)";
+}
+
 void insert_due(const task_database& db, const std::string& type, int priority, int count,
                 const std::string& extra_columns = "", const std::string& extra_values = "") {
   db.exec(
@@ -175,6 +184,57 @@ BOOST_AUTO_TEST_CASE(a_node_claims_only_the_types_it_runs) {
   auto res = db.exec(claim_sql("n", 100, "{}", "{}", "{}", 0, "'{A}'"));
   BOOST_CHECK_EQUAL(res.rows(), 5);
   for (int i = 0; i < res.rows(); ++i) BOOST_CHECK_EQUAL(res.string(i, 1), "A");
+}
+
+// After a claim that took fewer tasks than it had permits for, a node takes
+// every due task it may run at once: not those of other types, those pinned
+// to another node, or those not due yet. Every level gets all it has, so the
+// turns go as far as they reach.
+BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_takes_every_due_task_it_may_run) {
+  task_database db{"alldue"};
+  submit_others_and_a_pinned_one(db, "O1");
+  db.call("submit('O1', 'high', execute_at => now() - interval '1 second', priority => 1)");
+  db.call("submit('O1', 'future', execute_at => now() + interval '1 hour', priority => 1)");
+  db.call("submit('OTHER', 'foreign', execute_at => now() - interval '70 seconds')");
+  db.call("submit('O2', 'pinned-here', execute_at => now() - interval '5 seconds')");
+  db.exec("UPDATE taskmill.tasks SET pinned_node = 'a' WHERE key = 'pinned-here'");
+  auto claimed = db.exec(claim_all_due_sql("a", 10, "{3,1,3}", 0, "'{O1,O2}'"));
+  std::vector<std::string> keys;
+  for (int i = 0; i < claimed.rows(); ++i) {
+    keys.push_back(claimed.string(i, 4));
+    BOOST_CHECK_EQUAL(claimed.int32(i, 3), 1);
+    BOOST_CHECK_EQUAL(claimed.int32(i, 5), 3);
+  }
+  std::sort(keys.begin(), keys.end());
+  BOOST_CHECK((keys == std::vector<std::string>{"high", "o1-fourth", "o1-second", "o2-first",
+                                                "o2-third", "pinned-here"}));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' "
+                              "AND picked_by = 'a' AND started_at IS NOT NULL"),
+                    "6");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(key, ',' ORDER BY key) FROM taskmill.tasks "
+                              "WHERE status = 'pending'"),
+                    "foreign,future,pinned");
+  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("a", 10, "{3}", 0, "'{O1,O2}'")).rows(), 0);
+}
+
+// With as many tasks due as it has permits, it claims as every claim does:
+// by the turns, within the limits; and not at all for a node declared dead.
+BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_keeps_the_limits) {
+  task_database db{"allduelimits"};
+  insert_due(db, "A", 3, 5);
+  insert_due(db, "B", 3, 5);
+  // More permits than tasks due, so that only the limits keep the claims
+  // short: 4 of A run after the first.
+  auto first = count_by_type(db.exec(claim_all_due_sql("n", 20, "{3}", 4)));
+  BOOST_CHECK_EQUAL(first["A"], 4);
+  auto second = count_by_type(db.exec(claim_all_due_sql("n", 20, "{3}", 0, "NULL", "{A}", "{4}")));
+  BOOST_CHECK_EQUAL(second["A"], 0);
+  BOOST_CHECK_EQUAL(second["B"], 5);
+  insert_due(db, "C", 3, 2);
+  db.exec("INSERT INTO taskmill.nodes (name, incarnation, stopped_at) VALUES ('gone', 'x', now())");
+  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("gone", 10, "{3}")).rows(), 0);
+  // The last A and both C.
+  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("n", 10, "{3}")).rows(), 3);
 }
 
 BOOST_AUTO_TEST_CASE(the_global_limit_holds_across_claims) {
@@ -329,6 +389,21 @@ BOOST_AUTO_TEST_CASE(claims_beside_a_backlog_of_other_types_do_not_read_it) {
           check_claim_reads_little(db, claim_sql("a", 20, "{0,0,20,0,0}", "{}", "{}", 0, types), 3);
         }
       }
+    }
+  }
+}
+
+// Nor does a claim after a short one: it reads as many due tasks of any type
+// as it has permits before it searches as the others do.
+BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_beside_a_backlog_of_other_types_reads_little) {
+  task_database db{"backlogalldue"};
+  insert_due(db, "BACKLOG", 3, 20000);
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '2 minutes'");
+  insert_due(db, "MINE", 3, 3);
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  for (const std::string types : {"'{MINE,ALSO}'", "'{MINE}'"}) {
+    BOOST_TEST_CONTEXT("types " << types) {
+      check_claim_reads_little(db, claim_all_due_sql("a", 20, "{3}", 0, types), 3);
     }
   }
 }
@@ -530,15 +605,15 @@ void run_elsewhere(const task_database& db, int count, const std::string& type =
 std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int rounds, int n,
                               std::vector<int>* per_round_total = nullptr,
                               std::vector<std::array<int, 5>>* per_round = nullptr, int global = 0,
-                              const std::string& capped = "{}", const std::string& caps = "{}") {
+                              const std::string& capped = "{}", const std::string& caps = "{}",
+                              const std::string& function = "claim_by_turns") {
   std::array<int, 5> total{};
   for (int r = 0; r < rounds; ++r) {
     auto turns = shares.turns(n);
     auto t = taskmill::db::number_array_literal(turns, [](int level) { return level; });
-    auto res = db.exec(
-        "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
-        std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
-        std::to_string(global) + ", NULL, NULL, NULL)");
+    auto res = db.exec("SELECT id, type, priority, attempt, turns_taken FROM taskmill." + function +
+                       "('fair', " + std::to_string(n) + ", '" + t + "', '" + capped + "', '" +
+                       caps + "', " + std::to_string(global) + ", NULL, NULL, NULL)");
     int taken = 0;
     for (int i = 0; i < res.rows(); ++i) taken = std::max(taken, res.int32(i, 4));
     fair_shares::counts got{};
@@ -585,17 +660,25 @@ BOOST_AUTO_TEST_CASE(every_level_with_work_gets_its_weighted_share) {
   for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
 }
 
+// Levels without work lend their share to those with work, in claims by
+// the turns and in claims after short ones, which take every due task at
+// once only when fewer are due than they have permits for (in claim order,
+// priority 5 would get none here).
 BOOST_AUTO_TEST_CASE(levels_without_work_lend_their_share) {
-  task_database db{"fairtwo"};
-  constexpr int rounds = 30;
-  constexpr int n = 34;
-  insert_due(db, "F", 1, rounds * n);
-  insert_due(db, "F", 5, rounds * n);
-  fair_shares shares{{16, 8, 4, 2, 1}};
-  std::vector<int> per_round;
-  auto total = run_rounds(db, shares, rounds, n, &per_round);
-  check_split_16_to_1(total, rounds * n, "only levels 1 and 5 with work");
-  for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
+  for (const std::string function : {"claim_by_turns", "claim_all_due"}) {
+    BOOST_TEST_CONTEXT(function) {
+      task_database db{"fairtwo_" + function};
+      constexpr int rounds = 30;
+      constexpr int n = 34;
+      insert_due(db, "F", 1, rounds * n);
+      insert_due(db, "F", 5, rounds * n);
+      fair_shares shares{{16, 8, 4, 2, 1}};
+      std::vector<int> per_round;
+      auto total = run_rounds(db, shares, rounds, n, &per_round, nullptr, 0, "{}", "{}", function);
+      check_split_16_to_1(total, rounds * n, "only levels 1 and 5 with work, " + function);
+      for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
+    }
+  }
 }
 
 // A node at its limit claims as tasks finish, one or two at a time: the
@@ -755,6 +838,22 @@ auto finish_a_third_retried(race_record& record, std::atomic<int>& stale) {
   };
 }
 
+/// After a race of claimers that retried a third: nothing failed or was
+/// stale, no task ran twice under one attempt, every task finished, and each
+/// ran exactly as many times as its attempt counter says, retries included.
+void check_every_task_ran_once_an_attempt(const task_database& db, race_record& record,
+                                          const std::atomic<int>& stale, int tasks) {
+  BOOST_CHECK_EQUAL(record.errors.load(), 0);
+  BOOST_CHECK_EQUAL(stale.load(), 0);
+  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status NOT IN ('succeeded', 'dead')"),
+      "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT sum(attempt) FROM taskmill.tasks"),
+                    std::to_string(record.runs.size()));
+  BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
@@ -767,18 +866,36 @@ BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attemp
       db, 6, 3, record,
       [](int w, std::mt19937& rng) { return claim_sql("w" + std::to_string(w), 1 + rng() % 40); },
       finish_a_third_retried(record, stale));
-  BOOST_CHECK_EQUAL(record.errors.load(), 0);
-  BOOST_CHECK_EQUAL(stale.load(), 0);
-  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
-  // Every task finished; it ran exactly as many times as its attempt counter says.
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status NOT IN ('succeeded', 'dead')"),
-      "0");
-  auto runs_total = db.scalar("SELECT sum(attempt) FROM taskmill.tasks");
-  BOOST_CHECK_EQUAL(runs_total, std::to_string(record.runs.size()));
+  check_every_task_ran_once_an_attempt(db, record, stale, tasks);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempt_history"),
                     std::to_string(record.runs.size()));
-  BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));  // retries did happen
+}
+
+// Tasks come due a few at a time over a second, as in pickups, of three types
+// and five levels, some pinned to one claimer; claimers take them after short
+// claims (a bounded read without locks, then a lock) or as full claims, racing
+// for the same few tasks. No task runs twice under one attempt, and every one
+// finishes, pinned ones on their node.
+BOOST_AUTO_TEST_CASE(claimers_after_short_claims_never_run_a_task_twice) {
+  task_database db{"allduerace"};
+  constexpr int tasks = 3000;
+  db.insert_tasks(tasks, "(ARRAY['A', 'B', 'C'])[1 + g % 3]",
+                  "now() + (g % 1000) * interval '1 ms'", "1 + g % 5");
+  db.exec("UPDATE taskmill.tasks SET pinned_node = 'w1' WHERE id % 25 = 0");
+  race_record record;
+  std::atomic<int> stale{0};
+  race_claimers(
+      db, 6, 3, record,
+      [](int w, std::mt19937& rng) {
+        auto node = "w" + std::to_string(w);
+        if (rng() % 4 == 0) return claim_sql(node, 1 + rng() % 40);
+        return claim_all_due_sql(node, 1 + rng() % 60, "{1,2,3,4,5}");
+      },
+      finish_a_third_retried(record, stale));
+  check_every_task_ran_once_an_attempt(db, record, stale, tasks);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE pinned_node = 'w1' "
+                              "AND picked_by IS DISTINCT FROM 'w1'"),
+                    "0");
 }
 
 // Claimers that each run only some types race beside due tasks of a type none
