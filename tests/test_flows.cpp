@@ -210,6 +210,9 @@ BOOST_AUTO_TEST_CASE(only_a_claim_short_of_its_permits_asks_for_the_next_due_tim
   BOOST_REQUIRE_EQUAL(rec->claims.size(), 4u);
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
   BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  // After a full claim more is due: the claims after it go by the turns.
+  BOOST_CHECK(!rec->claims[1].after_short_claim());
+  BOOST_CHECK(!rec->claims[2].after_short_claim());
 }
 
 // While work is due the next claim is already asked for as the one before
@@ -281,9 +284,13 @@ BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
   rec->due.push_back(noop_task(7, 5));
   caf::anon_send(pusher, wake_atom_v);
   sched.run();
-  BOOST_CHECK_EQUAL(rec->claims.size(), 2u);
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
   BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
   BOOST_CHECK_EQUAL(rec->outcomes.front().task_id(), 7);
+  // The first claim found nothing: the one after it may take all that is due
+  // at once (taskmill.claim_all_due).
+  BOOST_CHECK(!rec->claims[0].after_short_claim());
+  BOOST_CHECK(rec->claims[1].after_short_claim());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
