@@ -32,16 +32,7 @@ const statement claim{
     "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
     "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
     "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
-    "$7::text[], $8::text[], $9::int[])"};
-
-// The same, after a claim that took fewer tasks than it had permits for.
-const statement claim_all_due{
-    "claim_all_due",
-    "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
-    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
-    "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
-    "taskmill.claim_all_due($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
-    "$7::text[], $8::text[], $9::int[])"};
+    "$7::text[], $8::text[], $9::int[], $10::boolean)"};
 
 const statement next_due{
     "next_due",
@@ -251,7 +242,6 @@ const std::vector<const statement*>& all() {
       &cancel_by_id,
       &cancel_by_key,
       &claim,
-      &claim_all_due,
       &next_due,
       &complete_many,
       &get_task,

@@ -34,12 +34,13 @@ std::string claim_sql(const std::string& node, int limit, const std::string& quo
 }
 
 /// A claim after one that took fewer tasks than it had permits for.
-std::string claim_all_due_sql(const std::string& node, int limit, const std::string& turns,
-                              int global = 0, const std::string& types = "NULL",
-                              const std::string& capped = "{}", const std::string& caps = "{}") {
-  return "SELECT id, type, priority, attempt, key, turns_taken FROM taskmill.claim_all_due('" +
+std::string after_short_claim_sql(const std::string& node, int limit, const std::string& turns,
+                                  int global = 0, const std::string& types = "NULL",
+                                  const std::string& capped = "{}",
+                                  const std::string& caps = "{}") {
+  return "SELECT id, type, priority, attempt, key, turns_taken FROM taskmill.claim_by_turns('" +
          node + "', " + std::to_string(limit) + ", '" + turns + "', '" + capped + "', '" + caps +
-         "', " + std::to_string(global) + ", " + types + ", NULL, NULL)";
+         "', " + std::to_string(global) + ", " + types + ", NULL, NULL, true)";
 }
 
 void insert_due(const task_database& db, const std::string& type, int priority, int count,
@@ -198,7 +199,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_takes_every_due_task_it_may_run) 
   db.call("submit('OTHER', 'foreign', execute_at => now() - interval '70 seconds')");
   db.call("submit('O2', 'pinned-here', execute_at => now() - interval '5 seconds')");
   db.exec("UPDATE taskmill.tasks SET pinned_node = 'a' WHERE key = 'pinned-here'");
-  auto claimed = db.exec(claim_all_due_sql("a", 10, "{3,1,3}", 0, "'{O1,O2}'"));
+  auto claimed = db.exec(after_short_claim_sql("a", 10, "{3,1,3}", 0, "'{O1,O2}'"));
   std::vector<std::string> keys;
   for (int i = 0; i < claimed.rows(); ++i) {
     keys.push_back(claimed.string(i, 4));
@@ -214,7 +215,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_takes_every_due_task_it_may_run) 
   BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(key, ',' ORDER BY key) FROM taskmill.tasks "
                               "WHERE status = 'pending'"),
                     "foreign,future,pinned");
-  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("a", 10, "{3}", 0, "'{O1,O2}'")).rows(), 0);
+  BOOST_CHECK_EQUAL(db.exec(after_short_claim_sql("a", 10, "{3}", 0, "'{O1,O2}'")).rows(), 0);
 }
 
 // With as many tasks due as it has permits, it claims as every claim does:
@@ -225,16 +226,17 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_keeps_the_limits) {
   insert_due(db, "B", 3, 5);
   // More permits than tasks due, so that only the limits keep the claims
   // short: 4 of A run after the first.
-  auto first = count_by_type(db.exec(claim_all_due_sql("n", 20, "{3}", 4)));
+  auto first = count_by_type(db.exec(after_short_claim_sql("n", 20, "{3}", 4)));
   BOOST_CHECK_EQUAL(first["A"], 4);
-  auto second = count_by_type(db.exec(claim_all_due_sql("n", 20, "{3}", 0, "NULL", "{A}", "{4}")));
+  auto second =
+      count_by_type(db.exec(after_short_claim_sql("n", 20, "{3}", 0, "NULL", "{A}", "{4}")));
   BOOST_CHECK_EQUAL(second["A"], 0);
   BOOST_CHECK_EQUAL(second["B"], 5);
   insert_due(db, "C", 3, 2);
   db.exec("INSERT INTO taskmill.nodes (name, incarnation, stopped_at) VALUES ('gone', 'x', now())");
-  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("gone", 10, "{3}")).rows(), 0);
+  BOOST_CHECK_EQUAL(db.exec(after_short_claim_sql("gone", 10, "{3}")).rows(), 0);
   // The last A and both C.
-  BOOST_CHECK_EQUAL(db.exec(claim_all_due_sql("n", 10, "{3}")).rows(), 3);
+  BOOST_CHECK_EQUAL(db.exec(after_short_claim_sql("n", 10, "{3}")).rows(), 3);
 }
 
 BOOST_AUTO_TEST_CASE(the_global_limit_holds_across_claims) {
@@ -403,7 +405,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_beside_a_backlog_of_other_types_r
   db.exec("VACUUM ANALYZE taskmill.tasks");
   for (const std::string types : {"'{MINE,ALSO}'", "'{MINE}'"}) {
     BOOST_TEST_CONTEXT("types " << types) {
-      check_claim_reads_little(db, claim_all_due_sql("a", 20, "{3}", 0, types), 3);
+      check_claim_reads_little(db, after_short_claim_sql("a", 20, "{3}", 0, types), 3);
     }
   }
 }
@@ -606,14 +608,16 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
                               std::vector<int>* per_round_total = nullptr,
                               std::vector<std::array<int, 5>>* per_round = nullptr, int global = 0,
                               const std::string& capped = "{}", const std::string& caps = "{}",
-                              const std::string& function = "claim_by_turns") {
+                              bool after_short_claim = false) {
   std::array<int, 5> total{};
   for (int r = 0; r < rounds; ++r) {
     auto turns = shares.turns(n);
     auto t = taskmill::db::number_array_literal(turns, [](int level) { return level; });
-    auto res = db.exec("SELECT id, type, priority, attempt, turns_taken FROM taskmill." + function +
-                       "('fair', " + std::to_string(n) + ", '" + t + "', '" + capped + "', '" +
-                       caps + "', " + std::to_string(global) + ", NULL, NULL, NULL)");
+    auto res = db.exec(
+        "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
+        std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
+        std::to_string(global) + ", NULL, NULL, NULL, " + (after_short_claim ? "true" : "false") +
+        ")");
     int taken = 0;
     for (int i = 0; i < res.rows(); ++i) taken = std::max(taken, res.int32(i, 4));
     fair_shares::counts got{};
@@ -665,17 +669,18 @@ BOOST_AUTO_TEST_CASE(every_level_with_work_gets_its_weighted_share) {
 // once only when fewer are due than they have permits for (in claim order,
 // priority 5 would get none here).
 BOOST_AUTO_TEST_CASE(levels_without_work_lend_their_share) {
-  for (const std::string function : {"claim_by_turns", "claim_all_due"}) {
-    BOOST_TEST_CONTEXT(function) {
-      task_database db{"fairtwo_" + function};
+  for (bool after_short_claim : {false, true}) {
+    BOOST_TEST_CONTEXT("after a short claim: " << after_short_claim) {
+      task_database db{after_short_claim ? "fairtwoaftershort" : "fairtwo"};
       constexpr int rounds = 30;
       constexpr int n = 34;
       insert_due(db, "F", 1, rounds * n);
       insert_due(db, "F", 5, rounds * n);
       fair_shares shares{{16, 8, 4, 2, 1}};
       std::vector<int> per_round;
-      auto total = run_rounds(db, shares, rounds, n, &per_round, nullptr, 0, "{}", "{}", function);
-      check_split_16_to_1(total, rounds * n, "only levels 1 and 5 with work, " + function);
+      auto total =
+          run_rounds(db, shares, rounds, n, &per_round, nullptr, 0, "{}", "{}", after_short_claim);
+      check_split_16_to_1(total, rounds * n, "only levels 1 and 5 with work");
       for (auto claimed : per_round) BOOST_CHECK_EQUAL(claimed, n);
     }
   }
@@ -889,7 +894,7 @@ BOOST_AUTO_TEST_CASE(claimers_after_short_claims_never_run_a_task_twice) {
       [](int w, std::mt19937& rng) {
         auto node = "w" + std::to_string(w);
         if (rng() % 4 == 0) return claim_sql(node, 1 + rng() % 40);
-        return claim_all_due_sql(node, 1 + rng() % 60, "{1,2,3,4,5}");
+        return after_short_claim_sql(node, 1 + rng() % 60, "{1,2,3,4,5}");
       },
       finish_a_third_retried(record, stale));
   check_every_task_ran_once_an_attempt(db, record, stale, tasks);

@@ -288,7 +288,7 @@ BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
   BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
   BOOST_CHECK_EQUAL(rec->outcomes.front().task_id(), 7);
   // The first claim found nothing: the one after it may take all that is due
-  // at once (taskmill.claim_all_due).
+  // at once.
   BOOST_CHECK(!rec->claims[0].after_short_claim());
   BOOST_CHECK(rec->claims[1].after_short_claim());
 }
