@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE executors
 #include <boost/test/unit_test.hpp>
 
+#include "actors/http/http_client.hpp"
 #include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
@@ -16,8 +17,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <condition_variable>
 #include <deque>
+#include <future>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -371,6 +379,188 @@ BOOST_AUTO_TEST_CASE(tasks_of_an_executor_that_goes_away_are_retried) {
   db.exec("UPDATE taskmill.tasks SET execute_at = now() WHERE key = 'x'");
   std::this_thread::sleep_for(500ms);
   BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'x'"), "failed");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// -- the HTTP client's pooled connections ------------------------------------------
+
+namespace {
+
+/// A bare HTTP/1.1 server on loopback, one connection at a time: it answers
+/// every request 200 with "{}" and keeps the connection, or closes it after
+/// each answer without saying so (as a server that times idle connections
+/// out does), and stops reading while told to hold.
+class bare_server {
+ public:
+  explicit bare_server(bool close_after_answer) : close_after_answer_(close_after_answer) {
+    listener_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    BOOST_REQUIRE(::bind(listener_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    BOOST_REQUIRE(::listen(listener_, 8) == 0);
+    socklen_t len = sizeof addr;
+    ::getsockname(listener_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+    thread_ = std::thread{[this] { serve(); }};
+  }
+
+  ~bare_server() {
+    release();
+    stopping_ = true;
+    ::shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    ::close(listener_);
+  }
+
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/run"; }
+  int connections() const { return connections_; }
+
+  std::vector<size_t> body_sizes() {
+    std::lock_guard<std::mutex> lock{guard_};
+    return body_sizes_;
+  }
+
+  void hold() {
+    std::lock_guard<std::mutex> lock{guard_};
+    held_ = true;
+  }
+
+  void release() {
+    {
+      std::lock_guard<std::mutex> lock{guard_};
+      held_ = false;
+    }
+    released_.notify_all();
+  }
+
+ private:
+  void serve() {
+    while (!stopping_) {
+      int conn = ::accept(listener_, nullptr, nullptr);
+      if (conn < 0) return;
+      ++connections_;
+      while (answer_one(conn) && !close_after_answer_) {
+      }
+      ::close(conn);
+    }
+  }
+
+  /// Reads one request and answers it; false once the client is gone.
+  bool answer_one(int conn) {
+    std::string in;
+    size_t header_end;
+    while ((header_end = in.find("\r\n\r\n")) == std::string::npos)
+      if (!read_more(conn, in)) return false;
+    auto at = in.find("Content-Length: ");
+    if (at == std::string::npos || at > header_end) return false;
+    size_t length = std::stoul(in.substr(at + 16));
+    while (in.size() < header_end + 4 + length)
+      if (!read_more(conn, in)) return false;
+    {
+      std::lock_guard<std::mutex> lock{guard_};
+      body_sizes_.push_back(length);
+    }
+    std::string answer = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n{}";
+    return ::send(conn, answer.data(), answer.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(answer.size());
+  }
+
+  bool read_more(int conn, std::string& in) {
+    {
+      std::unique_lock<std::mutex> lock{guard_};
+      released_.wait(lock, [&] { return !held_; });
+    }
+    char buf[65536];
+    auto n = ::recv(conn, buf, sizeof buf, 0);
+    if (n <= 0) return false;
+    in.append(buf, static_cast<size_t>(n));
+    return true;
+  }
+
+  bool close_after_answer_;
+  int listener_ = -1;
+  int port_ = 0;
+  std::atomic<bool> stopping_{false};
+  std::atomic<int> connections_{0};
+  std::mutex guard_;
+  std::condition_variable released_;
+  bool held_ = false;
+  std::vector<size_t> body_sizes_;
+  std::thread thread_;
+};
+
+/// Posts `body` and waits for the answer.
+http_answer post_and_wait(http_client& client, const std::string& url, std::string body) {
+  std::promise<http_answer> answered;
+  auto answer = answered.get_future();
+  http_call call;
+  call.url = url;
+  call.body = std::move(body);
+  client.post(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
+  BOOST_REQUIRE(answer.wait_for(10s) == std::future_status::ready);
+  return answer.get();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(http_client_pool)
+
+BOOST_AUTO_TEST_CASE(one_kept_connection_carries_one_call_after_another) {
+  bare_server server{false};
+  http_client client;
+  for (int i = 0; i < 20; ++i) {
+    auto answer = post_and_wait(client, server.url(), std::string(static_cast<size_t>(i), 'x'));
+    BOOST_CHECK_EQUAL(answer.status, 200);
+    BOOST_CHECK_EQUAL(answer.body, "{}");
+  }
+  BOOST_CHECK_EQUAL(server.connections(), 1);
+  auto sizes = server.body_sizes();
+  BOOST_REQUIRE_EQUAL(sizes.size(), 20u);
+  for (size_t i = 0; i < sizes.size(); ++i) BOOST_CHECK_EQUAL(sizes[i], i);
+}
+
+BOOST_AUTO_TEST_CASE(a_kept_connection_the_server_closed_is_replaced_by_a_new_one) {
+  bare_server server{true};
+  http_client client;
+  for (int i = 0; i < 5; ++i) {
+    // The server's close reaches the client's pool before the next call.
+    std::this_thread::sleep_for(50ms);
+    auto answer = post_and_wait(client, server.url(), "{}");
+    BOOST_CHECK_EQUAL(answer.status, 200);
+    BOOST_CHECK_EQUAL(answer.error, "");
+  }
+  BOOST_CHECK_EQUAL(server.connections(), 5);
+  BOOST_CHECK_EQUAL(server.body_sizes().size(), 5u);
+}
+
+BOOST_AUTO_TEST_CASE(a_call_larger_than_the_socket_takes_does_not_hold_up_its_caller) {
+  bare_server server{false};
+  http_client client;
+  BOOST_REQUIRE_EQUAL(post_and_wait(client, server.url(), "{}").status, 200);
+  // The server reads nothing more until the caller is back: a caller that
+  // waited for the whole request to go out would wait for ever.
+  server.hold();
+  constexpr size_t large = 64 << 20;
+  std::promise<http_answer> answered;
+  auto answer = answered.get_future();
+  http_call call;
+  call.url = server.url();
+  call.body = std::string(large, 'x');
+  call.timeout = 30s;
+  auto posted = std::async(std::launch::async, [&] {
+    client.post(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
+  });
+  bool back = posted.wait_for(5s) == std::future_status::ready;
+  server.release();
+  BOOST_CHECK_MESSAGE(back, "the caller waited for the request to be sent");
+  BOOST_REQUIRE(answer.wait_for(30s) == std::future_status::ready);
+  BOOST_CHECK_EQUAL(answer.get().status, 200);
+  BOOST_CHECK_EQUAL(server.connections(), 1);
+  auto sizes = server.body_sizes();
+  BOOST_REQUIRE_EQUAL(sizes.size(), 2u);
+  BOOST_CHECK_EQUAL(sizes[1], large);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -7,7 +7,9 @@
 #include <boost/beast/http.hpp>
 
 #include <map>
+#include <mutex>
 #include <optional>
+#include <sstream>
 #include <thread>
 
 namespace taskmill {
@@ -63,11 +65,13 @@ struct http_client::impl {
   net::io_context ioc{1};
   net::executor_work_guard<net::io_context::executor_type> work{ioc.get_executor()};
   tcp::resolver resolver{ioc};
-  // Touched only on the I/O thread.
+  // Taken by callers, given back on the I/O thread.
+  std::mutex idle_guard;
   std::map<std::string, std::vector<idle_connection>> idle;
   std::thread thread;
 
   std::unique_ptr<beast::tcp_stream> take_idle(const std::string& key) {
+    std::lock_guard<std::mutex> lock{idle_guard};
     auto& pool = idle[key];
     while (!pool.empty()) {
       auto conn = std::move(pool.back());
@@ -78,6 +82,7 @@ struct http_client::impl {
   }
 
   void give_back(const std::string& key, std::unique_ptr<beast::tcp_stream> stream) {
+    std::lock_guard<std::mutex> lock{idle_guard};
     auto& pool = idle[key];
     if (pool.size() < max_idle_per_host) pool.push_back({std::move(stream), steady::now()});
   }
@@ -95,21 +100,38 @@ class exchange : public std::enable_shared_from_this<exchange> {
         where_(std::move(where)),
         done_(std::move(done)),
         deadline_(steady::now() + call_.timeout) {
-    request_.method(http::verb::post);
-    request_.target(where_.path);
-    request_.version(11);
-    request_.set(http::field::host, where_.host + ":" + where_.port);
-    request_.set(http::field::content_type, "application/json");
-    request_.set(http::field::user_agent, "taskmill");
-    request_.keep_alive(true);
-    for (const auto& [name, value] : call_.headers) request_.set(name, value);
-    request_.body() = call_.body;
-    request_.prepare_payload();
+    http::request<http::string_body> request;
+    request.method(http::verb::post);
+    request.target(where_.path);
+    request.version(11);
+    request.set(http::field::host, where_.host + ":" + where_.port);
+    request.set(http::field::content_type, "application/json");
+    request.set(http::field::user_agent, "taskmill");
+    request.keep_alive(true);
+    for (const auto& [name, value] : call_.headers) request.set(name, value);
+    request.body() = std::move(call_.body);
+    request.prepare_payload();
+    std::ostringstream wire;
+    wire << request;
+    wire_ = std::move(wire).str();
   }
 
-  void start() {
+  /// On the caller's thread: sends what the socket takes at once on a pooled
+  /// connection, without waiting, so that the executor has the request
+  /// before the I/O thread wakes up to read the answer.
+  void send_on_pooled() {
     stream_ = client_->take_idle(where_.pool_key());
     reused_ = stream_ != nullptr;
+    if (!reused_) return;
+    beast::error_code ec;
+    sent_ = stream_->socket().write_some(net::buffer(wire_), ec);
+    if (ec == net::error::would_block) ec = {};
+    send_error_ = ec;
+  }
+
+  /// On the I/O thread: the rest of the request, then the answer.
+  void start() {
+    if (send_error_) return retry_or_fail(send_error_);
     if (reused_)
       write();
     else
@@ -127,7 +149,12 @@ class exchange : public std::enable_shared_from_this<exchange> {
           self->stream_->async_connect(endpoints,
                                        [self](beast::error_code ec, const tcp::endpoint&) {
                                          if (ec) return self->fail(ec);
-                                         self->stream_->socket().set_option(tcp::no_delay{true});
+                                         auto& socket = self->stream_->socket();
+                                         socket.set_option(tcp::no_delay{true});
+                                         // Pooled, a caller writes to it
+                                         // without waiting.
+                                         socket.non_blocking(true, ec);
+                                         if (ec) return self->fail(ec);
                                          self->write();
                                        });
         });
@@ -135,11 +162,13 @@ class exchange : public std::enable_shared_from_this<exchange> {
 
   void write() {
     stream_->expires_at(deadline_);
-    http::async_write(*stream_, request_,
-                      [self = shared_from_this()](beast::error_code ec, size_t) {
-                        if (ec) return self->retry_or_fail(ec);
-                        self->read();
-                      });
+    if (sent_ == wire_.size()) return read();
+    net::async_write(*stream_, net::buffer(wire_.data() + sent_, wire_.size() - sent_),
+                     [self = shared_from_this()](beast::error_code ec, size_t) {
+                       if (ec) return self->retry_or_fail(ec);
+                       self->sent_ = self->wire_.size();
+                       self->read();
+                     });
   }
 
   void read() {
@@ -159,6 +188,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
                              ec == net::error::connection_reset || ec == net::error::broken_pipe);
     if (!stale) return fail(ec);
     reused_ = false;
+    sent_ = 0;
     buffer_.clear();
     connect();
   }
@@ -200,7 +230,10 @@ class exchange : public std::enable_shared_from_this<exchange> {
   steady::time_point deadline_;
   std::unique_ptr<beast::tcp_stream> stream_;
   bool reused_ = false;
-  http::request<http::string_body> request_;
+  // The request as it goes on the wire, and how much of it went.
+  std::string wire_;
+  size_t sent_ = 0;
+  beast::error_code send_error_;
   beast::flat_buffer buffer_;
   std::optional<http::response_parser<http::string_body>> parser_;
 };
@@ -225,10 +258,10 @@ void http_client::post(http_call call, std::function<void(http_answer)> done) {
     done(std::move(answer));
     return;
   }
-  net::post(impl_->ioc, [client = impl_.get(), call = std::move(call), where = std::move(*where),
-                         done = std::move(done)]() mutable {
-    std::make_shared<exchange>(client, std::move(call), std::move(where), std::move(done))->start();
-  });
+  auto ex =
+      std::make_shared<exchange>(impl_.get(), std::move(call), std::move(*where), std::move(done));
+  ex->send_on_pooled();
+  net::post(impl_->ioc, [ex] { ex->start(); });
 }
 
 }  // namespace taskmill

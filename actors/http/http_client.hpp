@@ -1,7 +1,10 @@
 #pragma once
 
 // An asynchronous HTTP/1.1 client (Boost.Beast) on its own I/O thread, with a
-// pool of keep-alive connections per host. `done` runs on that thread.
+// pool of keep-alive connections per host. On a pooled connection the caller
+// sends what the socket takes at once itself, sparing the request the hop to
+// that thread; the rest, and the answer, are the I/O thread's. `done` runs on
+// that thread.
 
 #include <chrono>
 #include <functional>
