@@ -570,18 +570,22 @@ std::string encode_error(const std::string& code, const std::string& message) {
 }
 
 std::string encode_execution(const pb::Task& t) {
-  return dump(json{
-      {"id", t.id()},
-      {"type", t.type()},
-      {"key", t.key()},
-      {"version", t.version()},
-      {"attempt", t.attempt()},
-      {"payload", raw_or_null(t.payload())},
-      {"batch", text_or_null(t.batch())},
-      {"shard_index", t.shard_total() > 0 ? json(t.shard_index()) : json(nullptr)},
-      {"shard_total", t.shard_total() > 0 ? json(t.shard_total()) : json(nullptr)},
-      {"trace_id", t.trace_id()},
-  });
+  std::string out;
+  {
+    object_writer w{out};
+    w.number("id", t.id());
+    w.text("type", t.type());
+    w.text("key", t.key());
+    w.number("version", t.version());
+    w.number("attempt", t.attempt());
+    w.raw_or_null("payload", t.payload());
+    w.text_or_null("batch", t.batch());
+    bool sharded = t.shard_total() > 0;
+    w.field("shard_index") += sharded ? std::to_string(t.shard_index()) : "null";
+    w.field("shard_total") += sharded ? std::to_string(t.shard_total()) : "null";
+    w.text("trace_id", t.trace_id());
+  }
+  return out;
 }
 
 // -- recurring jobs ---------------------------------------------------------------

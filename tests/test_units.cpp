@@ -16,6 +16,8 @@
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <cmath>
 #include <limits>
 #include <map>
@@ -356,6 +358,35 @@ BOOST_AUTO_TEST_CASE(an_http_call_names_its_attempt_and_carries_the_trace) {
   BOOST_CHECK_EQUAL(headers["Idempotency-Key"], "7-2");
   BOOST_CHECK_EQUAL(headers["traceparent"].substr(0, 36), "00-4bf92f3577b34da6a3ce929d0e0e4736-");
   BOOST_CHECK_EQUAL(headers["traceparent"].size(), 55u);
+}
+
+BOOST_AUTO_TEST_CASE(an_execution_body_carries_the_task_and_its_payload_as_stored) {
+  auto task = task_with(R"({"a": [1, "\u00e9\"x"], "n": null})");
+  task.set_key("k\"1\n");
+  task.set_version(3);
+  task.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");
+  auto body = nlohmann::json::parse(json::encode_execution(task));
+  BOOST_CHECK_EQUAL(body.size(), 10u);
+  BOOST_CHECK_EQUAL(body["id"], 7);
+  BOOST_CHECK_EQUAL(body["type"], "T");
+  BOOST_CHECK_EQUAL(body["key"], "k\"1\n");
+  BOOST_CHECK_EQUAL(body["version"], 3);
+  BOOST_CHECK_EQUAL(body["attempt"], 2);
+  BOOST_CHECK_EQUAL(body["payload"], nlohmann::json::parse(task.payload()));
+  BOOST_CHECK(body["batch"].is_null());
+  BOOST_CHECK(body["shard_index"].is_null());
+  BOOST_CHECK(body["shard_total"].is_null());
+  BOOST_CHECK_EQUAL(body["trace_id"], task.trace_id());
+
+  task.set_payload("");
+  task.set_batch("nightly");
+  task.set_shard_index(0);
+  task.set_shard_total(4);
+  body = nlohmann::json::parse(json::encode_execution(task));
+  BOOST_CHECK(body["payload"].is_null());
+  BOOST_CHECK_EQUAL(body["batch"], "nightly");
+  BOOST_CHECK_EQUAL(body["shard_index"], 0);
+  BOOST_CHECK_EQUAL(body["shard_total"], 4);
 }
 
 BOOST_AUTO_TEST_CASE(builtin_executors_sleep_as_told_and_fail_at_once) {
