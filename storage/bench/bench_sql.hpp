@@ -18,6 +18,11 @@ extern const char* const raw_complete;
 /// $1: a payload. One job, as one autocommit statement: the ceiling of
 /// one-task submits.
 extern const char* const raw_insert_one;
+/// The channel a raw job's insert notifies.
+extern const char* const raw_listen;
+/// $1: a payload. One job and a NOTIFY, as one autocommit statement.
+/// Answers its id.
+extern const char* const raw_insert_one_notify;
 /// Answers the number of jobs not succeeded.
 extern const char* const raw_unfinished;
 extern const char* const raw_reset;

@@ -10,6 +10,7 @@
 #include "tools/postgres/embedded_postgres.hpp"
 
 #include <libpq-fe.h>
+#include <poll.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -689,6 +690,80 @@ latency_run inproc_pickup_latency(db::connection& conn, const plan& p, int run_i
   return summary(std::move(ms));
 }
 
+/// The pickup as plain SQL, the floor of the node's: jobs inserted with a
+/// NOTIFY in one autocommit statement each, at the latency rate, and a
+/// second connection that LISTENs and claims the due jobs (SKIP LOCKED) in
+/// one autocommit statement at each notification; each job timed from the
+/// return of its insert to the return of its claim, so over the claim's
+/// durable commit, as a task reaches an HTTP executor only after its claim's.
+/// The claim is prepared and sent in pipeline mode, as the node's are.
+latency_run raw_pickup_latency(const std::string& conninfo, const plan& p) {
+  auto submitter = connect(conninfo);
+  run(submitter, sql::raw_reset);
+  auto claimer = connect(conninfo);
+  run(claimer, sql::raw_listen);
+  static const db::statement claim{"raw_claim", sql::raw_claim};
+  if (auto err = claimer.prepare_and_enter_pipeline({&claim}))
+    throw bench_failure{"raw pickup: " + error_message(err)};
+  std::mutex guard;
+  std::unordered_map<int64_t, steady::time_point> claimed;
+  std::string failure;
+  std::atomic<bool> done{false};
+  std::thread worker{[&] {
+    auto fail = [&](const caf::error& err) {
+      std::lock_guard<std::mutex> lock{guard};
+      failure = error_message(err);
+    };
+    while (!done) {
+      // Notifications that came in with the last claim's answer are read.
+      bool notified = !claimer.take_notifications().empty();
+      if (!notified) {
+        pollfd pfd{claimer.socket(), POLLIN, 0};
+        if (::poll(&pfd, 1, 20) <= 0) continue;
+        if (auto err = claimer.consume_input()) return fail(err);
+        notified = !claimer.take_notifications().empty();
+      }
+      if (!notified) continue;
+      caf::expected<db::result> res{caf::error{}};
+      claimer.run({db::call{&claim, {std::string{"raw-pickup"}, std::string{"100"}}}},
+                  [&](caf::expected<db::result>&& r) { res = std::move(r); });
+      auto at = steady::now();
+      if (!res) return fail(res.error());
+      std::lock_guard<std::mutex> lock{guard};
+      for (int r = 0; r < res->rows(); ++r) claimed.emplace(res->int64(r, 0), at);
+    }
+  }};
+  std::vector<std::pair<int64_t, steady::time_point>> committed;
+  auto claimed_count = [&] {
+    std::lock_guard<std::mutex> lock{guard};
+    return claimed.size();
+  };
+  try {
+    paced(p, [&](int) {
+      auto id = run(submitter, sql::raw_insert_one_notify, {std::string{"{}"}}).int64(0, 0);
+      committed.emplace_back(id, steady::now());
+    });
+    auto deadline = steady::now() + std::chrono::seconds{30};
+    while (claimed_count() < committed.size() && steady::now() < deadline)
+      sleep_checked(milliseconds{20});
+  } catch (...) {
+    done = true;
+    worker.join();
+    throw;
+  }
+  done = true;
+  worker.join();
+  if (!failure.empty()) throw bench_failure{"raw pickup: " + failure};
+  std::vector<double> ms;
+  for (const auto& [id, at] : committed) {
+    auto it = claimed.find(id);
+    if (it == claimed.end())
+      throw bench_failure{"raw pickup: job " + std::to_string(id) + " not claimed within 30 s"};
+    ms.push_back(std::max(0.0, std::chrono::duration<double, std::milli>(it->second - at).count()));
+  }
+  return summary(std::move(ms));
+}
+
 /// Two nodes that neither LISTEN nor poll more than every 30 s (the bench's
 /// node is stopped meanwhile); only the second runs any type. Tasks are
 /// submitted one per request to the first, at the latency rate, and timed
@@ -893,11 +968,12 @@ int measure(const bench_options& options) {
       e2e_ratio{"ratio"}, p50{"ms"}, p95{"ms"}, p99{"ms"}, latency_max{"ms"},
       backlog_small{"tasks/s"}, backlog_large{"tasks/s"}, backlog_ratio{"ratio"}, rss{"MiB"},
       wake_p50{"ms"}, wake_p99{"ms"}, many_submit{"tasks/s"}, raw_inserts{"rows/s"},
-      many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, drain{"tasks/s"},
-      raw_drain{"tasks/s"}, drain_ratio{"ratio"}, drain_unlimited{"tasks/s"},
-      drain_limited{"tasks/s"}, limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"},
-      limits_beside_ratio{"ratio"}, drain_stranded{"tasks/s"}, stranded_ratio{"ratio"},
-      drain_calendar{"tasks/s"}, calendar_ratio{"ratio"};
+      many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, raw_pickup_p50{"ms"},
+      raw_pickup_p99{"ms"}, http_over_raw{"ratio"}, drain{"tasks/s"}, raw_drain{"tasks/s"},
+      drain_ratio{"ratio"}, drain_unlimited{"tasks/s"}, drain_limited{"tasks/s"},
+      limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"}, limits_beside_ratio{"ratio"},
+      drain_stranded{"tasks/s"}, stranded_ratio{"ratio"}, drain_calendar{"tasks/s"},
+      calendar_ratio{"ratio"};
   auto peak_rss = [&] {
     return std::max(
         {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
@@ -943,6 +1019,11 @@ int measure(const bench_options& options) {
     auto in = inproc_pickup_latency(conn, p, r);
     inproc_p50.runs.push_back(in.p50);
     inproc_p99.runs.push_back(in.p99);
+    runs("pickup latency at " + std::to_string(p.latency_rate) + " jobs/s, plain SQL", r);
+    auto raw_pickup = raw_pickup_latency(database.conninfo(), p);
+    raw_pickup_p50.runs.push_back(raw_pickup.p50);
+    raw_pickup_p99.runs.push_back(raw_pickup.p99);
+    http_over_raw.runs.push_back(l.p50 / raw_pickup.p50);
   }
   for (int r = 0; r < p.runs; ++r) {
     runs("wake-up over CAF, two more nodes, at " + std::to_string(p.latency_rate) + " tasks/s", r);
@@ -1009,6 +1090,9 @@ int measure(const bench_options& options) {
       {"pickup latency max (HTTP executor)", latency_max},
       {"pickup latency p50 (in-process, to claim)", inproc_p50},
       {"pickup latency p99 (in-process, to claim)", inproc_p99},
+      {"raw pickup p50 (plain SQL, insert to claimed)", raw_pickup_p50},
+      {"raw pickup p99", raw_pickup_p99},
+      {"HTTP pickup p50 / raw pickup p50", http_over_raw},
       {"wake-up over CAF p50 (submit on A, start on B)", wake_p50},
       {"wake-up over CAF p99", wake_p99},
       {"backlog " + k(p.backlog_small) + ": first " + k(p.backlog_window) + " tasks",
