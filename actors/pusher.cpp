@@ -11,6 +11,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <memory>
+#include <optional>
 
 namespace taskmill {
 
@@ -67,20 +69,32 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
             std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
 }
 
+/// A claim with the next due time asked for beside it: whichever answer
+/// comes second may end the round.
+struct claim_and_next_due {
+  std::optional<bool> claim_short;
+  std::optional<std::chrono::milliseconds> next_due;
+};
+
 /// A claim that took fewer tasks than it had permits for found all it could:
 /// the round ends once the time of the next due task is known. It is asked
-/// only then, after the claim's tasks went on their way; a full claim is
-/// followed by another at once.
-void ask_next_due(self_ptr self, const pb::ClaimRequest& req) {
+/// after such a claim's answer, or, for `beside` a claim, with it.
+void ask_next_due(self_ptr self, const pb::ClaimRequest& req,
+                  std::shared_ptr<claim_and_next_due> beside = nullptr) {
+  auto answered = [self, beside](std::chrono::milliseconds next) {
+    if (!beside) return wait_for_work(self, next);
+    beside->next_due = next;
+    if (beside->claim_short.value_or(false)) wait_for_work(self, next);
+  };
   self->request(self->state.options.storage, local_request_timeout, next_due_atom_v, req)
       .then(
-          [self](int64_t next_due_in_ms) {
-            wait_for_work(self, next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
-                                                    : self->state.options.poll_interval);
+          [self, answered](int64_t next_due_in_ms) {
+            answered(next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
+                                         : self->state.options.poll_interval);
           },
-          [self](const caf::error& err) {
+          [self, answered](const caf::error& err) {
             spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
-            wait_for_work(self, self->state.options.poll_interval);
+            answered(self->state.options.poll_interval);
           });
 }
 
@@ -93,7 +107,8 @@ pb::PermitUse held_by(const pb::ClaimGrant& grant) {
   return use;
 }
 
-void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed) {
+void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
+                const std::shared_ptr<claim_and_next_due>& beside) {
   auto& st = self->state;
   --st.rounds;
   if (st.storage_failing) {
@@ -118,12 +133,17 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     list.mutable_tasks()->Swap(claimed.mutable_tasks());
     self->send(st.options.dispatcher, dispatch_atom_v, std::move(list));
   }
+  if (beside) beside->claim_short = !full;
   if (full)
     claim_rounds(self);
   else if (st.wake_pending)
     claim_round(self);
-  else if (st.rounds == 0)
+  else if (st.rounds > 0)
+    return;
+  else if (!beside)
     ask_next_due(self, req);
+  else if (beside->next_due)
+    wait_for_work(self, *beside->next_due);
 }
 
 void claim_with(self_ptr self, pb::ClaimGrant grant) {
@@ -141,8 +161,14 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   req->set_after_short_claim(st.last_claim_short);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
+  // A claim after a short one likely comes back short too: the next due
+  // time is asked for with it and read in the same round trip, instead of
+  // asked once the claim is answered, when the dispatcher waited for that
+  // ask to go out before it could start the claim's tasks.
+  auto beside = req->after_short_claim() ? std::make_shared<claim_and_next_due>() : nullptr;
   self->request(st.options.storage, local_request_timeout, claim_atom_v, *req)
-      .then([self, req](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed); },
+      .then([self, req,
+             beside](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed, beside); },
             [self, req](const caf::error& err) {
               auto& st = self->state;
               self->send(st.options.limiter, settle_atom_v, held_by(req->grant()));
@@ -154,6 +180,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
               st.wake_pending = false;
               arm_timer(self, st.options.poll_interval);
             });
+  if (beside) ask_next_due(self, *req, beside);
 }
 
 void claim_round(self_ptr self) {

@@ -33,6 +33,8 @@ struct recorder {
   std::deque<pb::Task> due;
   std::vector<pb::ClaimRequest> claims;
   int next_due_asks = 0;
+  // What the next due time asks are answered (-1: none due).
+  int64_t next_due_in_ms = -1;
   std::vector<pb::TaskOutcome> outcomes;
   // While set, claims wait to be answered, in order, by answer_claim: they
   // are under way, as on a busy connection.
@@ -71,7 +73,7 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
       },
       [rec](next_due_atom, const pb::ClaimRequest&) {
         ++rec->next_due_asks;
-        return int64_t{-1};
+        return rec->next_due_in_ms;
       },
   };
 }
@@ -291,6 +293,34 @@ BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
   // at once.
   BOOST_CHECK(!rec->claims[0].after_short_claim());
   BOOST_CHECK(rec->claims[1].after_short_claim());
+}
+
+// A claim after a short one asks for the next due time with it, so that the
+// storage reads both in one round trip; the round ends on whichever answer
+// comes second (the storage answers in order, but a claim it tries again
+// after a deadlock comes after).
+BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_asks_for_the_next_due_time_beside_it) {
+  start(100, 10);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  rec->next_due_in_ms = 250;
+  rec->hold_claims = true;
+  rec->due.push_back(noop_task(7, 3));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+  BOOST_CHECK(rec->claims[1].after_short_claim());
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
+  // The claim, answered after the next due time, comes back short.
+  BOOST_REQUIRE(answer_claim());
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
+  // The round waits for the next task to come due, then claims again.
+  sched.advance_time(250ms);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), 3u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
