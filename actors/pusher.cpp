@@ -98,6 +98,12 @@ void ask_next_due(self_ptr self, const pb::ClaimRequest& req,
           });
 }
 
+/// Claims under a running limit or on executors of limited capacity come back
+/// short for want of room, with more due (see taskmill.claim_by_turns).
+bool limits_apply(const pb::ClaimGrant& grant) {
+  return grant.global_limit() > 0 || grant.type_limits_size() > 0 || grant.executor_room_size() > 0;
+}
+
 /// What a grant holds at the limiter (its permits, its executor places), to
 /// be settled with what its claim took.
 pb::PermitUse held_by(const pb::ClaimGrant& grant) {
@@ -161,11 +167,15 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   req->set_after_short_claim(st.last_claim_short);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
-  // A claim after a short one likely comes back short too: the next due
-  // time is asked for with it and read in the same round trip, instead of
-  // asked once the claim is answered, when the dispatcher waited for that
-  // ask to go out before it could start the claim's tasks.
-  auto beside = req->after_short_claim() ? std::make_shared<claim_and_next_due>() : nullptr;
+  // Without limits, a claim after a short one (a pickup) likely comes back
+  // short too: the next due time is asked for with it and read in the same
+  // round trip, instead of asked once the claim is answered, when the
+  // dispatcher waited for that ask to go out before it could start the
+  // claim's tasks. Under limits claims come back short with more due; they
+  // ask after their answer, and only when it is short.
+  auto beside = req->after_short_claim() && !limits_apply(req->grant())
+                    ? std::make_shared<claim_and_next_due>()
+                    : nullptr;
   self->request(st.options.storage, local_request_timeout, claim_atom_v, *req)
       .then([self, req,
              beside](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed, beside); },

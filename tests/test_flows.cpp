@@ -118,9 +118,10 @@ struct flow_fixture {
   }
 
   /// Starts the three actors; `node_limit` permits in all.
-  void start(int64_t node_limit, int32_t batch_size) {
+  void start(int64_t node_limit, int32_t batch_size, int32_t global_limit = 0) {
     limiter_options lo;
     lo.node_limit = node_limit;
+    lo.global_limit = global_limit;
     lo.any_type = true;
     limiter = spawn_limiter(sys, lo);
     claims = caf::actor_cast<caf::actor>(sys.spawn(claim_stand_in, rec));
@@ -321,6 +322,31 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_asks_for_the_next_due_time_beside
   sched.run();
   BOOST_CHECK_EQUAL(rec->claims.size(), 3u);
   BOOST_CHECK_EQUAL(in_flight(), 0);
+}
+
+// Under limits claims come back short with more due: a claim after a short
+// one asks for the next due time after its answer, and only when it comes
+// back short, so that a drain under limits reads it no more often than
+// before.
+BOOST_AUTO_TEST_CASE(under_limits_a_claim_after_a_short_one_asks_for_the_next_due_time_after_it) {
+  start(100, 10, 50);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  rec->hold_claims = true;
+  for (int i = 1; i <= 10; ++i) rec->due.push_back(noop_task(i, 3));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+  BOOST_CHECK(rec->claims[1].after_short_claim());
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  // Full: claims follow at once, with no next due time read.
+  BOOST_REQUIRE(answer_claim());
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  while (answer_claim()) {
+  }
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 10u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
