@@ -42,11 +42,11 @@ SELECT count(*) FROM done
 
 const char* const raw_insert_one = "INSERT INTO bench_raw.jobs (payload) VALUES ($1::jsonb)";
 
-const char* const raw_listen = "LISTEN bench_raw_jobs";
+const char* const raw_channel = "bench_raw_jobs";
 
 const char* const raw_insert_one_notify = R"sql(
 WITH job AS (INSERT INTO bench_raw.jobs (payload) VALUES ($1::jsonb) RETURNING id)
-SELECT id, pg_notify('bench_raw_jobs', '') FROM job
+SELECT id, pg_notify($2, '') FROM job
 )sql";
 
 const char* const raw_unfinished =

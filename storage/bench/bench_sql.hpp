@@ -18,10 +18,10 @@ extern const char* const raw_complete;
 /// $1: a payload. One job, as one autocommit statement: the ceiling of
 /// one-task submits.
 extern const char* const raw_insert_one;
-/// The channel a raw job's insert notifies.
-extern const char* const raw_listen;
-/// $1: a payload. One job and a NOTIFY, as one autocommit statement.
-/// Answers its id.
+/// The channel raw jobs' inserts notify.
+extern const char* const raw_channel;
+/// $1: a payload, $2: the channel. One job and a NOTIFY, as one autocommit
+/// statement. Answers its id.
 extern const char* const raw_insert_one_notify;
 /// Answers the number of jobs not succeeded.
 extern const char* const raw_unfinished;

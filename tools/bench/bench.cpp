@@ -3,6 +3,7 @@
 #include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
 #include "storage/bench/bench_sql.hpp"
+#include "storage/listener.hpp"
 #include "storage/pg.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
@@ -10,7 +11,6 @@
 #include "tools/postgres/embedded_postgres.hpp"
 
 #include <libpq-fe.h>
-#include <poll.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
@@ -692,8 +692,8 @@ latency_run inproc_pickup_latency(db::connection& conn, const plan& p, int run_i
 
 /// The pickup as plain SQL, the floor of the node's: jobs inserted with a
 /// NOTIFY in one autocommit statement each, at the latency rate, and a
-/// second connection that LISTENs and claims the due jobs (SKIP LOCKED) in
-/// one autocommit statement at each notification; each job timed from the
+/// listener (the node's own) that claims the due jobs (SKIP LOCKED) on a
+/// second connection at each burst of notifications; each job timed from the
 /// return of its insert to the return of its claim, so over the claim's
 /// durable commit, as a task reaches an HTTP executor only after its claim's.
 /// The claim is prepared and sent in pipeline mode, as the node's are.
@@ -701,58 +701,50 @@ latency_run raw_pickup_latency(const std::string& conninfo, const plan& p) {
   auto submitter = connect(conninfo);
   run(submitter, sql::raw_reset);
   auto claimer = connect(conninfo);
-  run(claimer, sql::raw_listen);
   static const db::statement claim{"raw_claim", sql::raw_claim};
   if (auto err = claimer.prepare_and_enter_pipeline({&claim}))
     throw bench_failure{"raw pickup: " + error_message(err)};
   std::mutex guard;
   std::unordered_map<int64_t, steady::time_point> claimed;
   std::string failure;
-  std::atomic<bool> done{false};
-  std::thread worker{[&] {
-    auto fail = [&](const caf::error& err) {
-      std::lock_guard<std::mutex> lock{guard};
-      failure = error_message(err);
-    };
-    while (!done) {
-      // Notifications that came in with the last claim's answer are read.
-      bool notified = !claimer.take_notifications().empty();
-      if (!notified) {
-        pollfd pfd{claimer.socket(), POLLIN, 0};
-        if (::poll(&pfd, 1, 20) <= 0) continue;
-        if (auto err = claimer.consume_input()) return fail(err);
-        notified = !claimer.take_notifications().empty();
-      }
-      if (!notified) continue;
-      caf::expected<db::result> res{caf::error{}};
-      claimer.run({db::call{&claim, {std::string{"raw-pickup"}, std::string{"100"}}}},
-                  [&](caf::expected<db::result>&& r) { res = std::move(r); });
-      auto at = steady::now();
-      if (!res) return fail(res.error());
-      std::lock_guard<std::mutex> lock{guard};
-      for (int r = 0; r < res->rows(); ++r) claimed.emplace(res->int64(r, 0), at);
-    }
-  }};
-  std::vector<std::pair<int64_t, steady::time_point>> committed;
-  auto claimed_count = [&] {
+  bool listening = false;
+  // On the listener's thread, also once it listens.
+  auto claim_due = [&] {
+    caf::expected<db::result> res{caf::error{}};
+    claimer.run({db::call{&claim, {std::string{"raw-pickup"}, std::string{"100"}}}},
+                [&](caf::expected<db::result>&& r) { res = std::move(r); });
+    auto at = steady::now();
     std::lock_guard<std::mutex> lock{guard};
-    return claimed.size();
+    listening = true;
+    if (!res) {
+      failure = error_message(res.error());
+      return;
+    }
+    for (int r = 0; r < res->rows(); ++r) claimed.emplace(res->int64(r, 0), at);
   };
-  try {
+  auto locked = [&](auto read) {
+    std::lock_guard<std::mutex> lock{guard};
+    return read();
+  };
+  std::vector<std::pair<int64_t, steady::time_point>> committed;
+  {
+    db::notification_listener listener{conninfo, sql::raw_channel, claim_due,
+                                       std::chrono::milliseconds{100}, std::chrono::seconds{1}};
+    auto deadline = steady::now() + std::chrono::seconds{10};
+    while (!locked([&] { return listening; }) && steady::now() < deadline)
+      sleep_checked(milliseconds{5});
+    if (!locked([&] { return listening; }))
+      throw bench_failure{"raw pickup: no LISTEN within 10 s"};
     paced(p, [&](int) {
-      auto id = run(submitter, sql::raw_insert_one_notify, {std::string{"{}"}}).int64(0, 0);
+      auto id = run(submitter, sql::raw_insert_one_notify,
+                    {std::string{"{}"}, std::string{sql::raw_channel}})
+                    .int64(0, 0);
       committed.emplace_back(id, steady::now());
     });
-    auto deadline = steady::now() + std::chrono::seconds{30};
-    while (claimed_count() < committed.size() && steady::now() < deadline)
+    deadline = steady::now() + std::chrono::seconds{30};
+    while (locked([&] { return claimed.size(); }) < committed.size() && steady::now() < deadline)
       sleep_checked(milliseconds{20});
-  } catch (...) {
-    done = true;
-    worker.join();
-    throw;
   }
-  done = true;
-  worker.join();
   if (!failure.empty()) throw bench_failure{"raw pickup: " + failure};
   std::vector<double> ms;
   for (const auto& [id, at] : committed) {
