@@ -72,7 +72,7 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
 /// A claim with the next due time asked for beside it: whichever answer
 /// comes second may end the round.
 struct claim_and_next_due {
-  std::optional<bool> claim_short;
+  bool claim_short = false;  // once the claim came back short
   std::optional<std::chrono::milliseconds> next_due;
 };
 
@@ -84,7 +84,7 @@ void ask_next_due(self_ptr self, const pb::ClaimRequest& req,
   auto answered = [self, beside](std::chrono::milliseconds next) {
     if (!beside) return wait_for_work(self, next);
     beside->next_due = next;
-    if (beside->claim_short.value_or(false)) wait_for_work(self, next);
+    if (beside->claim_short) wait_for_work(self, next);
   };
   self->request(self->state.options.storage, local_request_timeout, next_due_atom_v, req)
       .then(

@@ -159,6 +159,22 @@ struct flow_fixture {
     return std::move(**out);
   }
 
+  /// Runs the first round, which finds nothing due, then lets `tasks` come
+  /// due and holds the claim a wake-up sends for them: a claim after a short
+  /// one. Asks for the next due time are answered `next_due_in_ms` from then.
+  void hold_a_claim_after_a_short_one(int tasks, int64_t next_due_in_ms) {
+    sched.run();
+    BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+    BOOST_REQUIRE_EQUAL(rec->next_due_asks, 1);
+    rec->next_due_in_ms = next_due_in_ms;
+    rec->hold_claims = true;
+    for (int i = 1; i <= tasks; ++i) rec->due.push_back(noop_task(i, 3));
+    caf::anon_send(pusher, wake_atom_v);
+    sched.run();
+    BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+    BOOST_REQUIRE(rec->claims[1].after_short_claim());
+  }
+
   /// Answers the oldest claim under way from the due tasks; false if none is.
   bool answer_claim() {
     if (rec->held.empty()) return false;
@@ -302,16 +318,7 @@ BOOST_AUTO_TEST_CASE(a_wake_up_claims_work_that_arrived_later) {
 // after a deadlock comes after).
 BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_asks_for_the_next_due_time_beside_it) {
   start(100, 10);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
-  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
-  rec->next_due_in_ms = 250;
-  rec->hold_claims = true;
-  rec->due.push_back(noop_task(7, 3));
-  caf::anon_send(pusher, wake_atom_v);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
-  BOOST_CHECK(rec->claims[1].after_short_claim());
+  hold_a_claim_after_a_short_one(1, 250);
   BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
   // The claim, answered after the next due time, comes back short.
   BOOST_REQUIRE(answer_claim());
@@ -330,15 +337,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_asks_for_the_next_due_time_beside
 // before.
 BOOST_AUTO_TEST_CASE(under_limits_a_claim_after_a_short_one_asks_for_the_next_due_time_after_it) {
   start(100, 10, 50);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
-  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
-  rec->hold_claims = true;
-  for (int i = 1; i <= 10; ++i) rec->due.push_back(noop_task(i, 3));
-  caf::anon_send(pusher, wake_atom_v);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
-  BOOST_CHECK(rec->claims[1].after_short_claim());
+  hold_a_claim_after_a_short_one(10, -1);
   BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
   // Full: claims follow at once, with no next due time read.
   BOOST_REQUIRE(answer_claim());
