@@ -541,7 +541,8 @@ $$;
 -- included), it takes every one of them this node may run, and so every
 -- level all it has, which the turns would give it too: one bounded read, a
 -- lock and an update. Any other claim after a short one is taken by the
--- turns (taskmill.claim_by_turns). The probes and passes of a claim by the
+-- turns (taskmill.claim_by_turns); a node sends claims under limits there
+-- itself. The probes and passes of a claim by the
 -- turns made such a claim of one task 0.5-0.65 ms inside PostgreSQL against
 -- 0.32-0.36, each of their statements starting with cold caches after the
 -- pause between pickups. The read takes tasks of any type and stops at
