@@ -99,7 +99,7 @@ void ask_next_due(self_ptr self, const pb::ClaimRequest& req,
 }
 
 /// Claims under a running limit or on executors of limited capacity come back
-/// short for want of room, with more due (see taskmill.claim_after_short).
+/// short for want of room, with more due (see taskmill.claim_by_turns).
 bool limits_apply(const pb::ClaimGrant& grant) {
   return grant.global_limit() > 0 || grant.type_limits_size() > 0 || grant.executor_room_size() > 0;
 }

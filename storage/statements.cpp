@@ -26,22 +26,13 @@ const statement cancel_by_key{
 // its turns the claim went: a claim is the hottest statement there is, and
 // every column sent costs the server its text form (timestamps most, hence
 // the claim's time in microseconds, worked out once for all rows).
-#define TASKMILL_CLAIMED_COLUMNS                                                                  \
-  "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, " \
-  "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "         \
-  "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
-#define TASKMILL_CLAIM_ARGUMENTS                                                            \
-  "($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, $7::text[], $8::text[], " \
-  "$9::int[])"
-
-const statement claim{"claim",
-                      TASKMILL_CLAIMED_COLUMNS "taskmill.claim_by_turns" TASKMILL_CLAIM_ARGUMENTS};
-
-const statement claim_after_short{"claim_after_short", TASKMILL_CLAIMED_COLUMNS
-                                  "taskmill.claim_after_short" TASKMILL_CLAIM_ARGUMENTS};
-
-#undef TASKMILL_CLAIM_ARGUMENTS
-#undef TASKMILL_CLAIMED_COLUMNS
+const statement claim{
+    "claim",
+    "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
+    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
+    "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
+    "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
+    "$7::text[], $8::text[], $9::int[], $10::boolean)"};
 
 const statement next_due{
     "next_due",
@@ -251,7 +242,6 @@ const std::vector<const statement*>& all() {
       &cancel_by_id,
       &cancel_by_key,
       &claim,
-      &claim_after_short,
       &next_due,
       &complete_many,
       &get_task,

@@ -15,7 +15,6 @@ extern const statement reschedule;
 extern const statement cancel_by_id;
 extern const statement cancel_by_key;
 extern const statement claim;
-extern const statement claim_after_short;
 extern const statement next_due;
 extern const statement complete_many;
 extern const statement get_task;

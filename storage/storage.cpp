@@ -578,10 +578,10 @@ db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
   const auto& grant = req.grant();
   auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
   auto [room_types, room] = key_value_arrays(grant.executor_room());
-  return {req.after_short_claim() ? &db::sql::claim_after_short : &db::sql::claim,
+  return {&db::sql::claim,
           {req.node(), std::to_string(grant.permits()), int_array(req.turns()),
            std::move(capped_types), std::move(capped_limits), std::to_string(grant.global_limit()),
-           types, std::move(room_types), std::move(room)}};
+           types, std::move(room_types), std::move(room), req.after_short_claim() ? "t" : "f"}};
 }
 
 // -- requests -----------------------------------------------------------------

@@ -38,9 +38,9 @@ std::string after_short_claim_sql(const std::string& node, int limit, const std:
                                   int global = 0, const std::string& types = "NULL",
                                   const std::string& capped = "{}",
                                   const std::string& caps = "{}") {
-  return "SELECT id, type, priority, attempt, key, turns_taken FROM taskmill.claim_after_short('" +
+  return "SELECT id, type, priority, attempt, key, turns_taken FROM taskmill.claim_by_turns('" +
          node + "', " + std::to_string(limit) + ", '" + turns + "', '" + capped + "', '" + caps +
-         "', " + std::to_string(global) + ", " + types + ", NULL, NULL)";
+         "', " + std::to_string(global) + ", " + types + ", NULL, NULL, true)";
 }
 
 void insert_due(const task_database& db, const std::string& type, int priority, int count,
@@ -216,29 +216,6 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_short_one_takes_every_due_task_it_may_run) 
                               "WHERE status = 'pending'"),
                     "foreign,future,pinned");
   BOOST_CHECK_EQUAL(db.exec(after_short_claim_sql("a", 10, "{3}", 0, "'{O1,O2}'")).rows(), 0);
-}
-
-// Nodes of the previous release flag a claim after a short one in the claim
-// by the turns, which hands it on.
-BOOST_AUTO_TEST_CASE(a_flagged_claim_by_the_turns_is_a_claim_after_a_short_one) {
-  task_database db{"allflagged"};
-  insert_due(db, "F", 1, 3);
-  insert_due(db, "F", 5, 3);
-  auto claimed_after_short = [&](const std::string& flag) {
-    auto calls = db.scalar(
-        "BEGIN; SET LOCAL track_functions = 'pl'; SELECT count(*) FROM "
-        "taskmill.claim_by_turns('a', 10, '{1}', '{}', '{}', 0, NULL, NULL, NULL, " +
-        flag +
-        "); SELECT count(*) FROM pg_stat_xact_user_functions "
-        "WHERE funcname = 'claim_after_short'");
-    db.exec("COMMIT");
-    return calls;
-  };
-  BOOST_CHECK_EQUAL(claimed_after_short("false"), "0");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"), "6");
-  db.exec("UPDATE taskmill.tasks SET status = 'pending'");
-  BOOST_CHECK_EQUAL(claimed_after_short("true"), "1");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"), "6");
 }
 
 // With as many tasks due as it has permits, it claims as every claim does:
@@ -636,11 +613,11 @@ std::array<int, 5> run_rounds(const task_database& db, fair_shares& shares, int 
   for (int r = 0; r < rounds; ++r) {
     auto turns = shares.turns(n);
     auto t = taskmill::db::number_array_literal(turns, [](int level) { return level; });
-    auto res =
-        db.exec(std::string{"SELECT id, type, priority, attempt, turns_taken FROM taskmill."} +
-                (after_short_claim ? "claim_after_short" : "claim_by_turns") + "('fair', " +
-                std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
-                std::to_string(global) + ", NULL, NULL, NULL)");
+    auto res = db.exec(
+        "SELECT id, type, priority, attempt, turns_taken FROM taskmill.claim_by_turns('fair', " +
+        std::to_string(n) + ", '" + t + "', '" + capped + "', '" + caps + "', " +
+        std::to_string(global) + ", NULL, NULL, NULL, " + (after_short_claim ? "true" : "false") +
+        ")");
     int taken = 0;
     for (int i = 0; i < res.rows(); ++i) taken = std::max(taken, res.int32(i, 4));
     fair_shares::counts got{};

@@ -339,7 +339,7 @@ BOOST_AUTO_TEST_CASE(a_claim_under_way_when_a_node_stops_is_handed_back) {
   BOOST_REQUIRE(test::eventually([&] {
     return count(db,
                  "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
-                 "AND query LIKE '%FROM taskmill.claim%'") == 1;
+                 "AND query LIKE '%claim_by_turns%'") == 1;
   }));
   std::thread release([&] {
     std::this_thread::sleep_for(500ms);

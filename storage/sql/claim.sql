@@ -243,6 +243,20 @@ $$;
 -- this node can run (NULL: any); p_local_types the types it runs on
 -- executors of limited capacity, with the room p_local_room they have left.
 --
+-- A claim after one that took fewer tasks than it had permits for
+-- (p_after_short_claim) is likely a pickup, with little due. When no running
+-- limit or executor capacity applies and fewer than p_limit tasks of any
+-- type are due (pinned ones included), it takes every one of them this node
+-- may run, and so every level all it has, which the turns would give it
+-- too: one bounded read, a lock and an update. The probes and passes of any
+-- other claim made such a claim of one task 0.5-0.65 ms inside PostgreSQL against
+-- 0.32-0.36, each of their statements starting with cold caches after the
+-- pause between pickups. The read takes tasks of any type and stops at
+-- p_limit, so that a backlog of types this node does not run costs it that
+-- many entries before the claim goes on as any other, which searches beside
+-- such a backlog; so does one with more due than that, where the turns share
+-- the room.
+--
 -- Each step locks up to v_step due tasks in claim order (priority,
 -- execute_at, id) with SKIP LOCKED, and the steps of a level make them
 -- running in one update, so a task is claimed once across any number of
@@ -265,7 +279,8 @@ $$;
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],
-                                        p_local_types text[], p_local_room integer[])
+                                        p_local_types text[], p_local_room integer[],
+                                        p_after_short_claim boolean DEFAULT false)
 RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
                priority smallint, payload jsonb, attempt integer, retry_count integer,
                max_retries integer, timeout_ms integer, error text, batch text,
@@ -330,6 +345,45 @@ DECLARE
   -- How many tasks a step's search found and locked.
   v_read integer;
 BEGIN
+  IF p_after_short_claim AND p_global_limit <= 0 AND cardinality(v_capped) = 0
+     AND coalesce(cardinality(p_local_types), 0) = 0 THEN
+    SELECT count(*)::integer,
+           coalesce(array_agg(d.id) FILTER (WHERE (p_types IS NULL OR d.type = ANY (p_types))
+                                            AND (d.pinned_node IS NULL
+                                                 OR d.pinned_node = p_node)), '{}')
+      INTO v_read, v_ids
+      FROM (SELECT d.id, d.type, d.pinned_node FROM taskmill.tasks d
+             WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
+               AND d.execute_at <= now()
+             ORDER BY d.priority, d.execute_at, d.id
+             LIMIT p_limit) d;
+    IF v_read < p_limit THEN
+      IF cardinality(v_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
+        RETURN;
+      END IF;
+      -- Read without a lock: those another claim holds are skipped; the rows
+      -- locked are their latest versions, so those taken or moved meanwhile
+      -- are left. They are tested after the lock, so that only the primary
+      -- key can serve it: the plan is kept, and one made on a small table
+      -- read every due task through the claim index.
+      RETURN QUERY
+        WITH locked AS (
+          SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
+           WHERE c.id = ANY (v_ids)
+           FOR UPDATE SKIP LOCKED)
+        UPDATE taskmill.tasks t
+           SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+               heartbeat_at = now(), started_at = now(), updated_at = now()
+          FROM locked
+         WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
+           AND locked.execute_at <= now()
+        RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
+                  t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
+                  t.shard_total, t.trace_id, t.picked_by, t.execute_at,
+                  coalesce(cardinality(p_turns), 0);
+      RETURN;
+    END IF;
+  END IF;
   -- Assigned rather than selected from: a call in FROM cost 2 us more.
   v_probe := taskmill.probe_levels(p_types, p_node);
   v_due := v_probe.due;
@@ -532,120 +586,6 @@ BEGIN
       v_short := v_short || lvl;
     END IF;
   END LOOP;
-END
-$$;
-
--- A claim after one that took fewer tasks than it had permits for is likely
--- a pickup, with little due. When no running limit or executor capacity
--- applies and fewer than p_limit tasks of any type are due (pinned ones
--- included), it takes every one of them this node may run, and so every
--- level all it has, which the turns would give it too: one bounded read, a
--- lock and an update. Any other claim after a short one is taken by the
--- turns (taskmill.claim_by_turns); a node sends claims under limits there
--- itself. The probes and passes of a claim by the
--- turns made such a claim of one task 0.5-0.65 ms inside PostgreSQL against
--- 0.32-0.36, each of their statements starting with cold caches after the
--- pause between pickups. The read takes tasks of any type and stops at
--- p_limit, so that a backlog of types this node does not run costs it that
--- many entries before the claim goes on by the turns, which search beside
--- such a backlog; so does one with more due than that, where the turns share
--- the room.
---
--- It is a function of its own rather than a branch at the start of
--- taskmill.claim_by_turns, so that the claim by the turns needs no flag and
--- this rule reads in one place. By `pgbench` (a task submitted every 5 ms,
--- alternated runs on one server) a claim of one task cost 207 us inside
--- PostgreSQL here against 365 us as that branch; in the node's pickups the
--- difference did not show beside the machine's noise. Its return columns
--- are those of taskmill.claim_by_turns, which it hands the other claims to.
-CREATE FUNCTION taskmill.claim_after_short(p_node text, p_limit integer, p_turns integer[],
-                                           p_capped_types text[], p_type_limits integer[],
-                                           p_global_limit integer, p_types text[],
-                                           p_local_types text[], p_local_room integer[])
-RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
-               priority smallint, payload jsonb, attempt integer, retry_count integer,
-               max_retries integer, timeout_ms integer, error text, batch text,
-               shard_index integer, shard_total integer, trace_id text, picked_by text,
-               execute_at timestamptz, turns_taken integer)
-LANGUAGE plpgsql
-SET plan_cache_mode = force_generic_plan
-SET enable_seqscan = off
-SET enable_sort = off
-SET jit = off AS $$
-#variable_conflict use_column
-DECLARE
-  v_read integer;
-  v_ids bigint[];
-BEGIN
-  IF p_global_limit <= 0 AND coalesce(cardinality(p_capped_types), 0) = 0
-     AND coalesce(cardinality(p_local_types), 0) = 0 THEN
-    SELECT count(*)::integer,
-           coalesce(array_agg(d.id) FILTER (WHERE (p_types IS NULL OR d.type = ANY (p_types))
-                                            AND (d.pinned_node IS NULL
-                                                 OR d.pinned_node = p_node)), '{}')
-      INTO v_read, v_ids
-      FROM (SELECT d.id, d.type, d.pinned_node FROM taskmill.tasks d
-             WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
-               AND d.execute_at <= now()
-             ORDER BY d.priority, d.execute_at, d.id
-             LIMIT p_limit) d;
-    IF v_read < p_limit THEN
-      IF cardinality(v_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
-        RETURN;
-      END IF;
-      -- Read without a lock: those another claim holds are skipped; the rows
-      -- locked are their latest versions, so those taken or moved meanwhile
-      -- are left. They are tested after the lock, so that only the primary
-      -- key can serve it: the plan is kept, and one made on a small table
-      -- read every due task through the claim index.
-      RETURN QUERY
-        WITH locked AS (
-          SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
-           WHERE c.id = ANY (v_ids)
-           FOR UPDATE SKIP LOCKED)
-        UPDATE taskmill.tasks t
-           SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-               heartbeat_at = now(), started_at = now(), updated_at = now()
-          FROM locked
-         WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
-           AND locked.execute_at <= now()
-        RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
-                  t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
-                  t.shard_total, t.trace_id, t.picked_by, t.execute_at,
-                  coalesce(cardinality(p_turns), 0);
-      RETURN;
-    END IF;
-  END IF;
-  RETURN QUERY SELECT * FROM taskmill.claim_by_turns(p_node, p_limit, p_turns, p_capped_types,
-                                                     p_type_limits, p_global_limit, p_types,
-                                                     p_local_types, p_local_room);
-END
-$$;
-
--- Nodes of the release before this one say whether a claim follows a short
--- one with a flag, until they are restarted on this one.
-CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
-                                        p_capped_types text[], p_type_limits integer[],
-                                        p_global_limit integer, p_types text[],
-                                        p_local_types text[], p_local_room integer[],
-                                        p_after_short_claim boolean)
-RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
-               priority smallint, payload jsonb, attempt integer, retry_count integer,
-               max_retries integer, timeout_ms integer, error text, batch text,
-               shard_index integer, shard_total integer, trace_id text, picked_by text,
-               execute_at timestamptz, turns_taken integer)
-LANGUAGE plpgsql AS $$
-BEGIN
-  IF p_after_short_claim THEN
-    RETURN QUERY SELECT * FROM taskmill.claim_after_short(p_node, p_limit, p_turns,
-                                                          p_capped_types, p_type_limits,
-                                                          p_global_limit, p_types,
-                                                          p_local_types, p_local_room);
-    RETURN;
-  END IF;
-  RETURN QUERY SELECT * FROM taskmill.claim_by_turns(p_node, p_limit, p_turns, p_capped_types,
-                                                     p_type_limits, p_global_limit, p_types,
-                                                     p_local_types, p_local_room);
 END
 $$;
 
