@@ -2,6 +2,8 @@
 
 #include "messages/errors.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include <cstdio>
 #include <functional>
 #include <map>
@@ -33,7 +35,10 @@ caf::expected<std::map<int, std::string>> applied_versions(connection& conn) {
       "  applied_at timestamptz NOT NULL DEFAULT now());"
       "CREATE TABLE IF NOT EXISTS taskmill.schema_definitions ("
       "  checksum text NOT NULL, schema_version integer NOT NULL,"
-      "  applied_at timestamptz NOT NULL DEFAULT now())");
+      "  applied_at timestamptz NOT NULL DEFAULT now());"
+      // Definitions written before generations were counted are generation 0.
+      "ALTER TABLE taskmill.schema_definitions"
+      "  ADD COLUMN IF NOT EXISTS generation integer NOT NULL DEFAULT 0");
   if (!setup) return setup.error();
   auto rows = conn.exec("SELECT version, checksum FROM taskmill.schema_migrations");
   if (!rows) return rows.error();
@@ -127,18 +132,24 @@ BEGIN
 END
 $$)sql";
 
-/// Applies `definitions` unless they are there already, or a node of a newer
-/// schema version wrote its own (during a rolling upgrade, older nodes must
-/// not put their functions back).
+/// Applies `definitions` unless they are there already, or those of a newer
+/// generation are: an older node restarting during a rolling upgrade must
+/// not put its functions back. Within a generation (builds under
+/// development, tests) the last node to start wins.
 caf::error apply_definitions(connection& conn, const std::vector<definitions>& definitions,
-                             int version) {
-  std::string all;
-  for (const auto& d : definitions) all += d.sql;
-  auto wanted = checksum(all.c_str());
-  auto current = conn.exec("SELECT checksum, schema_version FROM taskmill.schema_definitions");
+                             int version, int generation) {
+  auto wanted = definitions_checksum(definitions);
+  auto current = conn.exec("SELECT checksum, generation FROM taskmill.schema_definitions");
   if (!current) return current.error();
-  if (current->rows() == 1 && (current->string(0, 0) == wanted || current->int32(0, 1) > version))
+  if (current->rows() == 1 && current->string(0, 0) == wanted && current->int32(0, 1) >= generation)
     return caf::none;
+  if (current->rows() == 1 && current->int32(0, 1) > generation) {
+    spdlog::warn(
+        "schema: the database holds the definitions of generation {}, newer than this node's "
+        "({}); they stay (a rolling upgrade: this node should be upgraded too)",
+        current->int32(0, 1), generation);
+    return caf::none;
+  }
   return run_in_transaction(conn, "applying the definitions in storage/sql", [&] {
     // Functions may name each other in any order.
     auto r = conn.exec("SET LOCAL check_function_bodies = off");
@@ -153,14 +164,15 @@ caf::error apply_definitions(connection& conn, const std::vector<definitions>& d
     if (r) r = conn.exec("DELETE FROM taskmill.schema_definitions");
     if (r)
       r = conn.exec(
-          "INSERT INTO taskmill.schema_definitions (checksum, schema_version) VALUES ($1, $2)",
-          {wanted, std::to_string(version)});
+          "INSERT INTO taskmill.schema_definitions (checksum, schema_version, generation) "
+          "VALUES ($1, $2, $3)",
+          {wanted, std::to_string(version), std::to_string(generation)});
     return r;
   });
 }
 
 caf::expected<int> apply_locked(connection& conn, const std::vector<migration>& migrations,
-                                const std::vector<definitions>& definitions) {
+                                const std::vector<definitions>& definitions, int generation) {
   auto applied = applied_versions(conn);
   if (!applied) return applied.error();
   if (*applied == pre_baseline_versions() && !migrations.empty())
@@ -182,7 +194,7 @@ caf::expected<int> apply_locked(connection& conn, const std::vector<migration>& 
                                                std::to_string(applied->rbegin()->first) +
                                                ", newer than this taskmill (" +
                                                std::to_string(version) + ")");
-  if (auto err = apply_definitions(conn, definitions, version)) return err;
+  if (auto err = apply_definitions(conn, definitions, version, generation)) return err;
   return version;
 }
 
@@ -192,12 +204,18 @@ std::string migration_checksum(const char* sql) {
   return checksum(sql);
 }
 
+std::string definitions_checksum(const std::vector<definitions>& definitions) {
+  std::string all;
+  for (const auto& d : definitions) all += d.sql;
+  return checksum(all.c_str());
+}
+
 caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
-                                    const std::vector<definitions>& definitions) {
+                                    const std::vector<definitions>& definitions, int generation) {
   // Another node may hold the lock for as long as its migrations take.
   if (auto r = conn.exec("SET lock_timeout = 0"); !r) return r.error();
   if (auto r = conn.exec(lock_sql); !r) return r.error();
-  auto version = apply_locked(conn, migrations, definitions);
+  auto version = apply_locked(conn, migrations, definitions, generation);
   auto unlocked = conn.exec(unlock_sql);
   if (!unlocked && version) return unlocked.error();
   if (auto r = conn.exec("RESET lock_timeout"); !r && version) return r.error();

@@ -7,7 +7,9 @@
 // trigger and view, one file per concern) are applied whenever they changed:
 // all functions, triggers and views of the schema are dropped and created
 // again from the files, in one transaction. Both happen under one advisory
-// lock, so that any number of nodes may start at once.
+// lock, so that any number of nodes may start at once. During a rolling
+// upgrade a node leaves the definitions of a newer generation in place, so
+// that an older node restarting does not take away what newer nodes call.
 
 #include "storage/pg.hpp"
 
@@ -26,8 +28,23 @@ struct definitions {
   const char* sql;
 };
 
+/// The definitions' generation: one more at every change to storage/sql.
+/// Nodes of consecutive generations run side by side in a rolling upgrade,
+/// on the newer definitions, which must answer every call of the older ones
+/// (new arguments with defaults, no function removed or renamed while still
+/// called). `checksum` is that of the files the generation stands for; the
+/// storage tests fail when the files no longer match it.
+struct definitions_generation {
+  int number;
+  const char* checksum;
+};
+inline constexpr definitions_generation current_definitions{1, "89c864652c15f380"};
+
 /// The checksum a migration is recorded with.
 std::string migration_checksum(const char* sql);
+
+/// The checksum the definitions files are recorded with, taken together.
+std::string definitions_checksum(const std::vector<definitions>& definitions);
 
 /// Every migration, in version order (generated from storage/migrations/).
 const std::vector<migration>& all_migrations();
@@ -35,12 +52,13 @@ const std::vector<migration>& all_migrations();
 /// Every definitions file, by name (generated from storage/sql/).
 const std::vector<definitions>& all_definitions();
 
-/// Applies the migrations `conn` lacks and the definitions if they changed;
+/// Applies the migrations `conn` lacks and the definitions of `generation` if
+/// they changed, unless the database holds those of a newer generation;
 /// returns the schema version. Fails if an applied migration no longer
 /// matches its file. A database made by the releases before the baseline
 /// (migrations 1 to 8, all applied) is taken over in place.
-caf::expected<int> apply_migrations(
-    connection& conn, const std::vector<migration>& migrations,
-    const std::vector<definitions>& definitions = all_definitions());
+caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
+                                    const std::vector<definitions>& definitions = all_definitions(),
+                                    int generation = current_definitions.number);
 
 }  // namespace taskmill::db

@@ -191,6 +191,53 @@ BOOST_AUTO_TEST_CASE(definitions_are_applied_when_they_change_and_only_then) {
   BOOST_CHECK_EQUAL(database.scalar("SELECT (taskmill.submit('T', 'k')).outcome"), "created");
 }
 
+// A change to storage/sql is a new generation of the definitions, or an older
+// node restarting during a rolling upgrade would put its own back.
+BOOST_AUTO_TEST_CASE(the_definitions_files_are_those_of_their_generation) {
+  auto now = db::definitions_checksum(db::all_definitions());
+  BOOST_CHECK_MESSAGE(now == db::current_definitions.checksum,
+                      "storage/sql changed: set current_definitions in storage/migrations.hpp to {"
+                          << db::current_definitions.number + 1 << ", \"" << now << "\"}");
+}
+
+BOOST_AUTO_TEST_CASE(an_older_node_leaves_the_definitions_of_a_newer_generation_in_place) {
+  test::scratch_database database{"miggen"};
+  auto conn = database.connect();
+  auto ours = db::current_definitions.number;
+  auto generation = [&] {
+    return database.scalar("SELECT generation FROM taskmill.schema_definitions");
+  };
+  auto answers = [&] {
+    return database.scalar(
+        "SELECT count(*) FROM pg_proc WHERE proname = 'answer' AND "
+        "pronamespace = 'taskmill'::regnamespace");
+  };
+  // A database whose definitions a node of the previous release wrote, before
+  // generations were counted.
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  database.exec("ALTER TABLE taskmill.schema_definitions DROP COLUMN generation");
+  database.exec("UPDATE taskmill.schema_definitions SET checksum = 'of the previous release'");
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  BOOST_CHECK_EQUAL(generation(), std::to_string(ours));
+
+  auto newer = db::all_definitions();
+  newer.push_back(
+      {"extra", "CREATE FUNCTION taskmill.answer() RETURNS int LANGUAGE sql AS 'SELECT 42';"});
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations(), newer, ours + 1));
+  BOOST_CHECK_EQUAL(answers(), "1");
+  // This node's restart, older than the newest: the newer functions stay.
+  auto kept = db::apply_migrations(conn, db::all_migrations());
+  BOOST_REQUIRE_MESSAGE(kept, test::describe(kept));
+  BOOST_CHECK_EQUAL(answers(), "1");
+  BOOST_CHECK_EQUAL(generation(), std::to_string(ours + 1));
+  // A node newer still replaces them.
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations(), db::all_definitions(), ours + 2));
+  BOOST_CHECK_EQUAL(answers(), "0");
+  BOOST_CHECK_EQUAL(generation(), std::to_string(ours + 2));
+  test::write_default_type_settings(conn);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT (taskmill.submit('T', 'k')).outcome"), "created");
+}
+
 // CREATE EXTENSION run as the taskmill user puts the extension's functions
 // and views in the taskmill schema, and CREATE PROCEDURE the procedure
 // (search_path "$user"); applying the definitions leaves them be (it once
