@@ -141,14 +141,22 @@ caf::error apply_definitions(connection& conn, const std::vector<definitions>& d
   auto wanted = definitions_checksum(definitions);
   auto current = conn.exec("SELECT checksum, generation FROM taskmill.schema_definitions");
   if (!current) return current.error();
-  if (current->rows() == 1 && current->string(0, 0) == wanted && current->int32(0, 1) >= generation)
-    return caf::none;
   if (current->rows() == 1 && current->int32(0, 1) > generation) {
-    spdlog::warn(
-        "schema: the database holds the definitions of generation {}, newer than this node's "
-        "({}); they stay (a rolling upgrade: this node should be upgraded too)",
-        current->int32(0, 1), generation);
+    if (current->string(0, 0) != wanted)
+      spdlog::warn(
+          "schema: the database holds the definitions of generation {}, newer than this node's "
+          "({}); this node runs on them",
+          current->int32(0, 1), generation);
     return caf::none;
+  }
+  // The same text written by a node that did not count generations: only
+  // the number is new, and replacing every trigger would lock the tables
+  // that nodes are working on for nothing.
+  if (current->rows() == 1 && current->string(0, 0) == wanted) {
+    if (current->int32(0, 1) == generation) return caf::none;
+    auto r = conn.exec("UPDATE taskmill.schema_definitions SET generation = $1",
+                       {std::to_string(generation)});
+    return r ? caf::none : r.error();
   }
   return run_in_transaction(conn, "applying the definitions in storage/sql", [&] {
     // Functions may name each other in any order.
@@ -162,6 +170,8 @@ caf::error apply_definitions(connection& conn, const std::vector<definitions>& d
             errc::storage_error, std::string{d.name} + ".sql: " + error_message(r.error()))};
     }
     if (r) r = conn.exec("DELETE FROM taskmill.schema_definitions");
+    // schema_version still tells nodes of the releases before generations,
+    // which read it, that these are not newer than theirs.
     if (r)
       r = conn.exec(
           "INSERT INTO taskmill.schema_definitions (checksum, schema_version, generation) "

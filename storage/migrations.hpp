@@ -29,16 +29,17 @@ struct definitions {
 };
 
 /// The definitions' generation: one more at every change to storage/sql.
-/// Nodes of consecutive generations run side by side in a rolling upgrade,
-/// on the newer definitions, which must answer every call of the older ones
-/// (new arguments with defaults, no function removed or renamed while still
-/// called). `checksum` is that of the files the generation stands for; the
-/// storage tests fail when the files no longer match it.
+/// In a rolling upgrade nodes of two releases run side by side on the newer
+/// release's definitions, which must answer every call of the previous
+/// release's nodes (new arguments with defaults, no function removed or
+/// renamed while they still call it). `checksum` is that of the files the
+/// generation stands for; the storage tests fail when the files no longer
+/// match it.
 struct definitions_generation {
   int number;
   const char* checksum;
 };
-inline constexpr definitions_generation current_definitions{1, "89c864652c15f380"};
+inline constexpr definitions_generation current_generation{1, "89c864652c15f380"};
 
 /// The checksum a migration is recorded with.
 std::string migration_checksum(const char* sql);
@@ -59,6 +60,6 @@ const std::vector<definitions>& all_definitions();
 /// (migrations 1 to 8, all applied) is taken over in place.
 caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
                                     const std::vector<definitions>& definitions = all_definitions(),
-                                    int generation = current_definitions.number);
+                                    int generation = current_generation.number);
 
 }  // namespace taskmill::db

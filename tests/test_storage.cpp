@@ -195,15 +195,15 @@ BOOST_AUTO_TEST_CASE(definitions_are_applied_when_they_change_and_only_then) {
 // node restarting during a rolling upgrade would put its own back.
 BOOST_AUTO_TEST_CASE(the_definitions_files_are_those_of_their_generation) {
   auto now = db::definitions_checksum(db::all_definitions());
-  BOOST_CHECK_MESSAGE(now == db::current_definitions.checksum,
-                      "storage/sql changed: set current_definitions in storage/migrations.hpp to {"
-                          << db::current_definitions.number + 1 << ", \"" << now << "\"}");
+  BOOST_CHECK_MESSAGE(now == db::current_generation.checksum,
+                      "storage/sql changed: set current_generation in storage/migrations.hpp to {"
+                          << db::current_generation.number + 1 << ", \"" << now << "\"}");
 }
 
 BOOST_AUTO_TEST_CASE(an_older_node_leaves_the_definitions_of_a_newer_generation_in_place) {
   test::scratch_database database{"miggen"};
   auto conn = database.connect();
-  auto ours = db::current_definitions.number;
+  auto ours = db::current_generation.number;
   auto generation = [&] {
     return database.scalar("SELECT generation FROM taskmill.schema_definitions");
   };
@@ -212,13 +212,23 @@ BOOST_AUTO_TEST_CASE(an_older_node_leaves_the_definitions_of_a_newer_generation_
         "SELECT count(*) FROM pg_proc WHERE proname = 'answer' AND "
         "pronamespace = 'taskmill'::regnamespace");
   };
+  auto function_oid = [&] {
+    return database.scalar("SELECT 'taskmill.wake_nodes()'::regprocedure::oid");
+  };
   // A database whose definitions a node of the previous release wrote, before
-  // generations were counted.
+  // generations were counted, with the text of generation 1: only the number
+  // is recorded, nothing is created again.
   BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
   database.exec("ALTER TABLE taskmill.schema_definitions DROP COLUMN generation");
-  database.exec("UPDATE taskmill.schema_definitions SET checksum = 'of the previous release'");
+  auto before = function_oid();
   BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
   BOOST_CHECK_EQUAL(generation(), std::to_string(ours));
+  BOOST_CHECK_EQUAL(function_oid(), before);
+  // Another text of the previous release is replaced.
+  database.exec("UPDATE taskmill.schema_definitions SET checksum = 'another text', generation = 0");
+  BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  BOOST_CHECK_EQUAL(generation(), std::to_string(ours));
+  BOOST_CHECK_NE(function_oid(), before);
 
   auto newer = db::all_definitions();
   newer.push_back(
