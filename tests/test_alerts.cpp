@@ -430,7 +430,7 @@ BOOST_AUTO_TEST_CASE(delivery_survives_a_node_killed_while_delivering) {
                                          "delivered_at IS NOT NULL") == "1";
                             },
                             60s),
-                        second->log_tail());
+                        test::later{[&](std::ostream& out) { out << second->log_tail(); }});
   BOOST_CHECK_EQUAL(second->stop(), 0);
   auto hits = receiver.hits();
   BOOST_CHECK_GE(hits.size(), failed_tries + 1);

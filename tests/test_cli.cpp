@@ -617,7 +617,7 @@ BOOST_AUTO_TEST_CASE(a_node_without_a_database_runs_its_own_postgres_and_stops_i
                                 return run_binary({"stats", "--server", server}).exit_code == 0;
                               },
                               90s),
-                          node.log_tail());
+                          test::later{[&](std::ostream& out) { out << node.log_tail(); }});
     auto submitted = run_binary({"submit", "DEMO", key, "--wait", "--server", server});
     BOOST_CHECK_MESSAGE(submitted.exit_code == 0 && contains(submitted.out, "succeeded"),
                         submitted);
@@ -903,7 +903,7 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_scenarios_own_postgresql_too) {
     return std::string{std::istreambuf_iterator<char>{in}, {}};
   };
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return contains(printed(), "ok: running"); }, 60s),
-                        printed());
+                        test::later{[&](std::ostream& out) { out << printed(); }});
   BOOST_CHECK_EQUAL(postmasters(), before + 1);
   kill(pid, SIGINT);
   BOOST_CHECK_EQUAL(wait_for_exit(pid, 60s), 130);

@@ -154,6 +154,28 @@ int executors_linked(const node_handle& node) {
   return up;
 }
 
+/// For a wait on links that failed: how each node saw the others, its log,
+/// and what the database's sessions were waiting on (a flake in CI once left
+/// only an empty log of one node to go by).
+std::string links_report(const test::scratch_database& db,
+                         std::initializer_list<const node_handle*> nodes) {
+  std::ostringstream out;
+  for (const auto* from : nodes) {
+    out << "\n--- node " << from->process->name() << ", links:";
+    for (const auto* to : nodes)
+      if (to != from)
+        out << " " << to->process->name() << "=" << link_of(*from, to->process->name());
+    out << "\n" << from->process->log_tail();
+  }
+  out << "--- sessions:\n"
+      << db.scalar(
+             "SELECT string_agg(format('%s %s %s/%s %s: %s', pid, application_name, "
+             "wait_event_type, wait_event, state, left(query, 80)), E'\\n') "
+             "FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
+             "pg_backend_pid()");
+  return out.str();
+}
+
 std::string last_error_of(const node_handle& from, const std::string& to) {
   auto doc = get_json(from.api + "/v1/nodes");
   for (const auto& l : doc.value("links", json::array()))
@@ -171,7 +193,9 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
   auto b = start_node(db, "b", "right");
   auto c = start_node(db, "c", "wrong");
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
-                        a.process->log_tail());
+                        test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b});
+                        }});
   BOOST_REQUIRE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s));
   BOOST_CHECK_EQUAL(link_of(a, "a"), "self");
   // c is in the database, so a and b try it, and refuse it.
@@ -216,7 +240,7 @@ BOOST_AUTO_TEST_CASE(nodes_link_with_the_secret_refuse_a_wrong_one_and_relink_af
                                "cluster.listen=" + b.cluster, "cluster.secret=right",
                                "heartbeat.interval=200ms"});
   BOOST_CHECK_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
-                      a.process->log_tail());
+                      test::later{[&](std::ostream& out) { out << a.process->log_tail(); }});
 }
 
 // A node reaches the cluster through cluster.seeds alone: a advertises an
@@ -231,9 +255,9 @@ BOOST_AUTO_TEST_CASE(a_seed_is_dialed_where_the_database_has_no_usable_address) 
   test::tcp_proxy seed{"127.0.0.1:" + a_port};
   auto b = start_node(db, "b", "right", {"cluster.seeds=[\"" + seed.address() + "\"]"});
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return seed.forwarded() > 0; }, 30s),
-                        b.process->log_tail());
+                        test::later{[&](std::ostream& out) { out << b.process->log_tail(); }});
   BOOST_CHECK_MESSAGE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s),
-                      b.process->log_tail());
+                      test::later{[&](std::ostream& out) { out << b.process->log_tail(); }});
 }
 
 // A caller without the secret that speaks the protocol itself gets nowhere:
@@ -245,7 +269,9 @@ BOOST_AUTO_TEST_CASE(a_caller_without_the_secret_cannot_join_even_by_reflecting_
   auto a = start_node(db, "a", "right");
   auto b = start_node(db, "b", "right");
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
-                        a.process->log_tail());
+                        test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b});
+                        }});
   test::actor_system_fixture caller;
   auto connect = [&](const node_handle& n) {
     auto colon = n.cluster.rfind(':');
@@ -403,7 +429,9 @@ BOOST_AUTO_TEST_CASE(a_retry_failed_on_one_node_comes_due_on_another) {
                    "succeeded";
           },
           20s),
-      "the retry did not run on " << other << ": " << nodes[other].process->log_tail());
+      test::later{[&](std::ostream& out) {
+        out << "the retry did not run on " << other << ": " << nodes[other].process->log_tail();
+      }});
   BOOST_CHECK_EQUAL(db.scalar("SELECT picked_by || ' ' || attempt FROM taskmill.tasks"),
                     std::string{other} + " 2");
   auto late = std::stod(
@@ -458,8 +486,9 @@ BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_
   auto e1 = std::make_unique<executor_process>("e1", node.cluster, "s", "REMOTE", 2);
   auto e2 = std::make_unique<executor_process>("e2", node.cluster, "s", "REMOTE", 2);
   auto executors_up = [&](int n) { return executors_linked(node) == n; };
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s),
-                        e1->log() << node.process->log_tail());
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually([&] { return executors_up(2); }, 30s),
+      test::later{[&](std::ostream& out) { out << e1->log() << node.process->log_tail(); }});
   // A wrong secret is refused.
   executor_process intruder{"intruder", node.cluster, "guess", "REMOTE", 8};
   // Four tasks, two at a time on each.
@@ -549,7 +578,9 @@ BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice
   auto a = start_node(db, "a", "s", a_options, a_port);
   auto b = start_node(db, "b", "s", b_options, b_port);
   auto linked = [&] { return link_of(a, "b") == "up" && link_of(b, "a") == "up"; };
-  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), a.process->log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b});
+                        }});
   BOOST_REQUIRE_GT(to_a.forwarded() + to_b.forwarded(), 0);
   std::this_thread::sleep_for(2500ms);
 
@@ -579,7 +610,9 @@ BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice
   BOOST_REQUIRE_EQUAL(link_of(a, "b"), "down");
   to_a.restore();
   to_b.restore();
-  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), a.process->log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually(linked, 30s), test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b});
+                        }});
   std::this_thread::sleep_for(2500ms);
   submit_phase("after-");
   BOOST_REQUIRE(test::eventually(
@@ -620,7 +653,8 @@ BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewh
   test::tcp_proxy proxy{node.cluster};
   auto executors_up = [&](int n) { return executors_linked(node) == n; };
   executor_process e1{"e1", proxy.address(), "s", "REMOTE", 2};
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(1); }, 30s), e1.log());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(1); }, 30s),
+                        test::later{[&](std::ostream& out) { out << e1.log(); }});
   for (int i = 0; i < 2; ++i)
     db.call("submit('REMOTE', 'long" + std::to_string(i) +
             "', payload => '{\"sleep_ms\": 2000}', timeout_ms => 60000, "
@@ -655,13 +689,14 @@ BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewh
                                      log.find("long1 attempt 1: done") != std::string::npos;
                             },
                             10s),
-                        e1.log());
+                        test::later{[&](std::ostream& out) { out << e1.log(); }});
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts WHERE attempt = 1 AND "
                               "outcome = 'succeeded'"),
                     "0");
 
   proxy.restore();
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s), e1.log());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(2); }, 30s),
+                        test::later{[&](std::ostream& out) { out << e1.log(); }});
   for (int i = 0; i < 8; ++i)
     db.call("submit('REMOTE', 'again" + std::to_string(i) + "', payload => '{\"sleep_ms\": 300}')");
   BOOST_REQUIRE(test::eventually(
@@ -730,7 +765,9 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
   auto b = start_node(db, "b", "s", b_options);
   auto c = start_node(db, "c", "s", tls_options(foreign));
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return link_of(a, "b") == "up"; }, 30s),
-                        a.process->log_tail());
+                        test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b});
+                        }});
   BOOST_REQUIRE(test::eventually([&] { return link_of(b, "a") == "up"; }, 30s));
   // c knows the secret, but its certificate is not signed by our CA.
   BOOST_REQUIRE(test::eventually(
@@ -749,7 +786,7 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
                                        "'over-tls'") == "succeeded";
                           },
                           30s),
-                      e.log());
+                      test::later{[&](std::ostream& out) { out << e.log(); }});
   std::filesystem::remove_all(ours.dir);
   std::filesystem::remove_all(foreign.dir);
 }

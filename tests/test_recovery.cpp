@@ -65,7 +65,7 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
             return count(db, "SELECT count(*) FROM taskmill.nodes WHERE stopped_at IS NULL") == 2;
           },
           30s),
-      n1.log_tail() << n2.log_tail());
+      test::later{[&](std::ostream& out) { out << n1.log_tail() << n2.log_tail(); }});
   constexpr int n = 600;
   db.exec(
       "SELECT count(taskmill.submit('SLOW', k::text, payload => '{\"delay_ms\": 2000}', "
@@ -88,7 +88,7 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
             return count(db, "SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == n;
           },
           90s),
-      n2.log_tail());
+      test::later{[&](std::ostream& out) { out << n2.log_tail(); }});
   BOOST_TEST_MESSAGE("n1 held " << held << " running tasks when it was killed");
 
   // Every task succeeded exactly once; no (task, attempt) ran twice.
@@ -588,7 +588,8 @@ BOOST_AUTO_TEST_CASE(a_node_started_while_postgres_is_down_waits_for_it) {
   BOOST_REQUIRE_MESSAGE(node.running() && ::kill(node.pid(), 0) == 0, node.log_tail());
   BOOST_CHECK(!ready(port));
   BOOST_REQUIRE(!pg->restart());
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   // And again while it applies its settings and takes its name: a blip at
   // any instant of a start.
   BOOST_CHECK_EQUAL(node.stop(), 0);
@@ -597,7 +598,8 @@ BOOST_AUTO_TEST_CASE(a_node_started_while_postgres_is_down_waits_for_it) {
       auto& again = start_node("n1", port);
       std::this_thread::sleep_for(delay);
       blip(500ms);
-      BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), again.log_tail());
+      BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                            test::later{[&](std::ostream& out) { out << again.log_tail(); }});
       BOOST_CHECK_EQUAL(again.stop(), 0);
     }
   }
@@ -606,7 +608,8 @@ BOOST_AUTO_TEST_CASE(a_node_started_while_postgres_is_down_waits_for_it) {
 BOOST_AUTO_TEST_CASE(a_task_read_while_postgres_is_away_says_why_nothing_runs) {
   auto port = free_loopback_port();
   auto& node = start_node("n1", port);
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   auto id = scalar(
       "SELECT (taskmill.submit('LATER', 'k', execute_at => now() + interval '1 hour')).task.id");
   BOOST_REQUIRE(id);
@@ -634,7 +637,7 @@ BOOST_AUTO_TEST_CASE(a_task_read_while_postgres_is_away_says_why_nothing_runs) {
 
   BOOST_REQUIRE(!pg->restart());
   BOOST_CHECK_MESSAGE(test::eventually([&] { return reason() == "200 due_later"; }, 30s),
-                      node.log_tail());
+                      test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   BOOST_CHECK_EQUAL(node.stop(), 0);
 }
 
@@ -643,7 +646,8 @@ BOOST_AUTO_TEST_CASE(a_node_waiting_out_its_earlier_lease_survives_a_crash) {
   // A long lease, so the second run waits for the first one's to pass.
   std::vector<std::string> long_lease{"heartbeat.interval=500ms", "heartbeat.missed=12"};
   auto& first = start_node("n1", port, long_lease);
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), first.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << first.log_tail(); }});
   first.kill_hard();
   auto& second = start_node("n1", port, long_lease);
   BOOST_REQUIRE(test::eventually(
@@ -651,14 +655,16 @@ BOOST_AUTO_TEST_CASE(a_node_waiting_out_its_earlier_lease_survives_a_crash) {
   blip(1s);
   std::this_thread::sleep_for(1s);
   BOOST_REQUIRE_MESSAGE(::kill(second.pid(), 0) == 0, "the node exited: " << second.log_tail());
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), second.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << second.log_tail(); }});
   BOOST_CHECK_EQUAL(second.stop(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(claiming_nodes_ride_out_crashes_and_lose_nothing) {
   auto port = free_loopback_port();
   auto& node = start_node("n1", port, {"types.SLEEP.executor=sleep", "types.SLEEP.max_retries=20"});
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   constexpr int n = 3000;
   BOOST_REQUIRE(
       scalar("SELECT count(taskmill.submit('SLEEP', k::text, payload => '{\"ms\": 2}', "
@@ -679,12 +685,15 @@ BOOST_AUTO_TEST_CASE(claiming_nodes_ride_out_crashes_and_lose_nothing) {
                               return done == std::to_string(n);
                             },
                             90s),
-                        done << " of " << n << " succeeded; " << node.log_tail());
+                        test::later{[&](std::ostream& out) {
+                          out << done << " of " << n << " succeeded; " << node.log_tail();
+                        }});
   BOOST_CHECK_EQUAL(scalar("SELECT count(*) FROM taskmill.attempt_history WHERE outcome = "
                            "'succeeded'")
                         .value_or("?"),
                     std::to_string(n));
-  BOOST_CHECK_MESSAGE(test::eventually([&] { return ready(port); }), node.log_tail());
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return ready(port); }),
+                      test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   BOOST_CHECK_EQUAL(node.stop(), 0);
 }
 
@@ -693,7 +702,8 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_hands_back_its_tasks_across_a_crash) {
   auto& node = start_node("n1", port,
                           {"types.SLEEP.executor=sleep", "node.shutdown_grace=200ms",
                            "heartbeat.interval=1s", "heartbeat.missed=10"});
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s), node.log_tail());
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return ready(port); }, 30s),
+                        test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   BOOST_REQUIRE(
       scalar("SELECT count(taskmill.submit('SLEEP', k::text, payload => '{\"ms\": "
              "60000}')) FROM generate_series(1, 20) k"));
@@ -711,7 +721,7 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_hands_back_its_tasks_across_a_crash) {
       test::eventually([&] {
         return scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'pending'") == "20";
       }),
-      node.log_tail());
+      test::later{[&](std::ostream& out) { out << node.log_tail(); }});
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include <memory>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,18 @@ std::function<bool()> patience(std::chrono::milliseconds limit);
 /// Polls `condition` every 10 ms until it holds or `timeout` passes.
 bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds{10});
+
+/// A failure message written when it is printed, after its condition was
+/// worked out. Boost works out the values in a message before the
+/// condition, so a log read there for a wait (eventually) was the one from
+/// before the wait began: empty, for a node just started.
+struct later {
+  std::function<void(std::ostream&)> write;
+};
+
+inline std::ostream& operator<<(std::ostream& out, const later& message) {
+  message.write(out);
+  return out;
+}
 
 }  // namespace taskmill::test
