@@ -124,7 +124,9 @@ node_handle start_node(const test::scratch_database& db, const std::string& name
                  {"api.listen=127.0.0.1:" + api_port, "cluster.listen=" + cluster,
                   "cluster.secret=" + secret, "heartbeat.interval=200ms", "node.log_level=info"});
   node_handle n;
-  n.process = std::make_unique<node_process>(binary(), name, db.conninfo(), options);
+  // Named, so that links_report tells the nodes' sessions apart.
+  n.process = std::make_unique<node_process>(binary(), name,
+                                             db.conninfo() + " application_name=" + name, options);
   n.api = "http://127.0.0.1:" + api_port;
   n.cluster = cluster;
   return n;
@@ -167,12 +169,19 @@ std::string links_report(const test::scratch_database& db,
         out << " " << to->process->name() << "=" << link_of(*from, to->process->name());
     out << "\n" << from->process->log_tail();
   }
+  // Not through db.scalar: a failed assertion here, while Boost prints the
+  // one this reports on, would take that report with it.
+  auto conn = db::connection::open(db.conninfo(), 5s, 5s);
+  auto sessions = conn
+                      ? conn->exec(
+                            "SELECT string_agg(format('%s %s %s/%s %s: %s', pid, application_name, "
+                            "wait_event_type, wait_event, state, left(query, 80)), E'\\n') "
+                            "FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
+                            "pg_backend_pid()")
+                      : caf::expected<db::result>{conn.error()};
   out << "--- sessions:\n"
-      << db.scalar(
-             "SELECT string_agg(format('%s %s %s/%s %s: %s', pid, application_name, "
-             "wait_event_type, wait_event, state, left(query, 80)), E'\\n') "
-             "FROM pg_stat_activity WHERE datname = current_database() AND pid <> "
-             "pg_backend_pid()");
+      << (sessions ? std::string{sessions->text(0, 0)}
+                   : "(cannot read: " + test::describe(sessions) + ")");
   return out.str();
 }
 

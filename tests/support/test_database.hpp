@@ -82,9 +82,10 @@ bool eventually(const std::function<bool()>& condition,
                 std::chrono::milliseconds timeout = std::chrono::seconds{10});
 
 /// A failure message written when it is printed, after its condition was
-/// worked out. Boost works out the values in a message before the
-/// condition, so a log read there for a wait (eventually) was the one from
-/// before the wait began: empty, for a node just started.
+/// worked out. Boost passes a message's values and its condition to one
+/// call, in an order C++ leaves open (GCC works out the message first), so
+/// a log read there for a wait (eventually) could be the one from before
+/// the wait began: empty, for a node just started.
 struct later {
   std::function<void(std::ostream&)> write;
 };
