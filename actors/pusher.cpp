@@ -164,17 +164,18 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   // Kept once for both answers (the turns are a number per permit).
   auto req = std::make_shared<pb::ClaimRequest>();
   req->set_node(st.options.node);
-  // Under limits claims come back short for want of room, with more due:
-  // they go by the turns, and ask for the next due time after their answer,
-  // only when it is short. Without limits a claim after a short one (a
-  // pickup) may take every due task at once, and likely comes back short
-  // too: the next due time is asked for with it and read in the same round
-  // trip, instead of asked once the claim is answered, when the dispatcher
-  // waited for that ask to go out before it could start the claim's tasks.
-  req->set_after_short_claim(st.last_claim_short && !limits_apply(grant));
+  req->set_after_short_claim(st.last_claim_short);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
-  auto beside = req->after_short_claim() ? std::make_shared<claim_and_next_due>() : nullptr;
+  // Without limits, a claim after a short one (a pickup) likely comes back
+  // short too: the next due time is asked for with it and read in the same
+  // round trip, instead of asked once the claim is answered, when the
+  // dispatcher waited for that ask to go out before it could start the
+  // claim's tasks. Under limits claims come back short with more due; they
+  // ask after their answer, and only when it is short.
+  auto beside = req->after_short_claim() && !limits_apply(req->grant())
+                    ? std::make_shared<claim_and_next_due>()
+                    : nullptr;
   self->request(st.options.storage, local_request_timeout, claim_atom_v, *req)
       .then([self, req,
              beside](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed, beside); },
