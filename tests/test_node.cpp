@@ -326,6 +326,7 @@ std::vector<std::pair<std::string, caf::actor>> actors_of(const node_actors& n) 
           {"submit storage", untyped(n.submit_storage)},
           {"claim storage", untyped(n.claim_storage)},
           {"outcome storage", untyped(n.outcome_storage)},
+          {"lease storage", untyped(n.lease_storage)},
           {"limiter", untyped(n.limiter)},
           {"dispatcher", untyped(n.dispatcher)},
           {"pusher", untyped(n.pusher)},

@@ -231,6 +231,41 @@ BOOST_AUTO_TEST_CASE(a_node_that_cannot_renew_its_heartbeat_stops_claiming) {
   }));
 }
 
+BOOST_AUTO_TEST_CASE(a_slow_statement_of_the_api_or_the_leader_does_not_hold_up_the_heartbeat) {
+  auto cfg = quick_config("patient");
+  cfg.database.lock_timeout = 10s;
+  auto& node = start(cfg);
+  // A read of the jobs (the API's, the cron's) waits on the node's main
+  // connection for as long as this lock is held: seconds, where the lease is
+  // half a second.
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  BOOST_REQUIRE(holder.exec("LOCK TABLE taskmill.jobs IN ACCESS EXCLUSIVE MODE"));
+  caf::anon_send(node.storage, jobs_atom_v);
+  // That read, or the cron's read of due jobs ahead of it.
+  BOOST_REQUIRE(test::eventually([&] {
+    return count(db,
+                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                 "AND datname = current_database()") > 0;
+  }));
+  auto waiting_since = db.scalar("SELECT now()");
+  std::this_thread::sleep_for(1500ms);  // three leases
+  db.exec("SELECT taskmill.submit('NOOP', 'while-reading')");
+  BOOST_CHECK_MESSAGE(
+      test::eventually(
+          [&] {
+            return db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'while-reading'") ==
+                   "succeeded";
+          },
+          2s),
+      "a task submitted while the read waited did not run: the node stopped claiming");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT heartbeat_at > $1::timestamptz + interval '1 s' FROM "
+                              "taskmill.nodes WHERE name = 'patient'",
+                              {waiting_since}),
+                    "t");
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
+}
+
 BOOST_AUTO_TEST_CASE(the_reconciler_gives_back_permits_of_executions_the_database_ended) {
   auto cfg = quick_config("recon");
   cfg.scheduling.node_limit = 1;

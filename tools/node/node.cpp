@@ -258,7 +258,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   helper_opts.rules.clear();
   for (auto [helper, name] : {std::pair{&node.submit_storage, "submit storage"},
                               std::pair{&node.claim_storage, "claim storage"},
-                              std::pair{&node.outcome_storage, "outcome storage"}}) {
+                              std::pair{&node.outcome_storage, "outcome storage"},
+                              std::pair{&node.lease_storage, "lease storage"}}) {
     *helper = spawn_storage(sys, helper_opts);
     watch(name, *helper);
     if (auto err = wait_until_ready(sys, *helper, keep_waiting)) {
@@ -398,7 +399,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.lease = lease;
   cluster_opts.any_type = run_here.any;
   cluster_opts.types = run_here.types;
-  cluster_opts.storage = node.storage;
+  cluster_opts.storage = node.lease_storage;
   cluster_opts.pusher = node.pusher;
   cluster_opts.metrics = node.metrics;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
@@ -422,7 +423,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.storages = {{"storage", node.storage},
                        {"submit storage", node.submit_storage},
                        {"claim storage", node.claim_storage},
-                       {"outcome storage", node.outcome_storage}};
+                       {"outcome storage", node.outcome_storage},
+                       {"lease storage", node.lease_storage}};
   auto pingable = [](const auto& actor) { return caf::actor_cast<pingable_actor>(actor); };
   api_opts.pingables = {
       {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
@@ -546,6 +548,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
     hand_back_tasks(self, node);
   }
   stop(node.cluster);
+  stop(node.lease_storage);
   // A TLS port closes with the actor system (CAF 0.17's openssl::unpublish
   // does not compile); only test processes stop nodes and go on.
   if (node.peers && node.cluster_port != 0 && !node.cfg->cluster.tls())

@@ -37,6 +37,10 @@ struct node_actors {
   storage_actor submit_storage;
   storage_actor claim_storage;
   storage_actor outcome_storage;
+  /// The heartbeat's connection: a read of the API, a sweep or a
+  /// compensation query on the main one, slower than the lease, would
+  /// otherwise stop this node's claims and cost it the lead.
+  storage_actor lease_storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
   pusher_actor pusher;
