@@ -16,6 +16,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <deque>
 #include <optional>
 #include <random>
 #include <unordered_map>
@@ -42,9 +44,12 @@ struct dispatcher_state {
   std::unordered_map<int64_t, execution> running;
   caf_executor_pool executors;
   pb::TaskOutcomes unreported;
+  // Batches of outcomes sent to storage and not yet stored, and those it
+  // failed to take, to be sent again in this order.
+  std::vector<std::shared_ptr<const pb::TaskOutcomes>> reporting;
+  std::deque<std::shared_ptr<const pb::TaskOutcomes>> to_report_again;
   bool flush_scheduled = false;
   bool storage_failing = false;
-  int32_t reports_in_flight = 0;
   /// Woken when a retry is stored: the pusher, and the peers.
   std::vector<wake_listener_actor> retry_listeners;
   // Answered once nothing runs here any more (graceful stop).
@@ -88,10 +93,29 @@ void record(self_ptr self, pb::TaskOutcome outcome) {
   schedule_flush(self);
 }
 
+bool holds(const pb::TaskOutcomes& outcomes, int64_t task_id) {
+  return std::any_of(outcomes.outcomes().begin(), outcomes.outcomes().end(),
+                     [task_id](const pb::TaskOutcome& o) { return o.task_id() == task_id; });
+}
+
+/// Whether a task runs here or its outcome is on its way to the database.
+/// Asked only after a claim's answer was lost, so the outcomes on the way are
+/// searched rather than indexed on the hot path.
+bool knows(const dispatcher_state& st, int64_t task_id) {
+  auto held = [task_id](const auto& batch) { return holds(*batch, task_id); };
+  return st.running.count(task_id) > 0 || holds(st.unreported, task_id) ||
+         std::any_of(st.reporting.begin(), st.reporting.end(), held) ||
+         std::any_of(st.to_report_again.begin(), st.to_report_again.end(), held);
+}
+
+void reported(dispatcher_state& st, const std::shared_ptr<const pb::TaskOutcomes>& batch) {
+  st.reporting.erase(std::find(st.reporting.begin(), st.reporting.end(), batch));
+}
+
 void check_drained(self_ptr self) {
   auto& st = self->state;
   if (!st.drain || !st.running.empty() || st.unreported.outcomes_size() > 0 ||
-      st.reports_in_flight > 0)
+      !st.reporting.empty() || !st.to_report_again.empty())
     return;
   st.drain->deliver(int32_t{0});
   st.drain.reset();
@@ -103,17 +127,16 @@ void release(self_ptr self, const pb::TaskOutcomes& outcomes) {
   self->send(self->state.options.limiter, release_atom_v, std::move(release));
 }
 
-void report(self_ptr self, pb::TaskOutcomes batch) {
+/// Kept once for both answers: a copy per handler cost the node three deep
+/// copies of every batch.
+void report(self_ptr self, std::shared_ptr<const pb::TaskOutcomes> outcomes) {
   auto& st = self->state;
-  ++st.reports_in_flight;
-  // Kept once for both answers: a copy per handler cost the node three deep
-  // copies of every batch.
-  auto outcomes = std::make_shared<const pb::TaskOutcomes>(std::move(batch));
+  st.reporting.push_back(outcomes);
   self->request(st.options.storage, local_request_timeout, complete_atom_v, *outcomes)
       .then(
           [self, outcomes](const pb::OutcomeAcks& acks) {
             auto& st = self->state;
-            --st.reports_in_flight;
+            reported(st, outcomes);
             if (st.storage_failing) {
               spdlog::info("dispatcher: outcomes are being stored again");
               st.storage_failing = false;
@@ -131,13 +154,14 @@ void report(self_ptr self, pb::TaskOutcomes batch) {
           },
           [self, outcomes](const caf::error& err) {
             auto& st = self->state;
-            --st.reports_in_flight;
+            reported(st, outcomes);
             if (!st.storage_failing) {
               spdlog::warn("dispatcher: cannot store {} outcomes, trying again: {}",
                            outcomes->outcomes_size(), error_message(err));
               st.storage_failing = true;
             }
-            self->delayed_send(self, report_retry_delay, report_atom_v, *outcomes);
+            st.to_report_again.push_back(outcomes);
+            self->delayed_send(self, report_retry_delay, report_atom_v);
           });
 }
 
@@ -290,6 +314,46 @@ void reconcile(self_ptr self) {
           });
 }
 
+/// Executions the database has running here, read after a claim whose answer
+/// was lost. Those this dispatcher knows are left; the rest are the lost
+/// claim's and run here, read whole from the outcomes' storage if they still
+/// run under their attempt: it stores this dispatcher's outcomes in the order
+/// they were sent, so an outcome stored since the read shows there. Each
+/// takes a permit (its claim's went back when the claim failed).
+void adopt(self_ptr self, const pb::Executions& running) {
+  auto& st = self->state;
+  pb::Executions unknown;
+  for (int i = 0; i < running.task_ids_size(); ++i) {
+    if (knows(st, running.task_ids(i))) continue;
+    unknown.add_task_ids(running.task_ids(i));
+    unknown.add_attempts(running.attempts(i));
+  }
+  if (unknown.task_ids_size() == 0) return;
+  self->request(st.options.storage, local_request_timeout, running_atom_v, unknown)
+      .then(
+          [self](const pb::TaskList& still_running) {
+            auto& st = self->state;
+            pb::PermitUse taken;
+            std::vector<const pb::Task*> adopted;
+            for (const auto& task : still_running.tasks()) {
+              if (knows(st, task.id())) continue;
+              taken.add_claimed_types(task.type());
+              adopted.push_back(&task);
+            }
+            if (adopted.empty()) return;
+            spdlog::warn("dispatcher: {} tasks claimed by a claim whose answer was lost run now",
+                         adopted.size());
+            self->send(st.options.limiter, settle_atom_v, std::move(taken));
+            for (const auto* task : adopted) execute(self, *task);
+          },
+          [self, unknown](const caf::error& err) {
+            spdlog::warn(
+                "dispatcher: cannot read the tasks a lost claim may have taken, trying again: {}",
+                error_message(err));
+            self->delayed_send(self, report_retry_delay, adopt_atom_v, unknown);
+          });
+}
+
 /// A result sent to POST /v1/tasks/{id}/result: stored at once, fenced by its
 /// attempt; answered once storage says whether it applied.
 caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::ResultReport& report) {
@@ -302,24 +366,30 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
     outcome.set_type(it->second.type);
     st.running.erase(it);
   }
-  pb::TaskOutcomes one;
-  *one.add_outcomes() = outcome;
+  auto batch = std::make_shared<pb::TaskOutcomes>();
+  *batch->add_outcomes() = outcome;
+  std::shared_ptr<const pb::TaskOutcomes> one = batch;
+  if (ours) st.reporting.push_back(one);
   auto promise = self->make_response_promise<pb::ResultAck>();
-  self->request(st.options.storage, local_request_timeout, complete_atom_v, one)
+  self->request(st.options.storage, local_request_timeout, complete_atom_v, *one)
       .then(
           [self, promise, one, ours,
            attempt = report.attempt()](const pb::OutcomeAcks& acks) mutable {
-            if (ours) release(self, one);
+            if (ours) {
+              reported(self->state, one);
+              release(self, *one);
+            }
             if (acks.acks_size() == 1 && !acks.acks(0).applied() &&
                 acks.acks(0).status() == pb::TASK_STATUS_UNSPECIFIED) {
-              promise.deliver(make_error(
-                  errc::not_found, "no task with id " + std::to_string(one.outcomes(0).task_id())));
+              promise.deliver(
+                  make_error(errc::not_found,
+                             "no task with id " + std::to_string(one->outcomes(0).task_id())));
               return;
             }
             pb::ResultAck ack;
             ack.set_accepted(acks.acks_size() == 1 && acks.acks(0).applied());
             if (ack.accepted())
-              count_outcome(*self->state.options.metrics, one.outcomes(0));
+              count_outcome(*self->state.options.metrics, one->outcomes(0));
             else
               ack.set_reason("stale: the task is not running under attempt " +
                              std::to_string(attempt));
@@ -328,9 +398,10 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
           [self, promise, one, ours](caf::error& err) mutable {
             // Not stored: the execution is still ours to time out.
             if (ours) {
-              const auto& o = one.outcomes(0);
+              const auto& o = one->outcomes(0);
               self->state.running[o.task_id()] =
                   execution{o.attempt(), o.type(), std::chrono::steady_clock::now(), {}};
+              reported(self->state, one);
             }
             promise.deliver(std::move(err));
           });
@@ -377,12 +448,19 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
         auto& st = self->state;
         st.flush_scheduled = false;
         if (st.unreported.outcomes_size() == 0) return;
-        pb::TaskOutcomes batch;
-        batch.Swap(&st.unreported);
+        auto batch = std::make_shared<pb::TaskOutcomes>();
+        batch->Swap(&st.unreported);
         report(self, std::move(batch));
       },
-      [self](report_atom, pb::TaskOutcomes& outcomes) { report(self, std::move(outcomes)); },
+      [self](report_atom) {
+        auto& st = self->state;
+        if (st.to_report_again.empty()) return;
+        auto batch = std::move(st.to_report_again.front());
+        st.to_report_again.pop_front();
+        report(self, std::move(batch));
+      },
       [self](reconcile_atom) { reconcile(self); },
+      [self](adopt_atom, const pb::Executions& running) { adopt(self, running); },
       [self](drain_atom, int64_t grace_ms) -> caf::result<int32_t> {
         auto& st = self->state;
         st.drain = self->make_response_promise<int32_t>();

@@ -33,6 +33,9 @@ struct pusher_state {
   bool paused = false;
   // The last claim answered took fewer tasks than it had permits for.
   bool last_claim_short = false;
+  // A claim's answer was lost (its connection broke under it) and its tasks
+  // not yet looked for: it may have committed.
+  bool claims_in_doubt = false;
 };
 
 namespace {
@@ -113,6 +116,26 @@ pb::PermitUse held_by(const pb::ClaimGrant& grant) {
   return use;
 }
 
+/// A claim whose answer was lost may have committed: its tasks run here by
+/// the database, unknown to the dispatcher, until their timeout (hours, for
+/// some types). Once claims are answered again, the dispatcher is handed what
+/// runs here to run those it does not know. It hears of them after the tasks
+/// of every claim answered before, and later claims' tasks are not among them.
+void adopt_claims_in_doubt(self_ptr self) {
+  auto& st = self->state;
+  st.claims_in_doubt = false;
+  self->request(st.options.storage, local_request_timeout, running_atom_v, st.options.node)
+      .then(
+          [self](pb::Executions& running) {
+            if (running.task_ids_size() > 0)
+              self->send(self->state.options.dispatcher, adopt_atom_v, std::move(running));
+          },
+          [self](const caf::error& err) {
+            spdlog::warn("pusher: cannot read the tasks running here: {}", error_message(err));
+            self->state.claims_in_doubt = true;
+          });
+}
+
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
                 const std::shared_ptr<claim_and_next_due>& beside) {
   auto& st = self->state;
@@ -139,6 +162,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     list.mutable_tasks()->Swap(claimed.mutable_tasks());
     self->send(st.options.dispatcher, dispatch_atom_v, std::move(list));
   }
+  if (st.claims_in_doubt) adopt_claims_in_doubt(self);
   if (beside) beside->claim_short = !full;
   if (full)
     claim_rounds(self);
@@ -182,6 +206,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
             [self, req](const caf::error& err) {
               auto& st = self->state;
               self->send(st.options.limiter, settle_atom_v, held_by(req->grant()));
+              st.claims_in_doubt = true;
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
                 st.storage_failing = true;

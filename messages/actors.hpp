@@ -151,6 +151,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, peers_atom, "peers")
   CAF_ADD_ATOM(taskmill, taskmill, live_atom, "live")
   CAF_ADD_ATOM(taskmill, taskmill, next_due_atom, "next_due")
+  CAF_ADD_ATOM(taskmill, taskmill, running_atom, "running")
+  CAF_ADD_ATOM(taskmill, taskmill, adopt_atom, "adopt")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -187,13 +189,18 @@ using claim_storage_actor =
                      // Milliseconds until the next task the request's node may claim becomes
                      // due, by the database's clock (-1: none within the horizon). Asked after
                      // a claim that took fewer tasks than it had permits for.
-                     caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>>;
+                     caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>,
+                     // The executions running on a node by the database, asked after a
+                     // claim whose answer was lost: it may have committed.
+                     caf::replies_to<running_atom, std::string>::with<pb::Executions>>;
 
 /// Stores outcomes, fenced by attempt (the dispatcher's view).
 using outcome_storage_actor =
     caf::typed_actor<caf::replies_to<complete_atom, pb::TaskOutcomes>::with<pb::OutcomeAcks>,
                      // Of these executions, those that are over by the database.
-                     caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>>;
+                     caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>,
+                     // Of these executions, the tasks still running under their attempt.
+                     caf::replies_to<running_atom, pb::Executions>::with<pb::TaskList>>;
 
 /// Reads tasks, batches, stats and nodes, and retries by hand (the API's view).
 using query_storage_actor =
@@ -403,6 +410,10 @@ using dispatcher_actor = pingable_actor::extend<
     // Drops executions that are over by the database, giving their permits
     // back (e.g. a 202 whose result went to another node).
     caf::reacts_to<reconcile_atom>,
+    // Executions running here by the database, read after a claim whose
+    // answer was lost: runs those it does not know of and the database still
+    // has running under their attempt, which that claim took.
+    caf::reacts_to<adopt_atom, pb::Executions>,
     // Waits until nothing runs here any more, at most the given milliseconds;
     // answers how many executions were still running then.
     caf::replies_to<drain_atom, int64_t>::with<int32_t>,
@@ -414,8 +425,9 @@ using dispatcher_actor = pingable_actor::extend<
     caf::reacts_to<caf::timeout_atom, int64_t, int32_t>,
     // Internal: report the outcomes gathered so far.
     caf::reacts_to<caf::flush_atom>,
-    // Internal: report outcomes again after storage failed to take them.
-    caf::reacts_to<report_atom, pb::TaskOutcomes>,
+    // Internal: report the oldest batch of outcomes storage failed to take
+    // again.
+    caf::reacts_to<report_atom>,
     // Who to wake when a retry is stored: it comes due after its backoff,
     // and the pushers here and on the peers set their timers by it.
     caf::reacts_to<caf::subscribe_atom, wake_listener_actor>>;

@@ -45,6 +45,15 @@ const statement complete_many{
 
 const statement get_task{"get_task", "SELECT * FROM taskmill.tasks WHERE id = $1::bigint"};
 
+const statement running_on_node{
+    "running_on_node",
+    "SELECT id, attempt FROM taskmill.tasks WHERE status = 'running' AND picked_by = $1::text"};
+
+const statement still_running{
+    "still_running",
+    "SELECT t.* FROM unnest($1::bigint[], $2::int[]) AS e(id, attempt) JOIN taskmill.tasks t ON "
+    "t.id = e.id AND t.attempt = e.attempt WHERE t.status = 'running' ORDER BY t.id"};
+
 const statement waiting_reason{
     "waiting_reason",
     "SELECT reason, message, until FROM taskmill.waiting_reason($1::bigint, $2::bigint, "
@@ -245,6 +254,8 @@ const std::vector<const statement*>& all() {
       &next_due,
       &complete_many,
       &get_task,
+      &running_on_node,
+      &still_running,
       &live_counts,
       &add_outcomes,
       &recent_outcomes,

@@ -18,6 +18,8 @@ extern const statement claim;
 extern const statement next_due;
 extern const statement complete_many;
 extern const statement get_task;
+extern const statement running_on_node;
+extern const statement still_running;
 extern const statement live_counts;
 extern const statement add_outcomes;
 extern const statement recent_outcomes;

@@ -634,6 +634,31 @@ caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
                          [](results& rs) { return read_next_due(*rs[0]); });
 }
 
+pb::Executions read_executions(const db::result& res) {
+  pb::Executions out;
+  for (int row = 0; row < res.rows(); ++row) {
+    out.add_task_ids(res.int64(row, 0));
+    out.add_attempts(res.int32(row, 1));
+  }
+  return out;
+}
+
+caf::result<pb::Executions> running_on_node(self_ptr self, const std::string& node) {
+  return ask_db<pb::Executions>(self, {db::call{&db::sql::running_on_node, {node}}},
+                                [](results& rs) { return read_executions(*rs[0]); });
+}
+
+std::vector<db::param> execution_params(const pb::Executions& executions) {
+  return {db::number_array_literal(executions.task_ids(), [](int64_t id) { return id; }),
+          int_array(executions.attempts())};
+}
+
+caf::result<pb::TaskList> still_running(self_ptr self, const pb::Executions& executions) {
+  return ask_db<pb::TaskList>(
+      self, {db::call{&db::sql::still_running, execution_params(executions)}},
+      [](results& rs) { return read_task_page(*rs[0], std::numeric_limits<int>::max()); });
+}
+
 /// A task with its waiting reason, read in one round trip.
 caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
   const auto& w = self->state.options.waiting;
@@ -769,18 +794,9 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
 }
 
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions) {
-  db::call c{&db::sql::finished_executions,
-             {db::number_array_literal(executions.task_ids(), [](int64_t id) { return id; }),
-              int_array(executions.attempts())}};
-  return ask_db<pb::Executions>(self, {std::move(c)},
-                                [](results& rs) -> caf::expected<pb::Executions> {
-                                  pb::Executions out;
-                                  for (int row = 0; row < rs[0]->rows(); ++row) {
-                                    out.add_task_ids(rs[0]->int64(row, 0));
-                                    out.add_attempts(rs[0]->int32(row, 1));
-                                  }
-                                  return out;
-                                });
+  return ask_db<pb::Executions>(
+      self, {db::call{&db::sql::finished_executions, execution_params(executions)}},
+      [](results& rs) { return read_executions(*rs[0]); });
 }
 
 caf::result<int32_t> compensate(self_ptr self, int32_t rule) {
@@ -943,6 +959,8 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
       [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
       [self](next_due_atom, const pb::ClaimRequest& r) { return next_due(self, r); },
+      [self](running_atom, const std::string& node) { return running_on_node(self, node); },
+      [self](running_atom, const pb::Executions& e) { return still_running(self, e); },
       [self](caf::get_atom, int64_t id) { return task_with_waiting(self, id); },
       [self](list_atom, const pb::ListTasksRequest& r) { return list_tasks(self, r); },
       [self](attempts_atom, int64_t id) { return attempts(self, id); },

@@ -41,6 +41,15 @@ struct recorder {
   bool hold_claims = false;
   std::deque<std::pair<caf::typed_response_promise<pb::ClaimedTasks>, pb::ClaimRequest>> held;
   size_t most_held = 0;
+  // Claims to answer with an error, as when the connection broke under them.
+  int claims_to_fail = 0;
+  // What the database has running on the node.
+  pb::TaskList running_here;
+  int running_asks = 0;
+  // Task ids the database has ended, besides those with a stored outcome.
+  std::vector<int64_t> ended;
+  // Reports of outcomes to answer with an error.
+  int completes_to_fail = 0;
 };
 
 pb::ClaimedTasks take_due(recorder& rec, const pb::ClaimRequest& req) {
@@ -61,6 +70,10 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
   return {
       [self, rec](claim_atom, const pb::ClaimRequest& req) -> caf::result<pb::ClaimedTasks> {
         rec->claims.push_back(req);
+        if (rec->claims_to_fail > 0) {
+          --rec->claims_to_fail;
+          return caf::make_error(caf::sec::request_receiver_down);
+        }
         if (!rec->hold_claims) return take_due(*rec, req);
         rec->held.emplace_back(self->make_response_promise<pb::ClaimedTasks>(), req);
         rec->most_held = std::max(rec->most_held, rec->held.size());
@@ -75,13 +88,26 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
         ++rec->next_due_asks;
         return rec->next_due_in_ms;
       },
+      [rec](running_atom, const std::string&) {
+        ++rec->running_asks;
+        pb::Executions out;
+        for (const auto& task : rec->running_here.tasks()) {
+          out.add_task_ids(task.id());
+          out.add_attempts(task.attempt());
+        }
+        return out;
+      },
   };
 }
 
 outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::pointer,
                                                       std::shared_ptr<recorder> rec) {
   return {
-      [rec](complete_atom, const pb::TaskOutcomes& outcomes) {
+      [rec](complete_atom, const pb::TaskOutcomes& outcomes) -> caf::result<pb::OutcomeAcks> {
+        if (rec->completes_to_fail > 0) {
+          --rec->completes_to_fail;
+          return caf::make_error(caf::sec::request_receiver_down);
+        }
         pb::OutcomeAcks acks;
         for (const auto& o : outcomes.outcomes()) {
           rec->outcomes.push_back(o);
@@ -93,6 +119,23 @@ outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::poi
         return acks;
       },
       [](check_atom, const pb::Executions&) { return pb::Executions{}; },
+      // Still running: those held running, but not ended nor with a stored
+      // outcome.
+      [rec](running_atom, const pb::Executions& asked) {
+        pb::TaskList out;
+        for (const auto& task : rec->running_here.tasks()) {
+          auto id = task.id();
+          bool was_asked = false;
+          for (int i = 0; i < asked.task_ids_size(); ++i)
+            was_asked |= asked.task_ids(i) == id && asked.attempts(i) == task.attempt();
+          bool stored = std::any_of(rec->outcomes.begin(), rec->outcomes.end(), [&](const auto& o) {
+            return o.task_id() == id && o.attempt() == task.attempt();
+          });
+          bool ended = std::find(rec->ended.begin(), rec->ended.end(), id) != rec->ended.end();
+          if (was_asked && !stored && !ended) *out.add_tasks() = task;
+        }
+        return out;
+      },
   };
 }
 
@@ -131,6 +174,10 @@ struct flow_fixture {
     noop.name = "NOOP";
     noop.executor = executor_kind::noop;
     node_cfg->types["NOOP"] = noop;
+    task_type_config sleep;
+    sleep.name = "SLEEP";
+    sleep.executor = executor_kind::sleep;
+    node_cfg->types["SLEEP"] = sleep;
     metrics = std::make_shared<node_metrics>();
     dispatcher =
         spawn_dispatcher(sys, {"n1", node_cfg, caf::actor_cast<outcome_storage_actor>(outcomes),
@@ -346,6 +393,96 @@ BOOST_AUTO_TEST_CASE(under_limits_a_claim_after_a_short_one_asks_for_the_next_du
   }
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 10u);
   BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
+}
+
+// A claim whose answer was lost may have committed. Once claims are answered
+// again, the pusher reads what runs here and the dispatcher runs what it did
+// not know of, holding a permit for it until its outcome is stored.
+BOOST_AUTO_TEST_CASE(after_a_claim_fails_the_tasks_it_may_have_taken_are_run) {
+  rec->claims_to_fail = 1;
+  auto lost = noop_task(7, 3);
+  lost.set_attempt(1);
+  *rec->running_here.add_tasks() = lost;
+  start(100, 10);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->running_asks, 0);
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
+  BOOST_CHECK_EQUAL(rec->running_asks, 1);
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->outcomes[0].task_id(), 7);
+  BOOST_CHECK_EQUAL(rec->outcomes[0].attempt(), 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  // Later claims do not read it again.
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), 3u);
+  BOOST_CHECK_EQUAL(rec->running_asks, 1);
+}
+
+// What the database has running here may be known to the dispatcher (it runs
+// it, or its outcome is on the way) or have ended since it was read: none of
+// those runs again under the same attempt.
+BOOST_AUTO_TEST_CASE(the_dispatcher_adopts_only_tasks_it_does_not_know_and_that_still_run) {
+  start(100, 10);
+  sched.run();
+  auto sleeping = noop_task(1, 3);
+  sleeping.set_type("SLEEP");
+  sleeping.set_payload("60000");
+  sleeping.set_attempt(1);
+  pb::TaskList claimed;
+  *claimed.add_tasks() = sleeping;
+  caf::anon_send(dispatcher, dispatch_atom_v, claimed);
+  sched.run();
+  auto unknown = noop_task(2, 3);
+  unknown.set_attempt(1);
+  auto ended = noop_task(3, 3);
+  ended.set_attempt(1);
+  rec->ended.push_back(3);
+  pb::Executions running;
+  for (const auto& t : {sleeping, unknown, ended}) {
+    *rec->running_here.add_tasks() = t;
+    running.add_task_ids(t.id());
+    running.add_attempts(t.attempt());
+  }
+  caf::anon_send(dispatcher, adopt_atom_v, running);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->outcomes[0].task_id(), 2);
+  // Only the one run took a permit, and gave it back with its outcome (the
+  // sleeping task was dispatched past the limiter here).
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  // Read again once its outcome was stored, it does not run twice.
+  caf::anon_send(dispatcher, adopt_atom_v, running);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 1u);
+}
+
+BOOST_AUTO_TEST_CASE(a_task_whose_outcome_waits_to_be_stored_again_is_not_adopted) {
+  start(100, 10);
+  sched.run();
+  rec->completes_to_fail = 1;
+  auto task = noop_task(4, 3);
+  task.set_attempt(1);
+  pb::TaskList list;
+  *list.add_tasks() = task;
+  caf::anon_send(dispatcher, dispatch_atom_v, list);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->completes_to_fail, 0);
+  // Still running by the database: its outcome is not stored.
+  *rec->running_here.add_tasks() = task;
+  pb::Executions running;
+  running.add_task_ids(4);
+  running.add_attempts(1);
+  caf::anon_send(dispatcher, adopt_atom_v, running);
+  sched.run();
+  BOOST_CHECK(rec->outcomes.empty());
+  sched.trigger_timeouts();
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->outcomes[0].task_id(), 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

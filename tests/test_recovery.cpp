@@ -7,6 +7,7 @@
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
+#include "tests/support/tcp_proxy.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node/node.hpp"
 #include "tools/node_process.hpp"
@@ -21,6 +22,7 @@
 
 #include <deque>
 #include <map>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -264,6 +266,59 @@ BOOST_AUTO_TEST_CASE(a_slow_statement_of_the_api_or_the_leader_does_not_hold_up_
                               {waiting_since}),
                     "t");
   BOOST_REQUIRE(holder.exec("ROLLBACK"));
+}
+
+BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_for_their_timeout) {
+  std::smatch port;
+  const auto& direct = db.conninfo();
+  BOOST_REQUIRE(std::regex_search(direct, port, std::regex{"port=(\\d+)"}));
+  test::tcp_proxy proxy{"127.0.0.1:" + port[1].str()};
+  auto proxy_port = proxy.address().substr(proxy.address().rfind(':') + 1);
+  auto cfg = quick_config("unanswered");
+  cfg.heartbeat.interval = 500ms;  // a lease of 2.5 s outlasts the answers held
+  cfg.scheduling.poll_interval = 100ms;
+  start(cfg, std::regex_replace(direct, std::regex{"port=\\d+"}, "port=" + proxy_port));
+  db.exec("SELECT taskmill.submit('NOOP', 'warm-up')");
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'warm-up'") == "succeeded";
+  }));
+  // From here what PostgreSQL answers the node is lost with its connections:
+  // the node's next claim takes the task and commits, and its answer never
+  // comes. A claim under way as the answers are held (an idle poll) leaves
+  // the node waiting for it; then the task stays pending and is tried again.
+  std::string key;
+  bool claimed = false;
+  for (int round = 0; round < 3 && !claimed; ++round) {
+    key = "unanswered-" + std::to_string(round);
+    proxy.hold_answers();
+    db.exec("SELECT taskmill.submit('NOOP', $1, timeout_ms => 60000)", {key});
+    claimed = test::eventually(
+        [&] {
+          return db.scalar("SELECT status FROM taskmill.tasks WHERE key = $1", {key}) == "running";
+        },
+        2s);
+    proxy.cut();
+    std::this_thread::sleep_for(300ms);  // for the proxy to close them
+    proxy.restore();
+    // Reconnected, with its lease renewed, before it is tried again.
+    if (!claimed) std::this_thread::sleep_for(1500ms);
+  }
+  BOOST_REQUIRE_MESSAGE(claimed, "no claim took a task while the answers were held");
+  BOOST_CHECK_MESSAGE(test::eventually(
+                          [&] {
+                            return db.scalar("SELECT status FROM taskmill.tasks WHERE key = $1",
+                                             {key}) == "succeeded";
+                          },
+                          10s),
+                      "the task of the lost claim waited for its timeout (60 s)");
+  // It ran under the attempt the lost claim gave it, none lost on the way
+  // (the history keeps attempts that did not succeed).
+  BOOST_CHECK_EQUAL(db.scalar("SELECT attempt FROM taskmill.tasks WHERE key = $1", {key}), "1");
+  BOOST_CHECK_EQUAL(count(db,
+                          "SELECT count(*) FROM taskmill.attempts a JOIN taskmill.tasks t ON "
+                          "t.id = a.task_id WHERE t.key = $1",
+                          {key}),
+                    0);
 }
 
 BOOST_AUTO_TEST_CASE(the_reconciler_gives_back_permits_of_executions_the_database_ended) {

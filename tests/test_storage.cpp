@@ -798,6 +798,35 @@ BOOST_AUTO_TEST_CASE(a_claim_dates_its_tasks_and_the_next_due_time_is_asked_apar
   BOOST_CHECK_LE(ms, 800);
 }
 
+// After a claim whose answer was lost: what runs on a node (its executions
+// only), and of those, the tasks, whole, that still run under that attempt.
+BOOST_AUTO_TEST_CASE(the_executions_running_on_a_node_and_those_still_running_are_read) {
+  test::scratch_database database{"inflight"};
+  auto storage = start_storage(*sys, database.conninfo());
+  database.exec(
+      "SELECT taskmill.submit('T', 'k' || k, payload => ('{\"n\": ' || k || '}')::jsonb) "
+      "FROM generate_series(1, 4) k");
+  database.exec(
+      "UPDATE taskmill.tasks SET status = 'running', attempt = 1, picked_by = CASE WHEN key = "
+      "'k4' THEN 'other' ELSE 'here' END, started_at = now() WHERE key <> 'k3'");
+  auto running = test::ask<pb::Executions>(*sys, storage, running_atom_v, std::string{"here"});
+  BOOST_REQUIRE_MESSAGE(running, test::describe(running));
+  BOOST_REQUIRE_EQUAL(running->task_ids_size(), 2);
+  // One of them ends meanwhile; another is asked under an attempt it no longer runs.
+  database.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', finished_at = now() WHERE key = 'k2'");
+  auto asked = *running;
+  auto k4 = std::stoll(database.scalar("SELECT id FROM taskmill.tasks WHERE key = 'k4'"));
+  asked.add_task_ids(k4);
+  asked.add_attempts(2);
+  auto still = test::ask<pb::TaskList>(*sys, storage, running_atom_v, asked);
+  BOOST_REQUIRE_MESSAGE(still, test::describe(still));
+  BOOST_REQUIRE_EQUAL(still->tasks_size(), 1);
+  BOOST_CHECK_EQUAL(still->tasks(0).key(), "k1");
+  BOOST_CHECK_EQUAL(still->tasks(0).attempt(), 1);
+  BOOST_CHECK_EQUAL(still->tasks(0).payload(), R"({"n": 1})");
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
   test::scratch_database database{"batch"};
   auto storage = start_storage(*sys, database.conninfo());

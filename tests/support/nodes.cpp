@@ -33,12 +33,14 @@ nodes_fixture::~nodes_fixture() {
 }
 
 caf::expected<node_actors> nodes_fixture::try_start(const config& cfg,
-                                                    std::chrono::milliseconds limit) {
-  return start_node(*sys, std::make_shared<const config>(cfg), db.conninfo(), patience(limit));
+                                                    std::chrono::milliseconds limit,
+                                                    const std::string& conninfo) {
+  return start_node(*sys, std::make_shared<const config>(cfg),
+                    conninfo.empty() ? db.conninfo() : conninfo, patience(limit));
 }
 
-node_actors& nodes_fixture::start(const config& cfg) {
-  auto node = try_start(cfg);
+node_actors& nodes_fixture::start(const config& cfg, const std::string& conninfo) {
+  auto node = try_start(cfg, std::chrono::seconds{30}, conninfo);
   BOOST_REQUIRE_MESSAGE(node, describe(node));
   nodes.push_back(std::move(*node));
   return nodes.back();

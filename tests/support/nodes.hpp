@@ -21,10 +21,11 @@ struct nodes_fixture : actor_system_fixture {
   explicit nodes_fixture(const std::string& label);
   ~nodes_fixture();
 
-  caf::expected<node_actors> try_start(const config& cfg,
-                                       std::chrono::milliseconds patience = std::chrono::seconds{
-                                           30});
-  node_actors& start(const config& cfg);
+  /// On the fixture's database, or through `conninfo` when given.
+  caf::expected<node_actors> try_start(
+      const config& cfg, std::chrono::milliseconds patience = std::chrono::seconds{30},
+      const std::string& conninfo = {});
+  node_actors& start(const config& cfg, const std::string& conninfo = {});
   /// Stops every node (fixtures that own what nodes use call it first).
   void stop_nodes();
   /// http://127.0.0.1:<port> of a node's API.

@@ -86,7 +86,13 @@ void tcp_proxy::cut() {
   wake();
 }
 
+void tcp_proxy::hold_answers() {
+  holding_ = true;
+  wake();
+}
+
 void tcp_proxy::restore() {
+  holding_ = false;
   cut_ = false;
   wake();
 }
@@ -110,7 +116,7 @@ void tcp_proxy::run() {
     std::vector<pollfd> fds{{listener_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     for (const auto& p : pairs) {
       fds.push_back({p.client, POLLIN, 0});
-      fds.push_back({p.server, POLLIN, 0});
+      fds.push_back({p.server, static_cast<short>(holding_ ? 0 : POLLIN), 0});
     }
     if (poll(fds.data(), fds.size(), 1000) <= 0) continue;
     if (fds[1].revents) {
@@ -134,7 +140,7 @@ void tcp_proxy::run() {
       const auto& server = fds[3 + 2 * i];
       bool open = true;
       if (client.revents) open = forward(pairs[i].client, pairs[i].server);
-      if (open && server.revents) open = forward(pairs[i].server, pairs[i].client);
+      if (open && server.revents && !holding_) open = forward(pairs[i].server, pairs[i].client);
       if (open)
         kept.push_back(pairs[i]);
       else

@@ -24,6 +24,9 @@ class tcp_proxy {
   std::string address() const;
   /// Closes every forwarded connection and refuses new ones.
   void cut();
+  /// Stops passing on what the target sends (requests still go through),
+  /// until cut: answers the target gave are lost with the connection.
+  void hold_answers();
   void restore();
   /// Connections accepted and forwarded so far.
   int forwarded() const { return forwarded_; }
@@ -37,6 +40,7 @@ class tcp_proxy {
   int listener_ = -1;
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> cut_{false};
+  std::atomic<bool> holding_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<int> forwarded_{0};
   std::thread loop_;
