@@ -24,6 +24,7 @@ struct cluster_state {
   std::chrono::steady_clock::time_point last_renewed = std::chrono::steady_clock::now();
   bool paused = false;
   bool beating = false;
+  bool asking_lead = false;
   /// The outcome counters as of the last stored heartbeat.
   int64_t stored_succeeded = 0;
   int64_t stored_retried = 0;
@@ -89,7 +90,7 @@ void beat(self_ptr self) {
   pb::Heartbeat hb;
   hb.set_name(st.options.node);
   hb.set_incarnation(st.options.incarnation);
-  hb.set_want_lead(true);
+  hb.set_leader(st.last.leader());
   int64_t succeeded = 0, retried = 0, failed = 0;
   if (st.options.metrics) {
     const auto& m = *st.options.metrics;
@@ -116,7 +117,6 @@ void beat(self_ptr self) {
             st.last.set_alive(true);
             st.last_renewed = sent;
             set_paused(self, false);
-            set_leader(self, ack.leader());
           },
           [self](const caf::error& err) {
             auto& st = self->state;
@@ -135,6 +135,26 @@ void beat(self_ptr self) {
           });
 }
 
+/// The lead is held where the leader's duties run, apart from the heartbeat:
+/// a node whose duties' connection is gone gives it up with that connection,
+/// while it goes on claiming. A node whose lease is in doubt gives it up.
+void ask_lead(self_ptr self) {
+  auto& st = self->state;
+  if (st.asking_lead) return;
+  st.asking_lead = true;
+  self->request(st.options.lead_storage, st.options.lease, lead_atom_v, !st.paused)
+      .then(
+          [self](bool leader) {
+            auto& st = self->state;
+            st.asking_lead = false;
+            set_leader(self, leader && !st.paused);
+          },
+          [self](const caf::error&) {
+            self->state.asking_lead = false;
+            set_leader(self, false);
+          });
+}
+
 cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
   self->state.options = std::move(options);
   self->state.last.set_alive(true);
@@ -144,6 +164,7 @@ cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
       [self](status_atom) { return self->state.last; },
       [self](caf::tick_atom) {
         beat(self);
+        ask_lead(self);
         self->delayed_send(self, self->state.options.heartbeat_interval, caf::tick_atom_v);
       },
   };

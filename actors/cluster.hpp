@@ -24,7 +24,12 @@ struct cluster_options {
   /// when it registers again.
   bool any_type = false;
   std::vector<std::string> types;
+  /// Where the heartbeat goes: a connection of its own, so that no slow
+  /// statement of another holds it up.
   membership_storage_actor storage;
+  /// Where the lead is held: the connection of the leader's duties, so that
+  /// when it goes, the lead goes to another node.
+  membership_storage_actor lead_storage;
   pusher_actor pusher;
   /// Told when this node starts or stops leading.
   std::vector<leader_duty_actor> leader_duties;

@@ -54,6 +54,9 @@ struct dispatcher_state {
   std::vector<wake_listener_actor> retry_listeners;
   // Answered once nothing runs here any more (graceful stop).
   std::optional<caf::typed_response_promise<int32_t>> drain;
+  // Asked to drain: the node hands back what runs here, so nothing more is
+  // adopted.
+  bool stopping = false;
   std::mt19937_64 rng{std::random_device{}()};
 };
 
@@ -112,11 +115,17 @@ void reported(dispatcher_state& st, const std::shared_ptr<const pb::TaskOutcomes
   st.reporting.erase(std::find(st.reporting.begin(), st.reporting.end(), batch));
 }
 
+/// Executions ended here whose outcome is not stored yet.
+int32_t outcomes_not_stored(const dispatcher_state& st) {
+  auto count = st.unreported.outcomes_size();
+  for (const auto& batch : st.reporting) count += batch->outcomes_size();
+  for (const auto& batch : st.to_report_again) count += batch->outcomes_size();
+  return count;
+}
+
 void check_drained(self_ptr self) {
   auto& st = self->state;
-  if (!st.drain || !st.running.empty() || st.unreported.outcomes_size() > 0 ||
-      !st.reporting.empty() || !st.to_report_again.empty())
-    return;
+  if (!st.drain || !st.running.empty() || outcomes_not_stored(st) > 0) return;
   st.drain->deliver(int32_t{0});
   st.drain.reset();
 }
@@ -317,11 +326,13 @@ void reconcile(self_ptr self) {
 /// Executions the database has running here, read after a claim whose answer
 /// was lost. Those this dispatcher knows are left; the rest are the lost
 /// claim's and run here, read whole from the outcomes' storage if they still
-/// run under their attempt: it stores this dispatcher's outcomes in the order
-/// they were sent, so an outcome stored since the read shows there. Each
-/// takes a permit (its claim's went back when the claim failed).
+/// run under their attempt, with what is left of their timeout: it stores this
+/// dispatcher's outcomes in the order they were sent, so an outcome stored
+/// since the read shows there. Each takes a permit (its claim's went back
+/// when the claim failed).
 void adopt(self_ptr self, const pb::Executions& running) {
   auto& st = self->state;
+  if (st.stopping) return;
   pb::Executions unknown;
   for (int i = 0; i < running.task_ids_size(); ++i) {
     if (knows(st, running.task_ids(i))) continue;
@@ -333,6 +344,7 @@ void adopt(self_ptr self, const pb::Executions& running) {
       .then(
           [self](const pb::TaskList& still_running) {
             auto& st = self->state;
+            if (st.stopping) return;
             pb::PermitUse taken;
             std::vector<const pb::Task*> adopted;
             for (const auto& task : still_running.tasks()) {
@@ -378,6 +390,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
             if (ours) {
               reported(self->state, one);
               release(self, *one);
+              check_drained(self);
             }
             if (acks.acks_size() == 1 && !acks.acks(0).applied() &&
                 acks.acks(0).status() == pb::TASK_STATUS_UNSPECIFIED) {
@@ -463,6 +476,7 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
       [self](adopt_atom, const pb::Executions& running) { adopt(self, running); },
       [self](drain_atom, int64_t grace_ms) -> caf::result<int32_t> {
         auto& st = self->state;
+        st.stopping = true;
         st.drain = self->make_response_promise<int32_t>();
         auto promise = *st.drain;
         self->delayed_send(self, std::chrono::milliseconds{grace_ms}, drain_atom_v);
@@ -472,7 +486,7 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
       [self](drain_atom) {
         auto& st = self->state;
         if (!st.drain) return;
-        st.drain->deliver(static_cast<int32_t>(st.running.size() + st.unreported.outcomes_size()));
+        st.drain->deliver(static_cast<int32_t>(st.running.size()) + outcomes_not_stored(st));
         st.drain.reset();
       },
   };

@@ -232,8 +232,13 @@ using membership_storage_actor = caf::typed_actor<
     // A node takes its name; answers how many tasks of its earlier
     // incarnations ended as lost attempts.
     caf::replies_to<register_atom, pb::NodeRegistration>::with<int32_t>,
-    // Renews a node's heartbeat and takes, keeps or gives up leadership.
-    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>>;
+    // Renews a node's heartbeat, recording whether it leads; answers whether
+    // it is alive.
+    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>,
+    // Takes or keeps (true) or gives up (false) the lead, a lock of this
+    // connection's session, so that it goes with that connection; answers
+    // whether this node leads.
+    caf::replies_to<lead_atom, bool>::with<bool>>;
 
 /// One pass of the watcher (the watcher's view).
 using sweep_storage_actor =

@@ -49,10 +49,16 @@ const statement running_on_node{
     "running_on_node",
     "SELECT id, attempt FROM taskmill.tasks WHERE status = 'running' AND picked_by = $1::text"};
 
+// The timeout is what is left of it by the database's clock: the watcher
+// times an attempt out from its start, the claim that was lost.
 const statement still_running{
     "still_running",
-    "SELECT t.* FROM unnest($1::bigint[], $2::int[]) AS e(id, attempt) JOIN taskmill.tasks t ON "
-    "t.id = e.id AND t.attempt = e.attempt WHERE t.status = 'running' ORDER BY t.id"};
+    "SELECT t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt, "
+    "t.retry_count, t.max_retries, (t.timeout_ms - extract(epoch FROM now() - t.started_at) * "
+    "1000)::int AS timeout_ms, t.error, t.batch, t.shard_index, t.shard_total, t.trace_id, "
+    "t.picked_by, t.execute_at, t.started_at FROM unnest($1::bigint[], $2::int[]) AS e(id, "
+    "attempt) JOIN taskmill.tasks t ON t.id = e.id AND t.attempt = e.attempt WHERE t.status = "
+    "'running' AND t.started_at + t.timeout_ms * interval '1 ms' > now() ORDER BY t.id"};
 
 const statement waiting_reason{
     "waiting_reason",
@@ -124,11 +130,9 @@ const statement list_nodes{
 const statement register_node{"register_node",
                               "SELECT taskmill.register_node($1, $2, $3, $4::bigint, $5::text[])"};
 
-// Leadership first: the heartbeat records it.
-const statement heartbeat{
-    "heartbeat",
-    "SELECT l.leader, taskmill.heartbeat($1, $2, l.leader) FROM (SELECT taskmill.lead($3::boolean) "
-    "AS leader) l"};
+const statement heartbeat{"heartbeat", "SELECT taskmill.heartbeat($1, $2, $3::boolean)"};
+
+const statement lead{"lead", "SELECT taskmill.lead($1::boolean)"};
 
 // $1: up to how many waiting tasks they are counted exactly.
 const statement live_counts{
@@ -271,6 +275,7 @@ const std::vector<const statement*>& all() {
       &list_nodes,
       &register_node,
       &heartbeat,
+      &lead,
       &leave,
       &sweep_lost,
       &sweep_timeouts,

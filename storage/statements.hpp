@@ -51,6 +51,7 @@ extern const statement status_counts;
 extern const statement list_nodes;
 extern const statement register_node;
 extern const statement heartbeat;
+extern const statement lead;
 extern const statement leave;
 extern const statement sweep_lost;
 extern const statement sweep_timeouts;

@@ -755,8 +755,7 @@ caf::result<int32_t> register_node(self_ptr self, const pb::NodeRegistration& no
 
 caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
   std::vector<db::call> calls{
-      {&db::sql::heartbeat,
-       {beat.name(), beat.incarnation(), beat.want_lead() ? "true" : "false"}}};
+      {&db::sql::heartbeat, {beat.name(), beat.incarnation(), beat.leader() ? "true" : "false"}}};
   if (beat.succeeded() > 0 || beat.retried() > 0 || beat.failed() > 0)
     calls.push_back({&db::sql::add_outcomes,
                      {beat.name(), std::to_string(beat.succeeded()), std::to_string(beat.retried()),
@@ -764,10 +763,14 @@ caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat
   return ask_db<pb::HeartbeatAck>(self, std::move(calls),
                                   [](results& rs) -> caf::expected<pb::HeartbeatAck> {
                                     pb::HeartbeatAck ack;
-                                    ack.set_leader(rs[0]->boolean(0, 0));
-                                    ack.set_alive(rs[0]->boolean(0, 1));
+                                    ack.set_alive(rs[0]->boolean(0, 0));
                                     return ack;
                                   });
+}
+
+caf::result<bool> lead(self_ptr self, bool want) {
+  return ask_db<bool>(self, {db::call{&db::sql::lead, {want ? "true" : "false"}}},
+                      [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 
 caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
@@ -975,6 +978,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](status_atom) { return self->state.status; },
       [self](register_atom, const pb::NodeRegistration& n) { return register_node(self, n); },
       [self](heartbeat_atom, const pb::Heartbeat& beat) { return heartbeat(self, beat); },
+      [self](lead_atom, bool want) { return lead(self, want); },
       [self](leave_atom, const pb::Heartbeat& n) {
         return ask_count(self, {&db::sql::leave, {n.name(), n.incarnation()}});
       },

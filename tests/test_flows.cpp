@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE flows
 #include <boost/test/unit_test.hpp>
 
+#include "actors/cluster.hpp"
 #include "actors/dispatcher.hpp"
 #include "actors/executors/caf_executors.hpp"
 #include "actors/limiter.hpp"
@@ -571,6 +572,71 @@ BOOST_AUTO_TEST_CASE(tasks_go_to_the_executor_with_the_most_room) {
   BOOST_CHECK(!pool.take("U"));
   BOOST_CHECK(pool.remove(large.address()).empty());
   for (const auto& a : {small, large}) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A membership storage that answers heartbeats (alive) and asks for the
+/// lead as told, and a pusher that records whether it was paused.
+struct membership_recorder {
+  bool lead_answer = true;
+  bool lead_fails = false;
+  int beats = 0;
+  std::optional<bool> paused;
+};
+
+caf::behavior membership_stand_in(std::shared_ptr<membership_recorder> rec) {
+  return {
+      [rec](heartbeat_atom, const pb::Heartbeat&) {
+        ++rec->beats;
+        pb::HeartbeatAck ack;
+        ack.set_alive(true);
+        return ack;
+      },
+      [rec](lead_atom, bool want) -> caf::result<bool> {
+        if (rec->lead_fails) return caf::make_error(caf::sec::request_receiver_down);
+        return want && rec->lead_answer;
+      },
+      [rec](pause_atom, bool paused) { rec->paused = paused; },
+  };
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(cluster_lead, flow_fixture)
+
+// The heartbeat and the lead go to connections of their own: a node whose
+// duties' connection fails gives up the lead and goes on claiming.
+BOOST_AUTO_TEST_CASE(the_lead_follows_its_own_connection_and_the_heartbeat_the_claims) {
+  auto rec = std::make_shared<membership_recorder>();
+  auto lease = sys.spawn(membership_stand_in, rec);
+  auto duties = sys.spawn(membership_stand_in, rec);
+  cluster_options co;
+  co.node = "n1";
+  co.incarnation = "0000000000000001";
+  co.storage = caf::actor_cast<membership_storage_actor>(lease);
+  co.lead_storage = caf::actor_cast<membership_storage_actor>(duties);
+  co.pusher = caf::actor_cast<pusher_actor>(lease);
+  auto cluster = spawn_cluster(sys, co);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->beats, 1);
+  BOOST_CHECK(ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  rec->lead_fails = true;
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->beats, 2);
+  auto status = ask<pb::HeartbeatAck>(cluster, status_atom_v);
+  BOOST_CHECK(status.alive());
+  BOOST_CHECK(!status.leader());
+  BOOST_CHECK(!rec->paused.value_or(false));
+  rec->lead_fails = false;
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_CHECK(ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  for (const auto& a : {caf::actor_cast<caf::actor>(cluster), lease, duties})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -825,6 +825,15 @@ BOOST_AUTO_TEST_CASE(the_executions_running_on_a_node_and_those_still_running_ar
   BOOST_CHECK_EQUAL(still->tasks(0).key(), "k1");
   BOOST_CHECK_EQUAL(still->tasks(0).attempt(), 1);
   BOOST_CHECK_EQUAL(still->tasks(0).payload(), R"({"n": 1})");
+  // What is left of its timeout; none left, it is not read.
+  BOOST_CHECK_GT(still->tasks(0).timeout_ms(), 0);
+  BOOST_CHECK_LE(still->tasks(0).timeout_ms(), 5000);
+  database.exec(
+      "UPDATE taskmill.tasks SET started_at = now() - timeout_ms * interval '1 ms' WHERE key = "
+      "'k1'");
+  auto timed_out = test::ask<pb::TaskList>(*sys, storage, running_atom_v, asked);
+  BOOST_REQUIRE_MESSAGE(timed_out, test::describe(timed_out));
+  BOOST_CHECK_EQUAL(timed_out->tasks_size(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {

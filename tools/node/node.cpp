@@ -400,6 +400,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cluster_opts.any_type = run_here.any;
   cluster_opts.types = run_here.types;
   cluster_opts.storage = node.lease_storage;
+  cluster_opts.lead_storage = node.storage;
   cluster_opts.pusher = node.pusher;
   cluster_opts.metrics = node.metrics;
   cluster_opts.leader_duties = {caf::actor_cast<leader_duty_actor>(node.watcher),
