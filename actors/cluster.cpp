@@ -25,6 +25,7 @@ struct cluster_state {
   bool paused = false;
   bool beating = false;
   bool asking_lead = false;
+  bool leaving = false;
   /// The outcome counters as of the last stored heartbeat.
   int64_t stored_succeeded = 0;
   int64_t stored_retried = 0;
@@ -35,6 +36,12 @@ namespace {
 
 using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
 using clock = std::chrono::steady_clock;
+
+/// One interval before the lease runs out: the leader could soon take this
+/// node for dead.
+bool lease_in_doubt(const cluster_state& st) {
+  return clock::now() - st.last_renewed >= st.options.lease - st.options.heartbeat_interval;
+}
 
 void set_paused(self_ptr self, bool paused) {
   auto& st = self->state;
@@ -111,7 +118,7 @@ void beat(self_ptr self) {
             st.stored_retried = retried;
             st.stored_failed = failed;
             if (!ack.alive()) {
-              register_again(self);
+              if (!st.leaving) register_again(self);
               return;
             }
             st.last.set_alive(true);
@@ -121,10 +128,8 @@ void beat(self_ptr self) {
           [self](const caf::error& err) {
             auto& st = self->state;
             st.beating = false;
-            // Stop claiming while the leader could still see this node alive:
-            // one interval before the lease runs out.
-            auto doubtful =
-                clock::now() - st.last_renewed >= st.options.lease - st.options.heartbeat_interval;
+            // Stop claiming while the leader could still see this node alive.
+            auto doubtful = lease_in_doubt(st);
             if (doubtful && !st.paused)
               spdlog::warn("cluster: cannot renew the heartbeat of node {}: {}", st.options.node,
                            error_message(err));
@@ -135,19 +140,30 @@ void beat(self_ptr self) {
           });
 }
 
+/// Whether this node may lead: not once it is leaving, nor when its lease
+/// could run out before the next tick. A heartbeat that hangs fails only with
+/// the lease, and a leader whose lease ran out would take itself for dead and
+/// hand its running tasks to others. Half an interval short of the lease, so
+/// that at a tick the last renewal, an interval before, passes with two missed
+/// beats allowed.
+bool may_lead(const cluster_state& st) {
+  return !st.paused && !st.leaving &&
+         clock::now() - st.last_renewed < st.options.lease - st.options.heartbeat_interval / 2;
+}
+
 /// The lead is held where the leader's duties run, apart from the heartbeat:
 /// a node whose duties' connection is gone gives it up with that connection,
-/// while it goes on claiming. A node whose lease is in doubt gives it up.
+/// while it goes on claiming.
 void ask_lead(self_ptr self) {
   auto& st = self->state;
   if (st.asking_lead) return;
   st.asking_lead = true;
-  self->request(st.options.lead_storage, st.options.lease, lead_atom_v, !st.paused)
+  self->request(st.options.lead_storage, st.options.lease, lead_atom_v, may_lead(st))
       .then(
           [self](bool leader) {
             auto& st = self->state;
             st.asking_lead = false;
-            set_leader(self, leader && !st.paused);
+            set_leader(self, leader && may_lead(st));
           },
           [self](const caf::error&) {
             self->state.asking_lead = false;
@@ -162,8 +178,14 @@ cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
   return {
       [](ping_atom) { return caf::ok_atom_v; },
       [self](status_atom) { return self->state.last; },
+      [self](leave_atom) {
+        self->state.leaving = true;
+        set_leader(self, false);
+        return caf::ok_atom_v;
+      },
       [self](caf::tick_atom) {
         beat(self);
+        if (!may_lead(self->state)) set_leader(self, false);
         ask_lead(self);
         self->delayed_send(self, self->state.options.heartbeat_interval, caf::tick_atom_v);
       },

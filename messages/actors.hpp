@@ -367,6 +367,9 @@ using reconciler_actor = periodic_duty_actor::extend<
 using cluster_actor = pingable_actor::extend<
     // Whether this node is alive and leads, as of the last heartbeat.
     caf::replies_to<status_atom>::with<pb::HeartbeatAck>,
+    // The node is stopping: it gives up the lead and registers again no
+    // more; answered once that holds.
+    caf::replies_to<leave_atom>::with<caf::ok_atom>,
     // Internal: the heartbeat timer.
     caf::reacts_to<caf::tick_atom>>;
 

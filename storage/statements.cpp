@@ -54,7 +54,7 @@ const statement running_on_node{
 const statement still_running{
     "still_running",
     "SELECT t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt, "
-    "t.retry_count, t.max_retries, (t.timeout_ms - extract(epoch FROM now() - t.started_at) * "
+    "t.retry_count, t.max_retries, ceil(t.timeout_ms - extract(epoch FROM now() - t.started_at) * "
     "1000)::int AS timeout_ms, t.error, t.batch, t.shard_index, t.shard_total, t.trace_id, "
     "t.picked_by, t.execute_at, t.started_at FROM unnest($1::bigint[], $2::int[]) AS e(id, "
     "attempt) JOIN taskmill.tasks t ON t.id = e.id AND t.attempt = e.attempt WHERE t.status = "

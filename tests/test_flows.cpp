@@ -583,7 +583,10 @@ namespace {
 struct membership_recorder {
   bool lead_answer = true;
   bool lead_fails = false;
+  std::optional<bool> last_want;
+  bool alive = true;
   int beats = 0;
+  int registrations = 0;
   std::optional<bool> paused;
 };
 
@@ -592,12 +595,17 @@ caf::behavior membership_stand_in(std::shared_ptr<membership_recorder> rec) {
       [rec](heartbeat_atom, const pb::Heartbeat&) {
         ++rec->beats;
         pb::HeartbeatAck ack;
-        ack.set_alive(true);
+        ack.set_alive(rec->alive);
         return ack;
       },
       [rec](lead_atom, bool want) -> caf::result<bool> {
         if (rec->lead_fails) return caf::make_error(caf::sec::request_receiver_down);
+        rec->last_want = want;
         return want && rec->lead_answer;
+      },
+      [rec](register_atom, const pb::NodeRegistration&) {
+        ++rec->registrations;
+        return int32_t{0};
       },
       [rec](pause_atom, bool paused) { rec->paused = paused; },
   };
@@ -635,6 +643,16 @@ BOOST_AUTO_TEST_CASE(the_lead_follows_its_own_connection_and_the_heartbeat_the_c
   sched.trigger_timeout();
   sched.run();
   BOOST_CHECK(ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  // Leaving, it asks for the lead no more, and a heartbeat that finds it
+  // stopped does not register it again.
+  ask<caf::ok_atom>(cluster, leave_atom_v);
+  BOOST_CHECK(!ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  rec->alive = false;
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_CHECK(!rec->last_want.value_or(true));
+  BOOST_CHECK_EQUAL(rec->registrations, 0);
+  BOOST_CHECK(!ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
   for (const auto& a : {caf::actor_cast<caf::actor>(cluster), lease, duties})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }

@@ -474,6 +474,15 @@ void hand_back_tasks(caf::scoped_actor& self, const node_actors& node) {
   me.set_incarnation(node.incarnation);
   auto deadline = std::chrono::steady_clock::now() + cfg.heartbeat.interval * cfg.heartbeat.missed;
   auto backoff = cfg.database.reconnect_min;
+  // From here the cluster asks for the lead no more, nor registers the node
+  // again, so that leave's release of the lead and of the name holds.
+  if (node.cluster)
+    self->request(node.cluster, 5s, leave_atom_v)
+        .receive([](caf::ok_atom) {},
+                 [&](caf::error& err) {
+                   spdlog::warn("node {}: cluster did not take the leave: {}", cfg.node.name,
+                                error_message(err));
+                 });
   for (;;) {
     caf::error failure;
     self->request(node.storage, 30s, leave_atom_v, me)
