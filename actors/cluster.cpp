@@ -37,10 +37,8 @@ namespace {
 using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
 using clock = std::chrono::steady_clock;
 
-/// One interval before the lease runs out: the leader could soon take this
-/// node for dead.
-bool lease_in_doubt(const cluster_state& st) {
-  return clock::now() - st.last_renewed >= st.options.lease - st.options.heartbeat_interval;
+clock::duration since_renewed(const cluster_state& st) {
+  return clock::now() - st.last_renewed;
 }
 
 void set_paused(self_ptr self, bool paused) {
@@ -111,13 +109,13 @@ void beat(self_ptr self) {
   auto sent = clock::now();
   self->request(st.options.storage, st.options.lease, heartbeat_atom_v, hb)
       .then(
-          [self, sent, succeeded, retried, failed](const pb::HeartbeatAck& ack) {
+          [self, sent, succeeded, retried, failed](bool alive) {
             auto& st = self->state;
             st.beating = false;
             st.stored_succeeded = succeeded;
             st.stored_retried = retried;
             st.stored_failed = failed;
-            if (!ack.alive()) {
+            if (!alive) {
               if (!st.leaving) register_again(self);
               return;
             }
@@ -128,8 +126,9 @@ void beat(self_ptr self) {
           [self](const caf::error& err) {
             auto& st = self->state;
             st.beating = false;
-            // Stop claiming while the leader could still see this node alive.
-            auto doubtful = lease_in_doubt(st);
+            // Stop claiming while the leader could still see this node alive:
+            // one interval before the lease runs out.
+            auto doubtful = since_renewed(st) >= st.options.lease - st.options.heartbeat_interval;
             if (doubtful && !st.paused)
               spdlog::warn("cluster: cannot renew the heartbeat of node {}: {}", st.options.node,
                            error_message(err));
@@ -148,7 +147,7 @@ void beat(self_ptr self) {
 /// beats allowed.
 bool may_lead(const cluster_state& st) {
   return !st.paused && !st.leaving &&
-         clock::now() - st.last_renewed < st.options.lease - st.options.heartbeat_interval / 2;
+         since_renewed(st) < st.options.lease - st.options.heartbeat_interval / 2;
 }
 
 /// The lead is held where the leader's duties run, apart from the heartbeat:

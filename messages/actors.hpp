@@ -234,7 +234,7 @@ using membership_storage_actor = caf::typed_actor<
     caf::replies_to<register_atom, pb::NodeRegistration>::with<int32_t>,
     // Renews a node's heartbeat, recording whether it leads; answers whether
     // it is alive.
-    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<pb::HeartbeatAck>,
+    caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<bool>,
     // Takes or keeps (true) or gives up (false) the lead, a lock of this
     // connection's session, so that it goes with that connection; answers
     // whether this node leads.

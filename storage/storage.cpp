@@ -753,19 +753,14 @@ caf::result<int32_t> register_node(self_ptr self, const pb::NodeRegistration& no
                            std::to_string(node.lease_ms()), types}});
 }
 
-caf::result<pb::HeartbeatAck> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
+caf::result<bool> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
   std::vector<db::call> calls{
       {&db::sql::heartbeat, {beat.name(), beat.incarnation(), beat.leader() ? "true" : "false"}}};
   if (beat.succeeded() > 0 || beat.retried() > 0 || beat.failed() > 0)
     calls.push_back({&db::sql::add_outcomes,
                      {beat.name(), std::to_string(beat.succeeded()), std::to_string(beat.retried()),
                       std::to_string(beat.failed())}});
-  return ask_db<pb::HeartbeatAck>(self, std::move(calls),
-                                  [](results& rs) -> caf::expected<pb::HeartbeatAck> {
-                                    pb::HeartbeatAck ack;
-                                    ack.set_alive(rs[0]->boolean(0, 0));
-                                    return ack;
-                                  });
+  return ask_db<bool>(self, std::move(calls), [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 
 caf::result<bool> lead(self_ptr self, bool want) {

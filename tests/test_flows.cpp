@@ -23,6 +23,7 @@
 #include <array>
 #include <deque>
 #include <optional>
+#include <thread>
 
 using namespace taskmill;
 using namespace std::chrono_literals;
@@ -578,25 +579,29 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
-/// A membership storage that answers heartbeats (alive) and asks for the
-/// lead as told, and a pusher that records whether it was paused.
+/// A membership storage that answers heartbeats (alive, or not at all while
+/// they hang) and asks for the lead as told, and a pusher that records
+/// whether it was paused.
 struct membership_recorder {
   bool lead_answer = true;
   bool lead_fails = false;
   std::optional<bool> last_want;
   bool alive = true;
+  bool beats_hang = false;
+  std::vector<caf::response_promise> hanging;
   int beats = 0;
   int registrations = 0;
   std::optional<bool> paused;
 };
 
-caf::behavior membership_stand_in(std::shared_ptr<membership_recorder> rec) {
+caf::behavior membership_stand_in(caf::event_based_actor* self,
+                                  std::shared_ptr<membership_recorder> rec) {
   return {
-      [rec](heartbeat_atom, const pb::Heartbeat&) {
+      [self, rec](heartbeat_atom, const pb::Heartbeat&) -> caf::result<bool> {
         ++rec->beats;
-        pb::HeartbeatAck ack;
-        ack.set_alive(rec->alive);
-        return ack;
+        if (!rec->beats_hang) return rec->alive;
+        rec->hanging.push_back(self->make_response_promise());
+        return rec->hanging.back();
       },
       [rec](lead_atom, bool want) -> caf::result<bool> {
         if (rec->lead_fails) return caf::make_error(caf::sec::request_receiver_down);
@@ -613,24 +618,47 @@ caf::behavior membership_stand_in(std::shared_ptr<membership_recorder> rec) {
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(cluster_lead, flow_fixture)
+/// A cluster actor on two membership stand-ins (the lease's and the
+/// duties'), which also stand in for its pusher.
+struct cluster_fixture : flow_fixture {
+  void start_cluster(std::chrono::milliseconds interval = 1s,
+                     std::chrono::milliseconds lease_time = 5s) {
+    lease = sys.spawn(membership_stand_in, rec);
+    duties = sys.spawn(membership_stand_in, rec);
+    cluster_options co;
+    co.node = "n1";
+    co.incarnation = "0000000000000001";
+    co.heartbeat_interval = interval;
+    co.lease = lease_time;
+    co.storage = caf::actor_cast<membership_storage_actor>(lease);
+    co.lead_storage = caf::actor_cast<membership_storage_actor>(duties);
+    co.pusher = caf::actor_cast<pusher_actor>(lease);
+    cluster = spawn_cluster(sys, co);
+    sched.run();
+  }
+
+  bool leads() { return ask<pb::HeartbeatAck>(cluster, status_atom_v).leader(); }
+
+  ~cluster_fixture() {
+    for (const auto& a : {caf::actor_cast<caf::actor>(cluster), lease, duties})
+      if (a) caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  std::shared_ptr<membership_recorder> rec = std::make_shared<membership_recorder>();
+  caf::actor lease;
+  caf::actor duties;
+  cluster_actor cluster;
+};
+
+BOOST_FIXTURE_TEST_SUITE(cluster_lead, cluster_fixture)
 
 // The heartbeat and the lead go to connections of their own: a node whose
 // duties' connection fails gives up the lead and goes on claiming.
 BOOST_AUTO_TEST_CASE(the_lead_follows_its_own_connection_and_the_heartbeat_the_claims) {
-  auto rec = std::make_shared<membership_recorder>();
-  auto lease = sys.spawn(membership_stand_in, rec);
-  auto duties = sys.spawn(membership_stand_in, rec);
-  cluster_options co;
-  co.node = "n1";
-  co.incarnation = "0000000000000001";
-  co.storage = caf::actor_cast<membership_storage_actor>(lease);
-  co.lead_storage = caf::actor_cast<membership_storage_actor>(duties);
-  co.pusher = caf::actor_cast<pusher_actor>(lease);
-  auto cluster = spawn_cluster(sys, co);
-  sched.run();
+  start_cluster();
   BOOST_CHECK_EQUAL(rec->beats, 1);
-  BOOST_CHECK(ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  BOOST_CHECK(leads());
   rec->lead_fails = true;
   sched.trigger_timeout();
   sched.run();
@@ -642,19 +670,36 @@ BOOST_AUTO_TEST_CASE(the_lead_follows_its_own_connection_and_the_heartbeat_the_c
   rec->lead_fails = false;
   sched.trigger_timeout();
   sched.run();
-  BOOST_CHECK(ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  BOOST_CHECK(leads());
   // Leaving, it asks for the lead no more, and a heartbeat that finds it
   // stopped does not register it again.
   ask<caf::ok_atom>(cluster, leave_atom_v);
-  BOOST_CHECK(!ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
+  BOOST_CHECK(!leads());
   rec->alive = false;
   sched.trigger_timeout();
   sched.run();
   BOOST_CHECK(!rec->last_want.value_or(true));
   BOOST_CHECK_EQUAL(rec->registrations, 0);
-  BOOST_CHECK(!ask<pb::HeartbeatAck>(cluster, status_atom_v).leader());
-  for (const auto& a : {caf::actor_cast<caf::actor>(cluster), lease, duties})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  BOOST_CHECK(!leads());
+}
+
+// A heartbeat that hangs fails only with the lease; a leader whose lease ran
+// out would take itself for dead. The lead goes half an interval before the
+// lease could run out, before the heartbeat has failed and claims pause.
+BOOST_AUTO_TEST_CASE(a_leader_whose_heartbeat_hangs_gives_up_the_lead_before_its_lease_ends) {
+  start_cluster(100ms, 400ms);
+  BOOST_REQUIRE(leads());
+  rec->beats_hang = true;
+  // The next tick, while the lease still holds: it leads on.
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_CHECK(leads());
+  std::this_thread::sleep_for(400ms);
+  sched.trigger_timeout();
+  sched.run();
+  BOOST_CHECK(!leads());
+  BOOST_CHECK(!rec->last_want.value_or(true));
+  BOOST_CHECK(!rec->paused.has_value());
 }
 
 BOOST_AUTO_TEST_SUITE_END()
