@@ -324,43 +324,52 @@ void reconcile(self_ptr self) {
 }
 
 /// Executions the database has running here, read after a claim whose answer
-/// was lost. Those this dispatcher knows are left; the rest are the lost
-/// claim's and run here, read whole from the outcomes' storage if they still
-/// run under their attempt, with what is left of their timeout: it stores this
-/// dispatcher's outcomes in the order they were sent, so an outcome stored
-/// since the read shows there. Each takes a permit (its claim's went back
-/// when the claim failed).
+/// was lost, or handed to this node by submits. Those this dispatcher knows
+/// are left; the rest run here, read whole from the outcomes' storage if they
+/// still run under their attempt, with what is left of their timeout: it
+/// stores this dispatcher's outcomes in the order they were sent, so an
+/// outcome stored since the read shows there. Each takes a permit: of those
+/// the pusher held for its offer (permits_held, which go back whatever runs),
+/// or one of its own. A stopping node runs none: it hands back what runs
+/// here.
 void adopt(self_ptr self, const pb::Executions& running) {
   auto& st = self->state;
-  if (st.stopping) return;
   pb::Executions unknown;
-  for (int i = 0; i < running.task_ids_size(); ++i) {
+  unknown.set_handed_off(running.handed_off());
+  unknown.set_permits_held(running.permits_held());
+  for (int i = 0; i < running.task_ids_size() && !st.stopping; ++i) {
     if (knows(st, running.task_ids(i))) continue;
     unknown.add_task_ids(running.task_ids(i));
     unknown.add_attempts(running.attempts(i));
   }
-  if (unknown.task_ids_size() == 0) return;
+  if (unknown.task_ids_size() == 0) {
+    if (unknown.permits_held() == 0) return;
+    pb::PermitUse back;
+    back.set_permits(unknown.permits_held());
+    self->send(st.options.limiter, settle_atom_v, std::move(back));
+    return;
+  }
   self->request(st.options.storage, local_request_timeout, running_atom_v, unknown)
       .then(
-          [self](const pb::TaskList& still_running) {
+          [self, unknown](const pb::TaskList& still_running) {
             auto& st = self->state;
-            if (st.stopping) return;
             pb::PermitUse taken;
+            taken.set_permits(unknown.permits_held());
             std::vector<const pb::Task*> adopted;
             for (const auto& task : still_running.tasks()) {
-              if (knows(st, task.id())) continue;
+              if (st.stopping || knows(st, task.id())) continue;
               taken.add_claimed_types(task.type());
               adopted.push_back(&task);
             }
-            if (adopted.empty()) return;
-            spdlog::warn("dispatcher: {} tasks claimed by a claim whose answer was lost run now",
-                         adopted.size());
             self->send(st.options.limiter, settle_atom_v, std::move(taken));
+            if (!adopted.empty() && !unknown.handed_off())
+              spdlog::warn("dispatcher: {} tasks claimed by a claim whose answer was lost run now",
+                           adopted.size());
             for (const auto* task : adopted) execute(self, *task);
           },
           [self, unknown](const caf::error& err) {
             spdlog::warn(
-                "dispatcher: cannot read the tasks a lost claim may have taken, trying again: {}",
+                "dispatcher: cannot read tasks that run here unknown to it, trying again: {}",
                 error_message(err));
             self->delayed_send(self, report_retry_delay, adopt_atom_v, unknown);
           });

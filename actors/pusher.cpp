@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <memory>
 #include <optional>
+#include <utility>
 
 namespace taskmill {
 
@@ -36,6 +37,20 @@ struct pusher_state {
   // A claim's answer was lost (its connection broke under it) and its tasks
   // not yet looked for: it may have committed.
   bool claims_in_doubt = false;
+  // This node's offer to submits of tasks due at once (storage/sql/offers.sql)
+  // that may stand in the database: its generation (0: none), and the
+  // permits held for it at the limiter that no hand-off heard of has taken
+  // over. A claim or a pause takes it back.
+  int64_t offer_generation = 0;
+  int32_t offered = 0;
+  // Offers are numbered from the time the pusher started, so that a node
+  // started again never offers under a number of its earlier incarnation.
+  int64_t last_generation = 0;
+  // Permits for the offer are being asked of the limiter.
+  bool offer_asked = false;
+  // The offer was taken back, or may have been (by a claim whose answer was
+  // lost): the next claim counts what submits took of it and takes it over.
+  bool offer_withdrawn = false;
 };
 
 namespace {
@@ -50,6 +65,7 @@ void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
 constexpr int rounds_at_most = 2;
 
 void claim_round(self_ptr self);
+void offer_permits(self_ptr self);
 
 /// Rounds up to the most in flight, after a full claim: more is due.
 void claim_rounds(self_ptr self) {
@@ -70,6 +86,7 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
   constexpr auto least = std::chrono::milliseconds{5};
   arm_timer(self,
             std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
+  offer_permits(self);
 }
 
 /// A claim with the next due time asked for beside it: whichever answer
@@ -136,6 +153,129 @@ void adopt_claims_in_doubt(self_ptr self) {
           });
 }
 
+/// Permits asked of the limiter for the offer: `use(grant)` if it is still
+/// wanted, else they go back.
+template <class Use>
+void ask_offer_permits(self_ptr self, int32_t wanted, Use use) {
+  auto& st = self->state;
+  st.offer_asked = true;
+  self->request(st.options.limiter, local_request_timeout, acquire_atom_v, wanted)
+      .then(
+          [self, use](pb::ClaimGrant& grant) {
+            auto& st = self->state;
+            st.offer_asked = false;
+            if (grant.permits() <= 0 || limits_apply(grant) || st.paused || !use(grant))
+              self->send(st.options.limiter, settle_atom_v, held_by(grant));
+          },
+          [self](const caf::error& err) {
+            self->state.offer_asked = false;
+            spdlog::error("pusher: limiter failed: {}", error_message(err));
+          });
+}
+
+/// The permits held for the offer of `generation` go back, if it still is
+/// this node's.
+void give_back_offer(self_ptr self, int64_t generation, int32_t permits) {
+  auto& st = self->state;
+  if (st.offer_generation != generation) return;
+  st.offered -= permits;
+  if (st.offered <= 0) st.offer_generation = 0;
+  pb::PermitUse back;
+  back.set_permits(permits);
+  self->send(st.options.limiter, settle_atom_v, std::move(back));
+}
+
+/// A node that claimed all it could offers permits to submits of tasks due
+/// at once, which then hand their tasks to it in their own transactions
+/// (storage/sql/offers.sql). The offer stands through claims that find
+/// little (a poll, a retry come due), lest the submits in between miss it;
+/// a claim after one that took all it had permits for takes it back and its
+/// permits over. Not under limits: they are counted in claims. No offer is
+/// made while a claim is under way, so that one whose answer is lost finds
+/// the offer it took back still this node's.
+void offer_permits(self_ptr self) {
+  auto& st = self->state;
+  if (st.options.hand_off_permits <= 0 || st.paused || st.offer_generation != 0 || st.offer_asked)
+    return;
+  ask_offer_permits(self, st.options.hand_off_permits, [self](pb::ClaimGrant& grant) {
+    auto& st = self->state;
+    if (st.offer_generation != 0 || st.rounds > 0) return false;
+    pb::ClaimRequest offer;
+    offer.set_node(st.options.node);
+    offer.set_offer_generation(++st.last_generation);
+    *offer.mutable_grant() = std::move(grant);
+    st.offer_generation = offer.offer_generation();
+    st.offered = offer.grant().permits();
+    self->request(st.options.storage, local_request_timeout, offer_atom_v, offer)
+        .then(
+            [self, offer](bool made) {
+              if (!made) give_back_offer(self, offer.offer_generation(), offer.grant().permits());
+            },
+            [](const caf::error& err) {
+              spdlog::debug("pusher: cannot offer permits: {}", error_message(err));
+            });
+    return true;
+  });
+}
+
+/// Once hand-offs took half the offer's permits over, as many are added to
+/// it, so that a steady trickle of submits never finds it used up.
+void add_to_offer(self_ptr self) {
+  auto& st = self->state;
+  auto wanted = st.options.hand_off_permits - st.offered;
+  if (st.offer_generation == 0 || st.offer_withdrawn || st.offer_asked || st.paused ||
+      wanted < st.offered)
+    return;
+  ask_offer_permits(self, wanted, [self, generation = st.offer_generation](pb::ClaimGrant& grant) {
+    auto& st = self->state;
+    if (st.offer_generation != generation) return false;
+    auto permits = grant.permits();
+    st.offered += permits;
+    self->request(st.options.storage, local_request_timeout, offer_atom_v, st.options.node,
+                  generation, permits)
+        .then(
+            [self, generation, permits](bool added) {
+              if (!added) give_back_offer(self, generation, permits);
+            },
+            [](const caf::error& err) {
+              spdlog::debug("pusher: cannot add to the offer: {}", error_message(err));
+            });
+    return true;
+  });
+}
+
+/// Tasks handed to this node: the permits of those from its standing offer
+/// go to them (settled by the dispatcher with the tasks it runs); those of
+/// an offer taken back already were counted as taken by the claim that took
+/// it back, and take permits of their own.
+void run_handed(self_ptr self, pb::Executions& handed) {
+  auto& st = self->state;
+  int32_t held = 0;
+  for (auto generation : handed.generations())
+    if (generation == st.offer_generation && st.offered - held > 0) ++held;
+  st.offered -= held;
+  handed.set_permits_held(held);
+  st.options.metrics->claimed.Increment(handed.task_ids_size());
+  st.options.metrics->handed_off.Increment(handed.task_ids_size());
+  self->send(st.options.dispatcher, adopt_atom_v, std::move(handed));
+  add_to_offer(self);
+}
+
+/// A node takes its offer back when its lease is in doubt, lest submits hand
+/// it tasks then, and when limits came to apply. Its permits stay held for
+/// the next claim, which counts what submits took of them unheard.
+void withdraw_offer(self_ptr self) {
+  auto& st = self->state;
+  if (st.offer_generation == 0 || st.offer_withdrawn) return;
+  st.offer_withdrawn = true;
+  self->request(st.options.storage, local_request_timeout, offer_atom_v, st.options.node,
+                st.offered)
+      .then([](int32_t) {},
+            [](const caf::error& err) {
+              spdlog::debug("pusher: cannot take the offer back: {}", error_message(err));
+            });
+}
+
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
                 const std::shared_ptr<claim_and_next_due>& beside) {
   auto& st = self->state;
@@ -178,6 +318,18 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
 
 void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto& st = self->state;
+  // After a claim that took all it could, once the offer was taken back, or
+  // when permits are short (the offer may hold them all), its permits join
+  // the claim, which takes it back first.
+  bool take_offer_over =
+      !st.last_claim_short || st.offer_withdrawn || grant.permits() < st.options.batch_size;
+  auto offered = take_offer_over ? std::exchange(st.offered, 0) : 0;
+  auto offer_generation = take_offer_over ? std::exchange(st.offer_generation, 0) : 0;
+  if (take_offer_over) st.offer_withdrawn = false;
+  // Limits came to apply (an executor of limited capacity registered): the
+  // offer, made without them, is taken back.
+  if (limits_apply(grant)) withdraw_offer(self);
+  grant.set_permits(grant.permits() + offered);
   auto permits = grant.permits();
   if (permits <= 0) {
     // No permits: the limiter wakes us when some come back.
@@ -189,6 +341,8 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto req = std::make_shared<pb::ClaimRequest>();
   req->set_node(st.options.node);
   req->set_after_short_claim(st.last_claim_short);
+  req->set_offered(offered);
+  req->set_offer_generation(offer_generation);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
   // Without limits, a claim after a short one (a pickup) likely comes back
@@ -205,7 +359,16 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
              beside](pb::ClaimedTasks& claimed) { on_claimed(self, *req, claimed, beside); },
             [self, req](const caf::error& err) {
               auto& st = self->state;
-              self->send(st.options.limiter, settle_atom_v, held_by(req->grant()));
+              // The offer may stand yet: its permits stay held for the next
+              // claim to take it back (no other was made meanwhile).
+              auto use = held_by(req->grant());
+              if (req->offer_generation() != 0) {
+                use.set_permits(use.permits() - req->offered());
+                st.offered = req->offered();
+                st.offer_generation = req->offer_generation();
+                st.offer_withdrawn = true;
+              }
+              self->send(st.options.limiter, settle_atom_v, std::move(use));
               st.claims_in_doubt = true;
               if (!st.storage_failing) {
                 spdlog::warn("pusher: cannot claim: {}", error_message(err));
@@ -239,16 +402,25 @@ void claim_round(self_ptr self) {
 pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> self,
                                    pusher_options options) {
   self->state.shares = fair_shares{options.weights};
+  self->state.last_generation = std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
   self->state.options = std::move(options);
   claim_round(self);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
       [self](wake_atom) { claim_round(self); },
+      [self](adopt_atom, pb::Executions& handed) { run_handed(self, handed); },
+      [self](adopt_atom) {
+        self->state.claims_in_doubt = true;
+        claim_round(self);
+      },
       [self](pause_atom, bool pause) {
         if (self->state.paused == pause) return;
         self->state.paused = pause;
         if (pause) {
           spdlog::warn("pusher: claiming paused: this node's lease is in doubt");
+          withdraw_offer(self);
         } else {
           spdlog::info("pusher: claiming again");
           claim_round(self);

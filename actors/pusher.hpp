@@ -17,6 +17,9 @@ struct node_metrics;
 struct pusher_options {
   std::string node;
   int32_t batch_size = 512;
+  // Permits offered to submits of tasks due at once while nothing more is
+  // due here; 0: none.
+  int32_t hand_off_permits = 64;
   std::chrono::milliseconds poll_interval{1000};
   std::array<int, 5> weights{16, 8, 4, 2, 1};
   claim_storage_actor storage;

@@ -384,6 +384,7 @@ std::string read_sections(const toml::table& root, config& cfg) {
     r.read("batch_size", s.batch_size, 1, 10'000);
     r.read("node_limit", s.node_limit, 1, 1'000'000);
     r.read("global_limit", s.global_limit, 0, 10'000'000);
+    r.read("hand_off_permits", s.hand_off_permits, 0, 10'000);
     r.read("poll_interval", s.poll_interval, milliseconds{10});
     if (auto weights = r.array("weights")) {
       if (weights->size() != 5) r.fail("weights", "must list 5 weights, for priorities 1 to 5");

@@ -132,6 +132,9 @@ struct config {
     int batch_size = 512;   // most tasks claimed in one round trip
     int node_limit = 2048;  // tasks in flight on this node
     int global_limit = 0;   // running tasks in the cluster; 0 means none
+    // Permits an idle node offers to submits of tasks due at once (hand-offs,
+    // storage/sql/offers.sql); 0: none.
+    int hand_off_permits = 64;
     milliseconds poll_interval{1000};
     std::array<int, 5> weights{16, 8, 4, 2, 1};  // priorities 1..5
   } scheduling;

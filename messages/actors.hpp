@@ -153,6 +153,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, next_due_atom, "next_due")
   CAF_ADD_ATOM(taskmill, taskmill, running_atom, "running")
   CAF_ADD_ATOM(taskmill, taskmill, adopt_atom, "adopt")
+  CAF_ADD_ATOM(taskmill, taskmill, offer_atom, "offer")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -172,6 +173,13 @@ using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok
 /// Anything that can be told that due work may exist.
 using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
 
+/// Claims for this node (the pusher, as the listener sees it): told when due
+/// work may exist, of tasks that submits handed to this node
+/// (storage/sql/offers.sql), and, after the listener (re)connected, that
+/// hand-offs meanwhile went unheard.
+using claim_waker_actor = wake_listener_actor::extend<caf::reacts_to<adopt_atom, pb::Executions>,
+                                                      caf::reacts_to<adopt_atom>>;
+
 // -- storage: one actor type, several narrow views -----------------------------
 // A node runs three storage actors (claims and the rest; submissions;
 // outcomes), each owning one PostgreSQL connection. Every other actor holds
@@ -190,6 +198,16 @@ using claim_storage_actor =
                      // due, by the database's clock (-1: none within the horizon). Asked after
                      // a claim that took fewer tasks than it had permits for.
                      caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>,
+                     // Offers the request's permits to submits of tasks due at once, after
+                     // a claim that took fewer tasks than it had permits for; the next
+                     // claim takes the offer back. False: the node may not claim.
+                     caf::replies_to<offer_atom, pb::ClaimRequest>::with<bool>,
+                     // Adds so many permits to the node's offer of this generation; false:
+                     // it no longer stands.
+                     caf::replies_to<offer_atom, std::string, int64_t, int32_t>::with<bool>,
+                     // Takes back the node's offer, of which it holds so many permits
+                     // unheard of; answers how many of them submits took.
+                     caf::replies_to<offer_atom, std::string, int32_t>::with<int32_t>,
                      // The executions running on a node by the database, asked after a
                      // claim whose answer was lost: it may have committed.
                      caf::replies_to<running_atom, std::string>::with<pb::Executions>>;
@@ -305,8 +323,9 @@ using storage_actor = submission_storage_actor
         caf::replies_to<leave_atom, pb::Heartbeat>::with<int32_t>,
         // Writes the per-type settings of the node's configuration; answers how many.
         caf::replies_to<configure_atom, pb::TypeSettingsList>::with<int32_t>,
-        // Starts forwarding NOTIFY wake-ups to the listener.
-        caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
+        // Starts forwarding NOTIFY wake-ups and the tasks handed to the node named
+        // to the pusher, and tells it after each (re)connect.
+        caf::reacts_to<caf::subscribe_atom, claim_waker_actor, std::string>,
         // Internal: the next round trip, and reconnect attempts.
         caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
 // clang-format on
@@ -337,7 +356,7 @@ using limiter_actor = pingable_actor::extend<
 
 /// Decides when to claim (a wake-up, its timer, permits coming back), claims
 /// due tasks in weighted-fair batches and hands them to the dispatcher.
-using pusher_actor = wake_listener_actor::extend_with<pingable_actor>::extend<
+using pusher_actor = claim_waker_actor::extend_with<pingable_actor>::extend<
     // Stop (true) or resume (false) claiming: a node whose lease is in doubt
     // must not claim.
     caf::reacts_to<pause_atom, bool>,
@@ -419,8 +438,8 @@ using dispatcher_actor = pingable_actor::extend<
     // back (e.g. a 202 whose result went to another node).
     caf::reacts_to<reconcile_atom>,
     // Executions running here by the database, read after a claim whose
-    // answer was lost: runs those it does not know of and the database still
-    // has running under their attempt, which that claim took.
+    // answer was lost, or handed to this node by submits: runs those it does
+    // not know of and the database still has running under their attempt.
     caf::reacts_to<adopt_atom, pb::Executions>,
     // Waits until nothing runs here any more, at most the given milliseconds;
     // answers how many executions were still running then.

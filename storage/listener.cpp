@@ -10,13 +10,13 @@
 
 namespace taskmill::db {
 
-notification_listener::notification_listener(std::string conninfo, std::string channel,
-                                             std::function<void()> on_wake,
+notification_listener::notification_listener(std::string conninfo,
+                                             std::vector<std::string> channels, callback on_notify,
                                              std::chrono::milliseconds reconnect_min,
                                              std::chrono::milliseconds reconnect_max)
     : conninfo_(std::move(conninfo)),
-      channel_(std::move(channel)),
-      on_wake_(std::move(on_wake)),
+      channels_(std::move(channels)),
+      on_notify_(std::move(on_notify)),
       reconnect_min_(reconnect_min),
       reconnect_max_(reconnect_max),
       stop_fd_(eventfd(0, EFD_CLOEXEC)),
@@ -34,13 +34,19 @@ bool notification_listener::stop_requested(std::chrono::milliseconds timeout) {
   return ::poll(&pfd, 1, static_cast<int>(timeout.count())) > 0;
 }
 
+bool notification_listener::listen(connection& conn) {
+  return std::all_of(channels_.begin(), channels_.end(), [&conn](const std::string& channel) {
+    return static_cast<bool>(conn.exec("LISTEN " + channel));
+  });
+}
+
 void notification_listener::run() {
   auto delay = reconnect_min_;
   for (;;) {
     auto conn = connection::open(conninfo_, std::chrono::seconds{30}, std::chrono::seconds{5});
-    if (conn && conn->exec("LISTEN " + channel_)) {
+    if (conn && listen(*conn)) {
       delay = reconnect_min_;
-      on_wake_();
+      on_notify_({}, true);
       for (;;) {
         pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {conn->socket(), POLLIN, 0}};
         if (::poll(fds, 2, -1) < 0) {
@@ -49,7 +55,8 @@ void notification_listener::run() {
         }
         if (fds[0].revents) return;
         if (conn->consume_input()) break;
-        if (!conn->take_notifications().empty()) on_wake_();
+        auto burst = conn->take_notifications();
+        if (!burst.empty()) on_notify_(burst, false);
       }
     }
     if (stop_requested(delay)) return;

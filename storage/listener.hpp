@@ -1,20 +1,25 @@
 #pragma once
 
 // LISTENs on its own connection, in its own thread (libpq blocks), and calls
-// `on_wake` once for each burst of notifications, and once after every
-// (re)connect because notifications sent while disconnected are lost.
+// `on_notify` with each burst of notifications, and with none and
+// `connected` set after every (re)connect, because notifications sent while
+// disconnected are lost.
 
-#include <atomic>
+#include "storage/pg.hpp"
+
 #include <chrono>
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace taskmill::db {
 
 class notification_listener {
  public:
-  notification_listener(std::string conninfo, std::string channel, std::function<void()> on_wake,
+  using callback = std::function<void(const std::vector<notification>& burst, bool connected)>;
+
+  notification_listener(std::string conninfo, std::vector<std::string> channels, callback on_notify,
                         std::chrono::milliseconds reconnect_min,
                         std::chrono::milliseconds reconnect_max);
   ~notification_listener();
@@ -26,10 +31,11 @@ class notification_listener {
   void run();
   /// Waits up to `timeout` for the stop signal; true if it came.
   bool stop_requested(std::chrono::milliseconds timeout);
+  bool listen(connection& conn);
 
   std::string conninfo_;
-  std::string channel_;
-  std::function<void()> on_wake_;
+  std::vector<std::string> channels_;
+  callback on_notify_;
   std::chrono::milliseconds reconnect_min_;
   std::chrono::milliseconds reconnect_max_;
   int stop_fd_;

@@ -227,13 +227,13 @@ caf::error connection::consume_input() {
   return caf::none;
 }
 
-std::vector<std::string> connection::take_notifications() {
-  std::vector<std::string> channels;
+std::vector<notification> connection::take_notifications() {
+  std::vector<notification> got;
   while (PGnotify* n = PQnotifies(conn_.get())) {
-    channels.emplace_back(n->relname);
+    got.push_back({n->relname, n->extra});
     PQfreemem(n);
   }
-  return channels;
+  return got;
 }
 
 caf::error connection::wait_for(bool write) {

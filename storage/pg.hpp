@@ -60,6 +60,12 @@ class result {
   std::unique_ptr<pg_result, deleter> res_;
 };
 
+/// A NOTIFY that arrived: its channel and payload.
+struct notification {
+  std::string channel;
+  std::string payload;
+};
+
 class connection {
  public:
   /// Connects, sets the session up (UTC, timeouts) and leaves the connection in
@@ -89,10 +95,10 @@ class connection {
   /// True once the connection is unusable; open a new one.
   bool broken() const;
 
-  /// For LISTEN: the socket, reading what arrived, and the channels notified.
+  /// For LISTEN: the socket, reading what arrived, and the notifications.
   int socket() const;
   caf::error consume_input();
-  std::vector<std::string> take_notifications();
+  std::vector<notification> take_notifications();
 
  private:
   explicit connection(pg_conn* conn, std::chrono::milliseconds io_timeout);

@@ -25,14 +25,26 @@ const statement cancel_by_key{
 // execute_at and the claim's time for the pickup latency, and how far into
 // its turns the claim went: a claim is the hottest statement there is, and
 // every column sent costs the server its text form (timestamps most, hence
-// the claim's time in microseconds, worked out once for all rows).
+// the claim's time in microseconds, worked out once for all rows). The
+// node's standing offer ($11 permits of the $2) is taken back first, in the
+// claim's transaction; what submits took of it is not claimed again.
 const statement claim{
     "claim",
     "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
     "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
     "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
-    "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
-    "$7::text[], $8::text[], $9::int[], $10::boolean)"};
+    "taskmill.claim_by_turns($1::text, CASE WHEN $11::int > 0 THEN $2::int - "
+    "taskmill.withdraw_offer($1::text, $11::int) ELSE $2::int END, $3::int[], $4::text[], "
+    "$5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
+
+const statement offer_permits{
+    "offer_permits", "SELECT taskmill.offer_permits($1::text, $2::text[], $3::int, $4::bigint)"};
+
+const statement add_to_offer{"add_to_offer",
+                             "SELECT taskmill.add_to_offer($1::text, $2::bigint, $3::int)"};
+
+const statement withdraw_offer{"withdraw_offer",
+                               "SELECT taskmill.withdraw_offer($1::text, $2::int)"};
 
 const statement next_due{
     "next_due",
@@ -256,6 +268,9 @@ const std::vector<const statement*>& all() {
       &cancel_by_key,
       &claim,
       &next_due,
+      &offer_permits,
+      &add_to_offer,
+      &withdraw_offer,
       &complete_many,
       &get_task,
       &running_on_node,

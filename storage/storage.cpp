@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 namespace taskmill {
 
@@ -578,10 +579,11 @@ db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
   const auto& grant = req.grant();
   auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
   auto [room_types, room] = key_value_arrays(grant.executor_room());
-  return {&db::sql::claim,
-          {req.node(), std::to_string(grant.permits()), int_array(req.turns()),
-           std::move(capped_types), std::move(capped_limits), std::to_string(grant.global_limit()),
-           types, std::move(room_types), std::move(room), req.after_short_claim() ? "t" : "f"}};
+  return {
+      &db::sql::claim,
+      {req.node(), std::to_string(grant.permits()), int_array(req.turns()), std::move(capped_types),
+       std::move(capped_limits), std::to_string(grant.global_limit()), types, std::move(room_types),
+       std::move(room), req.after_short_claim() ? "t" : "f", std::to_string(req.offered())}};
 }
 
 // -- requests -----------------------------------------------------------------
@@ -624,6 +626,15 @@ caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
   return ask_db<pb::ClaimedTasks>(self, {claim_call(req, claimable_types(req.grant()))},
                                   [](results& rs) { return read_claim(*rs[0]); });
+}
+
+caf::result<bool> offer_permits(self_ptr self, const pb::ClaimRequest& req) {
+  return ask_db<bool>(
+      self,
+      {db::call{&db::sql::offer_permits,
+                {req.node(), claimable_types(req.grant()), std::to_string(req.grant().permits()),
+                 std::to_string(req.offer_generation())}}},
+      [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 
 caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
@@ -813,14 +824,64 @@ caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList
       [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
 }
 
-/// Forwards NOTIFY on `channel` to `target`, through a listener of its own.
+/// Starts `listener` on `channels`, calling `on_notify` from its thread.
 void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listener,
-               const char* channel, wake_listener_actor target) {
+               std::vector<std::string> channels, db::notification_listener::callback on_notify) {
   auto& st = self->state;
   if (!st.options.listen || listener) return;
   listener = std::make_unique<db::notification_listener>(
-      st.options.conninfo, channel, [target] { caf::anon_send(target, wake_atom_v); },
-      st.options.reconnect_min, st.options.reconnect_max);
+      st.options.conninfo, std::move(channels), std::move(on_notify), st.options.reconnect_min,
+      st.options.reconnect_max);
+}
+
+/// Forwards NOTIFY on `channel` to `target`, through a listener of its own.
+void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listener,
+               const char* channel, wake_listener_actor target) {
+  subscribe(self, listener, {channel}, [target](const std::vector<db::notification>&, bool) {
+    caf::anon_send(target, wake_atom_v);
+  });
+}
+
+/// A hand-off's notification, "<id> <attempt> <generation> <node>", added to
+/// `handed` if it names `node`.
+void add_if_handed_to(const std::string& node, const std::string& payload, pb::Executions& handed) {
+  std::istringstream in{payload};
+  int64_t id = 0;
+  int32_t attempt = 0;
+  int64_t generation = 0;
+  std::string named;
+  if (!(in >> id >> attempt >> generation) || !std::getline(in >> std::ws, named)) {
+    spdlog::warn("storage: a hand-off notification that is no hand-off: {}", payload);
+    return;
+  }
+  if (named != node) return;
+  handed.add_task_ids(id);
+  handed.add_attempts(attempt);
+  handed.add_generations(generation);
+}
+
+/// Wake-ups and the tasks handed to `node` to `pusher`, and a word after
+/// every (re)connect, as hand-offs meanwhile went unheard.
+void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string& node) {
+  subscribe(self, self->state.listener, {"taskmill_tasks", "taskmill_handoffs"},
+            [pusher, node](const std::vector<db::notification>& burst, bool connected) {
+              if (connected) {
+                caf::anon_send(pusher, adopt_atom_v);
+                return;
+              }
+              pb::Executions handed;
+              handed.set_handed_off(true);
+              bool wake = false;
+              for (const auto& n : burst) {
+                if (n.channel == "taskmill_handoffs")
+                  add_if_handed_to(node, n.payload, handed);
+                else
+                  wake = true;
+              }
+              if (handed.task_ids_size() > 0)
+                caf::anon_send(pusher, adopt_atom_v, std::move(handed));
+              if (wake) caf::anon_send(pusher, wake_atom_v);
+            });
 }
 
 // -- recurring jobs ------------------------------------------------------------
@@ -957,6 +1018,16 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
       [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
       [self](next_due_atom, const pb::ClaimRequest& r) { return next_due(self, r); },
+      [self](offer_atom, const pb::ClaimRequest& r) { return offer_permits(self, r); },
+      [self](offer_atom, const std::string& node, int64_t generation, int32_t permits) {
+        return ask_db<bool>(self,
+                            {db::call{&db::sql::add_to_offer,
+                                      {node, std::to_string(generation), std::to_string(permits)}}},
+                            [](results& rs) { return rs[0]->boolean(0, 0); });
+      },
+      [self](offer_atom, const std::string& node, int32_t offered) {
+        return ask_count(self, {&db::sql::withdraw_offer, {node, std::to_string(offered)}});
+      },
       [self](running_atom, const std::string& node) { return running_on_node(self, node); },
       [self](running_atom, const pb::Executions& e) { return still_running(self, e); },
       [self](caf::get_atom, int64_t id) { return task_with_waiting(self, id); },
@@ -981,8 +1052,8 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
       [self](compensate_atom, int32_t rule) { return compensate(self, rule); },
       [self](configure_atom, const pb::TypeSettingsList& s) { return put_type_settings(self, s); },
-      [self](caf::subscribe_atom, wake_listener_actor target) {
-        subscribe(self, self->state.listener, "taskmill_tasks", target);
+      [self](caf::subscribe_atom, claim_waker_actor pusher, const std::string& node) {
+        subscribe_claims(self, pusher, node);
       },
       [self](job_atom, const pb::Job& job) { return put_job(self, job); },
       [self](job_atom, const std::string& name) { return get_job(self, name); },

@@ -1343,3 +1343,249 @@ BOOST_AUTO_TEST_CASE(every_reason_is_reported_where_it_holds) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// SPEC §4, a claim inside the submit: a task due at once goes to a node that
+// offers permits as the submit commits (storage/sql/offers.sql).
+BOOST_AUTO_TEST_SUITE(hand_offs)
+
+namespace {
+
+/// A task's status, node and attempt, read after its submit committed.
+std::string state_of(const task_database& db, const std::string& key) {
+  return db.scalar(
+      "SELECT status || ' ' || coalesce(picked_by, '-') || ' ' || attempt FROM taskmill.tasks "
+      "WHERE key = $1",
+      {key});
+}
+
+/// Makes every pending task due later, so that due work does not stop
+/// hand-offs.
+void put_off_pending(const task_database& db) {
+  db.exec(
+      "UPDATE taskmill.tasks SET execute_at = now() + interval '1 hour' "
+      "WHERE status = 'pending'");
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_task_due_at_once_is_handed_to_a_node_that_offers_permits_as_it_commits) {
+  task_database db{"handoff"};
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 7)"), "t");
+  auto first = db.call("submit('T', 'k1')");
+  BOOST_CHECK_EQUAL(first.outcome, "created");
+  BOOST_CHECK_EQUAL(state_of(db, "k1"), "running a 1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT heartbeat_at = started_at AND started_at >= created_at "
+                              "FROM taskmill.tasks WHERE key = 'k1'"),
+                    "t");
+  db.call("submit('T', 'k2')");
+  BOOST_CHECK_EQUAL(state_of(db, "k2"), "running a 1");
+  // The attempt starts as the transaction commits, however long after the
+  // submit: its timeout runs from then.
+  auto business = db.connect();
+  BOOST_REQUIRE(business.exec("BEGIN"));
+  BOOST_CHECK_EQUAL(task_database::call_on(business, "submit('T', 'k3')").status, "pending");
+  std::this_thread::sleep_for(std::chrono::milliseconds{300});
+  BOOST_REQUIRE(business.exec("COMMIT"));
+  BOOST_CHECK_EQUAL(state_of(db, "k3"), "running a 1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT started_at - created_at >= interval '300 ms' "
+                              "FROM taskmill.tasks WHERE key = 'k3'"),
+                    "t");
+  db.call("submit('T', 'k4')");
+  BOOST_CHECK_EQUAL(state_of(db, "k4"), "pending - 0");
+  // The claim that takes the offer back counts the three as taken.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.withdraw_offer('a', 3)"), "3");
+  // Handed tasks end as claimed ones do, fenced by their attempt.
+  BOOST_CHECK(db.complete(first.id, 1, "succeeded"));
+  BOOST_CHECK_EQUAL(db.by_id(first.id).status, "succeeded");
+}
+
+BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_its_attempt_and_offer) {
+  task_database db{"handoffnotify"};
+  auto listener = db.connect();
+  BOOST_REQUIRE(listener.exec("LISTEN taskmill_handoffs"));
+  BOOST_REQUIRE(listener.exec("LISTEN taskmill_tasks"));
+  db.exec("SELECT taskmill.offer_permits('node a', '{T}', 1, 42)");
+  auto handed = db.call("submit('T', 'k1')");
+  db.call("submit('T', 'k2')");
+  BOOST_REQUIRE(listener.exec("SELECT 1"));
+  BOOST_REQUIRE(!listener.consume_input());
+  auto got = listener.take_notifications();
+  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_CHECK_EQUAL(got[0].channel, "taskmill_handoffs");
+  BOOST_CHECK_EQUAL(got[0].payload, std::to_string(handed.id) + " 1 42 node a");
+  // The one not handed off wakes every node.
+  BOOST_CHECK_EQUAL(got[1].channel, "taskmill_tasks");
+}
+
+BOOST_AUTO_TEST_CASE(nothing_is_handed_past_due_work_or_a_limit_or_beyond_the_offered_types) {
+  task_database db{"handoffrules"};
+  db.exec("SELECT taskmill.offer_permits('a', '{T,L}', 5, 1)");
+  db.call("submit('OTHER', 'k0')");
+  BOOST_CHECK_EQUAL(state_of(db, "k0"), "pending - 0");
+  // Due work waits (the task just submitted): nothing overtakes it.
+  db.call("submit('T', 'k1')");
+  BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
+  put_off_pending(db);
+  db.call("submit('T', 'k2', execute_at => now() + interval '1 minute')");
+  BOOST_CHECK_EQUAL(state_of(db, "k2"), "pending - 0");
+  db.exec(
+      "INSERT INTO taskmill.task_types (type, timeout_ms, max_retries, backoff_kind, "
+      "backoff_base_ms, backoff_cap_ms, backoff_jitter, running_limit) "
+      "VALUES ('L', 5000, 3, 'fixed', 1000, 1000, 0, 3)");
+  db.call("submit('L', 'k3')");
+  BOOST_CHECK_EQUAL(state_of(db, "k3"), "pending - 0");
+  put_off_pending(db);
+  // Two in one transaction: the first asked, and the second is due work.
+  db.exec("SELECT taskmill.submit('T', 'k4'), taskmill.submit('T', 'k5')");
+  BOOST_CHECK_EQUAL(state_of(db, "k4"), "pending - 0");
+  BOOST_CHECK_EQUAL(state_of(db, "k5"), "pending - 0");
+  put_off_pending(db);
+  db.call("submit('T', 'k6')");
+  BOOST_CHECK_EQUAL(state_of(db, "k6"), "running a 1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "4");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.handoff_requests"), "0");
+}
+
+BOOST_AUTO_TEST_CASE(a_node_declared_dead_or_stopped_or_started_again_is_handed_nothing) {
+  task_database db{"handoffdead"};
+  db.exec("SELECT taskmill.register_node('a', 'i1', '', 60000, NULL)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 1)");
+  db.exec("SELECT taskmill.stop_node('a', 'i1')");
+  db.call("submit('T', 'k1')");
+  BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 2)"), "f");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "0");
+  put_off_pending(db);
+
+  db.exec("SELECT taskmill.register_node('a', 'i2', '', 60000, NULL)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 3)");
+  db.exec("SELECT taskmill.register_node('a', 'i3', '', 0, NULL)");
+  db.call("submit('T', 'k2')");
+  BOOST_CHECK_EQUAL(state_of(db, "k2"), "pending - 0");
+  put_off_pending(db);
+
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 4)");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '1 hour'");
+  db.exec("SELECT taskmill.sweep_lost(1000, 100)");
+  db.call("submit('T', 'k3')");
+  BOOST_CHECK_EQUAL(state_of(db, "k3"), "pending - 0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offers"), "0");
+}
+
+// A transaction that asked to hand a task off keeps nobody waiting while it
+// is open: the node takes its offer back at once, with nothing taken, and the
+// commit then hands nothing off; a permit added to the offer taken back is
+// refused, and a transaction rolled back takes no permit.
+BOOST_AUTO_TEST_CASE(an_offer_is_taken_back_without_waiting_for_an_open_transaction) {
+  task_database db{"handoffopen"};
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 2, 5)");
+  auto business = db.connect();
+  BOOST_REQUIRE(business.exec("BEGIN"));
+  task_database::call_on(business, "submit('T', 'k1')");
+  auto node = db.connect();
+  BOOST_REQUIRE(node.exec("SET lock_timeout = '2s'"));
+  auto taken = node.exec("SELECT taskmill.withdraw_offer('a', 2)");
+  BOOST_REQUIRE_MESSAGE(taken, test::describe(taken));
+  BOOST_CHECK_EQUAL(taken->string(0, 0), "0");
+  auto added = node.exec("SELECT taskmill.add_to_offer('a', 5, 3)");
+  BOOST_REQUIRE(added);
+  BOOST_CHECK_EQUAL(added->string(0, 0), "f");
+  BOOST_REQUIRE(business.exec("COMMIT"));
+  BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
+  put_off_pending(db);
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 1, 6)");
+  BOOST_REQUIRE(business.exec("BEGIN"));
+  task_database::call_on(business, "submit('T', 'k2')");
+  BOOST_REQUIRE(business.exec("ROLLBACK"));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "1");
+  db.call("submit('T', 'k3')");
+  BOOST_CHECK_EQUAL(state_of(db, "k3"), "running a 1");
+}
+
+// Submitters race a node that offers, adds to and takes back its offers, on
+// connections of their own, some transactions rolled back: every permit a
+// commit took is counted by the take-back that follows, no task is handed
+// off beyond what was offered, and none is lost.
+BOOST_AUTO_TEST_CASE(racing_submits_take_no_more_than_the_offers_and_each_is_counted) {
+  task_database db{"handoffrace"};
+  constexpr int submitters = 4;
+  constexpr int per_submitter = 150;
+  std::atomic<bool> done{false};
+  std::atomic<int> committed{0};
+  std::atomic<int> errors{0};
+  std::vector<std::thread> threads;
+  for (int w = 0; w < submitters; ++w) {
+    threads.emplace_back([&, w] {
+      auto conn = db.connect();
+      std::mt19937 rng(w);
+      for (int i = 0; i < per_submitter; ++i) {
+        bool roll_back = rng() % 5 == 0;
+        if (!conn.exec("BEGIN")) ++errors;
+        auto key = "w" + std::to_string(w) + "-" + std::to_string(i);
+        auto row = task_database::call_on(conn, "submit('T', '" + key + "')");
+        if (!conn.exec(roll_back ? "ROLLBACK" : "COMMIT")) ++errors;
+        if (roll_back) continue;
+        ++committed;
+        // Not due any more if not handed off, so that due work does not stop
+        // hand-offs.
+        if (!conn.exec("UPDATE taskmill.tasks SET execute_at = now() + interval '1 hour' "
+                       "WHERE status = 'pending' AND id = " +
+                       std::to_string(row.id)))
+          ++errors;
+      }
+    });
+  }
+  int64_t offered = 0;
+  int64_t counted = 0;
+  std::thread node([&] {
+    auto conn = db.connect();
+    std::mt19937 rng(99);
+    int64_t generation = 0;
+    int64_t held = 0;
+    auto withdraw = [&] {
+      auto taken = conn.exec("SELECT taskmill.withdraw_offer('a', " + std::to_string(held) + ")");
+      if (!taken) return ++errors, void();
+      counted += taken->int64(0, 0);
+      held = 0;
+    };
+    while (!done) {
+      withdraw();
+      auto n = static_cast<int>(rng() % 8) + 1;
+      if (!conn.exec("SELECT taskmill.offer_permits('a', NULL, " + std::to_string(n) + ", " +
+                     std::to_string(++generation) + ")")) {
+        ++errors;
+        continue;
+      }
+      offered += n;
+      held = n;
+      if (rng() % 2 == 0) {
+        auto more =
+            conn.exec("SELECT taskmill.add_to_offer('a', " + std::to_string(generation) + ", 3)");
+        if (more && more->boolean(0, 0)) {
+          offered += 3;
+          held += 3;
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
+    }
+    withdraw();
+  });
+  for (auto& t : threads) t.join();
+  done = true;
+  node.join();
+  BOOST_CHECK_EQUAL(errors.load(), 0);
+  auto handed =
+      std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"));
+  BOOST_TEST_MESSAGE("handed off " << handed << " of " << offered << " offered");
+  BOOST_CHECK_GT(handed, 0);
+  BOOST_CHECK_EQUAL(counted, handed);
+  BOOST_CHECK_LE(counted, offered);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' "
+                              "AND (picked_by <> 'a' OR attempt <> 1)"),
+                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"),
+                    std::to_string(committed.load()));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.handoff_requests"), "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -52,12 +52,21 @@ struct recorder {
   std::vector<int64_t> ended;
   // Reports of outcomes to answer with an error.
   int completes_to_fail = 0;
+  // Offers made, permits added to them (generation, permits), and offers
+  // taken back (the permits held unheard of).
+  std::vector<pb::ClaimRequest> offers;
+  std::vector<std::pair<int64_t, int32_t>> added;
+  std::vector<int32_t> withdrawn;
+  // How many of an offer's permits submits took unheard of, when it is taken
+  // back (by a claim, or alone).
+  int32_t taken_unheard = 0;
 };
 
 pb::ClaimedTasks take_due(recorder& rec, const pb::ClaimRequest& req) {
   pb::ClaimedTasks out;
   int attempt = 0;
-  while (!rec.due.empty() && out.tasks_size() < req.grant().permits()) {
+  auto room = req.grant().permits() - (req.offered() > 0 ? rec.taken_unheard : 0);
+  while (!rec.due.empty() && out.tasks_size() < room) {
     auto task = rec.due.front();
     rec.due.pop_front();
     task.set_attempt(++attempt);
@@ -89,6 +98,18 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
       [rec](next_due_atom, const pb::ClaimRequest&) {
         ++rec->next_due_asks;
         return rec->next_due_in_ms;
+      },
+      [rec](offer_atom, const pb::ClaimRequest& offer) {
+        rec->offers.push_back(offer);
+        return true;
+      },
+      [rec](offer_atom, const std::string&, int64_t generation, int32_t permits) {
+        rec->added.emplace_back(generation, permits);
+        return true;
+      },
+      [rec](offer_atom, const std::string&, int32_t offered) {
+        rec->withdrawn.push_back(offered);
+        return rec->taken_unheard;
       },
       [rec](running_atom, const std::string&) {
         ++rec->running_asks;
@@ -162,8 +183,10 @@ struct flow_fixture {
     return cfg;
   }
 
-  /// Starts the three actors; `node_limit` permits in all.
-  void start(int64_t node_limit, int32_t batch_size, int32_t global_limit = 0) {
+  /// Starts the three actors; `node_limit` permits in all, so many offered
+  /// to submits when idle.
+  void start(int64_t node_limit, int32_t batch_size, int32_t global_limit = 0,
+             int32_t hand_off_permits = 0) {
     limiter_options lo;
     lo.node_limit = node_limit;
     lo.global_limit = global_limit;
@@ -187,6 +210,7 @@ struct flow_fixture {
     pusher_options po;
     po.node = "n1";
     po.batch_size = batch_size;
+    po.hand_off_permits = hand_off_permits;
     po.poll_interval = 1h;
     po.storage = caf::actor_cast<claim_storage_actor>(claims);
     po.limiter = limiter;
@@ -230,6 +254,33 @@ struct flow_fixture {
     caf::anon_send(claims, caf::ok_atom_v);
     sched.run();
     return true;
+  }
+
+  /// The permits the limiter could grant now (given back at once).
+  int32_t free_permits() {
+    auto grant = ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{1'000'000});
+    pb::PermitUse back;
+    back.set_permits(grant.permits());
+    caf::anon_send(limiter, settle_atom_v, back);
+    sched.run();
+    return grant.permits();
+  }
+
+  /// Tasks handed to this node by submits from the offer of `generation`,
+  /// running by the database, heard of by the pusher.
+  void hand_off(std::initializer_list<int64_t> ids, int64_t generation) {
+    pb::Executions handed;
+    handed.set_handed_off(true);
+    for (auto id : ids) {
+      auto task = noop_task(id, 3);
+      task.set_attempt(1);
+      *rec->running_here.add_tasks() = task;
+      handed.add_task_ids(id);
+      handed.add_attempts(1);
+      handed.add_generations(generation);
+    }
+    caf::anon_send(pusher, adopt_atom_v, handed);
+    sched.run();
   }
 
   /// The limiter's count of tasks in flight, asked by a helper actor.
@@ -485,6 +536,89 @@ BOOST_AUTO_TEST_CASE(a_task_whose_outcome_waits_to_be_stored_again_is_not_adopte
   sched.run();
   BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
   BOOST_CHECK_EQUAL(rec->outcomes[0].task_id(), 4);
+}
+
+// An idle node offers permits to submits; the tasks they hand it run on the
+// offer's permits, and as many are added to the offer once half of it went,
+// so that it is not used up. No permit is lost or counted twice.
+BOOST_AUTO_TEST_CASE(an_idle_node_offers_permits_and_tops_the_offer_up_as_hand_offs_take_them) {
+  start(100, 10, 0, 8);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  const auto& offer = rec->offers[0];
+  BOOST_CHECK_EQUAL(offer.grant().permits(), 8);
+  BOOST_CHECK_NE(offer.offer_generation(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 92);
+  hand_off({1, 2, 3}, offer.offer_generation());
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 3u);
+  BOOST_CHECK(rec->added.empty());
+  // Their permits came back with their outcomes: the offer holds 5.
+  BOOST_CHECK_EQUAL(free_permits(), 95);
+  hand_off({4}, offer.offer_generation());
+  BOOST_REQUIRE_EQUAL(rec->added.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->added[0].first, offer.offer_generation());
+  BOOST_CHECK_EQUAL(rec->added[0].second, 4);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 4u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 92);
+  // Hand-offs from an offer no longer standing take permits of their own.
+  hand_off({5}, offer.offer_generation() - 1);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
+  BOOST_CHECK_EQUAL(free_permits(), 92);
+  BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+}
+
+// The offer stands through claims that find little; a claim after a full one
+// takes it back and its permits over, less what submits took of them
+// unheard, whose tasks take permits of their own once heard of.
+BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
+  start(100, 10, 0, 8);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  auto generation = rec->offers[0].offer_generation();
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
+  BOOST_CHECK_EQUAL(rec->claims[1].offered(), 0);
+  BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+  rec->taken_unheard = 2;
+  for (int i = 1; i <= 30; ++i) rec->due.push_back(noop_task(100 + i, 3));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  std::vector<int32_t> offered;
+  for (const auto& c : rec->claims) offered.push_back(c.offered());
+  BOOST_REQUIRE_GE(rec->claims.size(), 4u);
+  BOOST_CHECK_EQUAL(rec->claims[2].offered(), 0);
+  BOOST_CHECK_EQUAL(rec->claims[3].offered(), 8);
+  BOOST_CHECK_EQUAL(rec->claims[3].offer_generation(), generation);
+  BOOST_CHECK_EQUAL(std::count_if(offered.begin(), offered.end(), [](int32_t n) { return n > 0; }),
+                    1);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 30u);
+  // The two taken unheard arrive; a new offer stands once the work ran out.
+  hand_off({1, 2}, generation);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 32u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
+  BOOST_CHECK_NE(rec->offers[1].offer_generation(), generation);
+  BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
+}
+
+// A node whose lease is in doubt takes its offer back; its permits stay held
+// until the next claim counts what submits took of them.
+BOOST_AUTO_TEST_CASE(a_paused_node_takes_its_offer_back) {
+  start(100, 10, 0, 8);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  caf::anon_send(pusher, pause_atom_v, true);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->withdrawn.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->withdrawn[0], 8);
+  BOOST_CHECK_EQUAL(free_permits(), 92);
+  caf::anon_send(pusher, pause_atom_v, false);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.back().offered(), 8);
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
+  BOOST_CHECK_EQUAL(free_permits(), 92);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

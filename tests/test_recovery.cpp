@@ -277,6 +277,8 @@ BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_
   auto cfg = quick_config("unanswered");
   cfg.heartbeat.interval = 500ms;  // a lease of 2.5 s outlasts the answers held
   cfg.scheduling.poll_interval = 100ms;
+  // Tasks are claimed, not handed off in their submits.
+  cfg.scheduling.hand_off_permits = 0;
   start(cfg, std::regex_replace(direct, std::regex{"port=\\d+"}, "port=" + proxy_port));
   db.exec("SELECT taskmill.submit('NOOP', 'warm-up')");
   BOOST_REQUIRE(test::eventually([&] {
@@ -319,6 +321,63 @@ BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_
                           "t.id = a.task_id WHERE t.key = $1",
                           {key}),
                     0);
+}
+
+// A task submitted to an idle node is handed to it in the submit and runs
+// once, under the attempt the submit gave it.
+BOOST_AUTO_TEST_CASE(a_task_submitted_to_an_idle_node_is_handed_to_it_and_runs_once) {
+  start(quick_config("handed"));
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar("SELECT count(*) FROM taskmill.offer_slots WHERE node = 'handed'") != "0";
+  }));
+  for (int i = 0; i < 50; ++i) {
+    auto key = "h" + std::to_string(i);
+    db.exec("SELECT taskmill.submit('NOOP', $1)", {key});
+    // Running under the node from the commit (or done by now).
+    BOOST_CHECK_EQUAL(db.scalar("SELECT picked_by || ' ' || attempt || ' ' || "
+                                "(started_at >= created_at) FROM taskmill.tasks WHERE key = $1",
+                                {key}),
+                      "handed 1 true");
+    std::this_thread::sleep_for(5ms);
+  }
+  BOOST_CHECK(test::eventually([&] {
+    return count(db, "SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded'") == 50;
+  }));
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.tasks WHERE attempt <> 1"), 0);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts"), 0);
+}
+
+// A hand-off whose notification the node missed (its listener was away) runs
+// once the listener is back, not after the task's timeout.
+BOOST_AUTO_TEST_CASE(a_task_handed_off_while_the_listener_is_away_runs_once_it_is_back) {
+  auto cfg = quick_config("deaf");
+  // The listener, cut off, comes back 2 s later.
+  cfg.database.reconnect_min = 2s;
+  start(cfg);
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar("SELECT count(*) FROM taskmill.offer_slots WHERE node = 'deaf'") != "0";
+  }));
+  BOOST_REQUIRE_EQUAL(
+      count(db,
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND query = 'LISTEN taskmill_handoffs'"),
+      1);
+  db.exec("SELECT taskmill.submit('NOOP', 'unheard', timeout_ms => 60000)");
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT status || ' ' || picked_by FROM taskmill.tasks "
+                                "WHERE key = 'unheard'"),
+                      "running deaf");
+  std::this_thread::sleep_for(500ms);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'unheard'"),
+                    "running");
+  BOOST_CHECK_MESSAGE(
+      test::eventually(
+          [&] {
+            return db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'unheard'") ==
+                   "succeeded";
+          },
+          10s),
+      "the task handed off unheard waited for its timeout (60 s)");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT attempt FROM taskmill.tasks WHERE key = 'unheard'"), "1");
 }
 
 BOOST_AUTO_TEST_CASE(the_reconciler_gives_back_permits_of_executions_the_database_ended) {
@@ -796,7 +855,7 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_hands_back_its_tasks_across_a_crash) {
                         test::later{[&](std::ostream& out) { out << node.log_tail(); }});
   BOOST_REQUIRE(
       scalar("SELECT count(taskmill.submit('SLEEP', k::text, payload => '{\"ms\": "
-             "60000}')) FROM generate_series(1, 20) k"));
+             "60000}', timeout_ms => 120000)) FROM generate_series(1, 20) k"));
   BOOST_REQUIRE(test::eventually([&] {
     return scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'") == "20";
   }));

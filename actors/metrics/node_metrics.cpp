@@ -38,7 +38,10 @@ node_metrics::node_metrics()
       submitted_stale(counter(*registry, "taskmill_submits_total", "Submits by outcome",
                               {{"outcome", "stale"}})),
       claim_rounds(counter(*registry, "taskmill_claim_rounds_total", "Claim statements sent")),
-      claimed(counter(*registry, "taskmill_claimed_total", "Tasks claimed by this node")),
+      claimed(counter(*registry, "taskmill_claimed_total",
+                      "Tasks claimed by this node, or for it by submits (hand-offs)")),
+      handed_off(counter(*registry, "taskmill_handed_off_total",
+                         "Tasks handed to this node by submits, a claim made in the submit")),
       outcome_succeeded(counter(*registry, "taskmill_outcomes_total", "Outcomes stored",
                                 {{"outcome", "succeeded"}})),
       outcome_retry(

@@ -49,6 +49,7 @@ struct node_metrics {
   prometheus::Counter& submitted_stale;
   prometheus::Counter& claim_rounds;
   prometheus::Counter& claimed;
+  prometheus::Counter& handed_off;
   prometheus::Counter& outcome_succeeded;
   prometheus::Counter& outcome_retry;
   prometheus::Counter& outcome_fail;

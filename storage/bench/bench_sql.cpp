@@ -123,8 +123,11 @@ SELECT extract(epoch FROM max(updated_at) - min(started_at))::float8, count(*)
   FROM taskmill.tasks WHERE type = ANY ($1::text[]) AND status IN ('succeeded', 'stopped')
 )sql";
 
-const char* const claim_times =
-    "SELECT key, extract(epoch FROM started_at)::float8 FROM taskmill.tasks WHERE type = $1";
+const char* const start_times =
+    "SELECT key, (result->>'started_at_us')::float8 / 1e6 FROM taskmill.tasks WHERE type = $1";
+
+const char* const submit_reporting_start =
+    "SELECT (taskmill.submit($1, $2, payload => '{\"report_start\": true}')).outcome";
 
 const char* const submit_one = "SELECT (taskmill.submit($1, $2)).outcome";
 

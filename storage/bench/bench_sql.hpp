@@ -54,10 +54,11 @@ extern const char* const seconds_to_last_completion;
 /// $1: types (text[]). Seconds from the first claim to the last completion,
 /// and the number of succeeded tasks in between.
 extern const char* const claim_window;
-/// $1: type. Each task's key and when it was claimed, in seconds since the
-/// epoch by the database's clock (the private server shares the bench's
-/// host and clock).
-extern const char* const claim_times;
+/// $1: type. Each task's key and when the noop executor ran it, in seconds
+/// since the epoch by the node's clock (the bench's host and clock).
+extern const char* const start_times;
+/// $1: type, $2: key. As submit_one, for a noop that reports when it ran.
+extern const char* const submit_reporting_start;
 /// $1: type, $2: key. A task submitted by the rules, as a business service would.
 extern const char* const submit_one;
 

@@ -26,6 +26,7 @@ BEGIN
      SET incarnation = excluded.incarnation, address = excluded.address,
          started_at = now(), heartbeat_at = now(), leader = false, stopped_at = NULL,
          types = excluded.types;
+  PERFORM taskmill.drop_offer(p_name);
   SELECT array_agg(t.id), array_agg(t.attempt) INTO v_ids, v_attempts
     FROM taskmill.tasks t WHERE t.status = 'running' AND t.picked_by = p_name;
   RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'lost',
@@ -53,6 +54,8 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_count integer;
 BEGIN
+  -- First, so that no submit hands it a task once its tasks are released.
+  PERFORM taskmill.drop_offer(p_name);
   WITH released AS (
     UPDATE taskmill.tasks t
        SET status = 'pending', execute_at = now(), heartbeat_at = NULL, updated_at = now()

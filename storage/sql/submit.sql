@@ -204,7 +204,12 @@ BEGIN
             shard_index, shard_total)
     RETURNING * INTO task;
     outcome := 'created';
-    PERFORM taskmill.wake_nodes();
+    -- Due at once, it may go to an idle node as the transaction commits
+    -- (storage/sql/offers.sql), which wakes the nodes if it does not.
+    IF v_execute_at > now() OR s.running_limit IS NOT NULL
+       OR NOT taskmill.ask_hand_off(task.id) THEN
+      PERFORM taskmill.wake_nodes();
+    END IF;
     RETURN;
   END LOOP;
 END
@@ -215,9 +220,10 @@ $$;
 -- is refused whole, naming it. New units, the common case, are inserted
 -- together; a unit that already has a live task or appears twice in the batch
 -- goes through taskmill.submit one by one, so the rules of SPEC §3 stay in
--- one place. Every unit of the batch is locked first, in hash order, so the
--- check for existing tasks holds until commit and concurrent batches cannot
--- deadlock.
+-- one place, and so does a batch of one task due at once while a node offers
+-- permits, which taskmill.submit may hand it (storage/sql/offers.sql). Every
+-- unit of the batch is locked first, in hash order, so the check for existing
+-- tasks holds until commit and concurrent batches cannot deadlock.
 --
 -- Each task comes back as columns of its own, not as one composite: the
 -- columns of a composite are found again one by one from its start, and for
@@ -312,6 +318,8 @@ BEGIN
      WHERE u.ord = ANY (v_copies)
         OR EXISTS (SELECT 1 FROM taskmill.task_keys k
                     WHERE k.type = u.type AND k.key = u.key OFFSET 0)
+        OR (cardinality(p_types) = 1 AND coalesce(p_execute_ats[1], now()) <= now()
+            AND EXISTS (SELECT 1 FROM taskmill.offer_slots OFFSET 0))
      ORDER BY u.ord);
 
   -- Units new to the table, once in the batch, with their defaults.

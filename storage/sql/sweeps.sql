@@ -6,11 +6,17 @@
 CREATE FUNCTION taskmill.sweep_lost(p_lease_ms bigint, p_limit integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
+  v_lost text;
   v_ids bigint[];
   v_attempts integer[];
 BEGIN
-  UPDATE taskmill.nodes n SET stopped_at = now(), leader = false
-   WHERE n.stopped_at IS NULL AND n.heartbeat_at < now() - p_lease_ms * interval '1 ms';
+  FOR v_lost IN
+    UPDATE taskmill.nodes n SET stopped_at = now(), leader = false
+     WHERE n.stopped_at IS NULL AND n.heartbeat_at < now() - p_lease_ms * interval '1 ms'
+    RETURNING n.name
+  LOOP
+    PERFORM taskmill.drop_offer(v_lost);
+  END LOOP;
   SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
     SELECT t.id, t.attempt FROM taskmill.tasks t
      WHERE t.status = 'running'

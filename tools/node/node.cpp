@@ -288,6 +288,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   pusher_options pusher_opts;
   pusher_opts.node = cfg->node.name;
   pusher_opts.batch_size = cfg->scheduling.batch_size;
+  // A node that does not LISTEN would not hear of the tasks handed to it.
+  pusher_opts.hand_off_permits = cfg->database.listen ? cfg->scheduling.hand_off_permits : 0;
   pusher_opts.poll_interval = cfg->scheduling.poll_interval;
   pusher_opts.weights = cfg->scheduling.weights;
   pusher_opts.storage = node.claim_storage;
@@ -300,7 +302,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   caf::anon_send(node.limiter, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.pusher));
   caf::anon_send(node.storage, caf::subscribe_atom_v,
-                 caf::actor_cast<wake_listener_actor>(node.pusher));
+                 caf::actor_cast<claim_waker_actor>(node.pusher), cfg->node.name);
 
   peers_options peers_opts;
   peers_opts.node = cfg->node.name;
