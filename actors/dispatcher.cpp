@@ -102,8 +102,9 @@ bool holds(const pb::TaskOutcomes& outcomes, int64_t task_id) {
 }
 
 /// Whether a task runs here or its outcome is on its way to the database.
-/// Asked only after a claim's answer was lost, so the outcomes on the way are
-/// searched rather than indexed on the hot path.
+/// Asked for tasks handed off and after a claim's answer was lost; the
+/// outcomes on their way are few batches (one a round trip), searched rather
+/// than indexed on the hot path of claimed tasks.
 bool knows(const dispatcher_state& st, int64_t task_id) {
   auto held = [task_id](const auto& batch) { return holds(*batch, task_id); };
   return st.running.count(task_id) > 0 || holds(st.unreported, task_id) ||
@@ -361,7 +362,8 @@ void adopt(self_ptr self, const pb::Executions& running) {
               taken.add_claimed_types(task.type());
               adopted.push_back(&task);
             }
-            self->send(st.options.limiter, settle_atom_v, std::move(taken));
+            if (taken.permits() > 0 || !adopted.empty())
+              self->send(st.options.limiter, settle_atom_v, std::move(taken));
             if (!adopted.empty() && !unknown.handed_off())
               spdlog::warn("dispatcher: {} tasks claimed by a claim whose answer was lost run now",
                            adopted.size());

@@ -48,6 +48,8 @@ struct pusher_state {
   int64_t last_generation = 0;
   // Permits for the offer are being asked of the limiter.
   bool offer_asked = false;
+  // Claims sent so far: an offer is made once none was sent for a while.
+  uint64_t claims_sent = 0;
   // The offer was taken back, or may have been (by a claim whose answer was
   // lost): the next claim counts what submits took of it and takes it over.
   bool offer_withdrawn = false;
@@ -65,7 +67,6 @@ void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
 constexpr int rounds_at_most = 2;
 
 void claim_round(self_ptr self);
-void offer_permits(self_ptr self);
 
 /// Rounds up to the most in flight, after a full claim: more is due.
 void claim_rounds(self_ptr self) {
@@ -86,7 +87,12 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
   constexpr auto least = std::chrono::milliseconds{5};
   arm_timer(self,
             std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
-  offer_permits(self);
+  // Only a node that stays idle offers: one between bursts (submits in
+  // batches while it works) would write and take back an offer each time,
+  // on the claims' connection.
+  constexpr auto idle_before_offer = std::chrono::milliseconds{20};
+  if (st.options.hand_off_permits > 0 && st.offer_generation == 0)
+    self->delayed_send(self, idle_before_offer, offer_atom_v, st.claims_sent);
 }
 
 /// A claim with the next due time asked for beside it: whichever answer
@@ -185,6 +191,14 @@ void give_back_offer(self_ptr self, int64_t generation, int32_t permits) {
   self->send(st.options.limiter, settle_atom_v, std::move(back));
 }
 
+/// What stands of the offer of `generation` is not known (a request about it
+/// failed, or its hand-offs went unheard and took permits of their own): the
+/// next claim takes it back and counts what submits took.
+void offer_in_doubt(self_ptr self, int64_t generation) {
+  auto& st = self->state;
+  if (st.offer_generation == generation && generation != 0) st.offer_withdrawn = true;
+}
+
 /// A node that claimed all it could offers permits to submits of tasks due
 /// at once, which then hand their tasks to it in their own transactions
 /// (storage/sql/offers.sql). The offer stands through claims that find
@@ -203,6 +217,7 @@ void offer_permits(self_ptr self) {
     pb::ClaimRequest offer;
     offer.set_node(st.options.node);
     offer.set_offer_generation(++st.last_generation);
+    offer.set_offer_fresh_ms(static_cast<int32_t>(st.options.offer_fresh.count()));
     *offer.mutable_grant() = std::move(grant);
     st.offer_generation = offer.offer_generation();
     st.offered = offer.grant().permits();
@@ -211,8 +226,9 @@ void offer_permits(self_ptr self) {
             [self, offer](bool made) {
               if (!made) give_back_offer(self, offer.offer_generation(), offer.grant().permits());
             },
-            [](const caf::error& err) {
+            [self, generation = offer.offer_generation()](const caf::error& err) {
               spdlog::debug("pusher: cannot offer permits: {}", error_message(err));
+              offer_in_doubt(self, generation);
             });
     return true;
   });
@@ -237,8 +253,9 @@ void add_to_offer(self_ptr self) {
             [self, generation, permits](bool added) {
               if (!added) give_back_offer(self, generation, permits);
             },
-            [](const caf::error& err) {
+            [self, generation](const caf::error& err) {
               spdlog::debug("pusher: cannot add to the offer: {}", error_message(err));
+              offer_in_doubt(self, generation);
             });
     return true;
   });
@@ -389,6 +406,7 @@ void claim_round(self_ptr self) {
     return;
   }
   ++st.rounds;
+  ++st.claims_sent;
   st.wake_pending = false;
   self->request(st.options.limiter, local_request_timeout, acquire_atom_v, st.options.batch_size)
       .then([self](pb::ClaimGrant& grant) { claim_with(self, std::move(grant)); },
@@ -413,6 +431,7 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       [self](adopt_atom, pb::Executions& handed) { run_handed(self, handed); },
       [self](adopt_atom) {
         self->state.claims_in_doubt = true;
+        offer_in_doubt(self, self->state.offer_generation);
         claim_round(self);
       },
       [self](pause_atom, bool pause) {
@@ -425,6 +444,9 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
           spdlog::info("pusher: claiming again");
           claim_round(self);
         }
+      },
+      [self](offer_atom, uint64_t claims_sent) {
+        if (claims_sent == self->state.claims_sent) offer_permits(self);
       },
       [self](caf::tick_atom, uint64_t generation) {
         if (generation == self->state.timer_generation) claim_round(self);

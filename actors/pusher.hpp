@@ -20,6 +20,8 @@ struct pusher_options {
   // Permits offered to submits of tasks due at once while nothing more is
   // due here; 0: none.
   int32_t hand_off_permits = 64;
+  // The offer holds while this node's heartbeat is younger than this.
+  std::chrono::milliseconds offer_fresh{2000};
   std::chrono::milliseconds poll_interval{1000};
   std::array<int, 5> weights{16, 8, 4, 2, 1};
   claim_storage_actor storage;

@@ -361,7 +361,10 @@ using pusher_actor = claim_waker_actor::extend_with<pingable_actor>::extend<
     // must not claim.
     caf::reacts_to<pause_atom, bool>,
     // Internal: the timer, with the generation it was set in.
-    caf::reacts_to<caf::tick_atom, uint64_t>>;
+    caf::reacts_to<caf::tick_atom, uint64_t>,
+    // Internal: offer permits to submits unless a claim was sent since the
+    // claim of this number.
+    caf::reacts_to<offer_atom, uint64_t>>;
 
 /// Told whether this node leads; acts only while it does.
 using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, bool>>;

@@ -38,7 +38,8 @@ const statement claim{
     "$5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
 
 const statement offer_permits{
-    "offer_permits", "SELECT taskmill.offer_permits($1::text, $2::text[], $3::int, $4::bigint)"};
+    "offer_permits",
+    "SELECT taskmill.offer_permits($1::text, $2::text[], $3::int, $4::bigint, $5::int)"};
 
 const statement add_to_offer{"add_to_offer",
                              "SELECT taskmill.add_to_offer($1::text, $2::bigint, $3::int)"};

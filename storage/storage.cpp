@@ -633,7 +633,7 @@ caf::result<bool> offer_permits(self_ptr self, const pb::ClaimRequest& req) {
       self,
       {db::call{&db::sql::offer_permits,
                 {req.node(), claimable_types(req.grant()), std::to_string(req.grant().permits()),
-                 std::to_string(req.offer_generation())}}},
+                 std::to_string(req.offer_generation()), std::to_string(req.offer_fresh_ms())}}},
       [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 

@@ -1358,6 +1358,11 @@ std::string state_of(const task_database& db, const std::string& key) {
       {key});
 }
 
+/// A node alive by its heartbeat, as a node registers as it starts.
+void live_node(const task_database& db, const std::string& name) {
+  db.exec("SELECT taskmill.register_node($1, 'i1', '', 60000, NULL)", {name});
+}
+
 /// Makes every pending task due later, so that due work does not stop
 /// hand-offs.
 void put_off_pending(const task_database& db) {
@@ -1370,7 +1375,8 @@ void put_off_pending(const task_database& db) {
 
 BOOST_AUTO_TEST_CASE(a_task_due_at_once_is_handed_to_a_node_that_offers_permits_as_it_commits) {
   task_database db{"handoff"};
-  BOOST_REQUIRE_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 7)"), "t");
+  live_node(db, "a");
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 7, 600000)"), "t");
   auto first = db.call("submit('T', 'k1')");
   BOOST_CHECK_EQUAL(first.outcome, "created");
   BOOST_CHECK_EQUAL(state_of(db, "k1"), "running a 1");
@@ -1401,10 +1407,11 @@ BOOST_AUTO_TEST_CASE(a_task_due_at_once_is_handed_to_a_node_that_offers_permits_
 
 BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_its_attempt_and_offer) {
   task_database db{"handoffnotify"};
+  live_node(db, "node a");
   auto listener = db.connect();
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_handoffs"));
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_tasks"));
-  db.exec("SELECT taskmill.offer_permits('node a', '{T}', 1, 42)");
+  db.exec("SELECT taskmill.offer_permits('node a', '{T}', 1, 42, 600000)");
   auto handed = db.call("submit('T', 'k1')");
   db.call("submit('T', 'k2')");
   BOOST_REQUIRE(listener.exec("SELECT 1"));
@@ -1419,7 +1426,8 @@ BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_its_attempt_and_off
 
 BOOST_AUTO_TEST_CASE(nothing_is_handed_past_due_work_or_a_limit_or_beyond_the_offered_types) {
   task_database db{"handoffrules"};
-  db.exec("SELECT taskmill.offer_permits('a', '{T,L}', 5, 1)");
+  live_node(db, "a");
+  db.exec("SELECT taskmill.offer_permits('a', '{T,L}', 5, 1, 600000)");
   db.call("submit('OTHER', 'k0')");
   BOOST_CHECK_EQUAL(state_of(db, "k0"), "pending - 0");
   // Due work waits (the task just submitted): nothing overtakes it.
@@ -1449,27 +1457,58 @@ BOOST_AUTO_TEST_CASE(nothing_is_handed_past_due_work_or_a_limit_or_beyond_the_of
 BOOST_AUTO_TEST_CASE(a_node_declared_dead_or_stopped_or_started_again_is_handed_nothing) {
   task_database db{"handoffdead"};
   db.exec("SELECT taskmill.register_node('a', 'i1', '', 60000, NULL)");
-  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 1)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 1, 600000)");
   db.exec("SELECT taskmill.stop_node('a', 'i1')");
   db.call("submit('T', 'k1')");
   BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 2)"), "f");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.offer_permits('a', NULL, 3, 2, 600000)"), "f");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "0");
   put_off_pending(db);
 
   db.exec("SELECT taskmill.register_node('a', 'i2', '', 60000, NULL)");
-  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 3)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 3, 600000)");
   db.exec("SELECT taskmill.register_node('a', 'i3', '', 0, NULL)");
   db.call("submit('T', 'k2')");
   BOOST_CHECK_EQUAL(state_of(db, "k2"), "pending - 0");
   put_off_pending(db);
 
-  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 4)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 4, 600000)");
   db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '1 hour'");
   db.exec("SELECT taskmill.sweep_lost(1000, 100)");
   db.call("submit('T', 'k3')");
   BOOST_CHECK_EQUAL(state_of(db, "k3"), "pending - 0");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offers"), "0");
+}
+
+// An offer holds while its node beats; a transaction stricter than read
+// committed hands nothing off (its commit could fail on a permit taken
+// since its snapshot); a task pinned to another node, due, stops nothing; a
+// permit of no standing offer is removed by the watcher.
+BOOST_AUTO_TEST_CASE(an_offer_holds_while_its_node_beats_for_read_committed_commits) {
+  task_database db{"handofflive"};
+  live_node(db, "a");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 5, 1, 1000)");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '2 seconds'");
+  db.call("submit('T', 'k1')");
+  BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
+  put_off_pending(db);
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now()");
+  auto business = db.connect();
+  BOOST_REQUIRE(business.exec("BEGIN ISOLATION LEVEL REPEATABLE READ"));
+  task_database::call_on(business, "submit('T', 'k2')");
+  BOOST_REQUIRE(business.exec("COMMIT"));
+  BOOST_CHECK_EQUAL(state_of(db, "k2"), "pending - 0");
+  put_off_pending(db);
+  db.call("submit('T', 'pinned', execute_at => now() + interval '1 hour')");
+  db.exec("UPDATE taskmill.tasks SET pinned_node = 'b', execute_at = now() WHERE key = 'pinned'");
+  db.call("submit('T', 'k3')");
+  BOOST_CHECK_EQUAL(state_of(db, "k3"), "running a 1");
+  db.exec("INSERT INTO taskmill.offer_slots (node, generation) VALUES ('a', 99), ('gone', 1)");
+  db.exec("SELECT taskmill.sweep_lost(60000, 100)");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "4");
+  // Taken back with nothing held, as a stopping node does.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.withdraw_offer('a', 0)"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "0");
 }
 
 // A transaction that asked to hand a task off keeps nobody waiting while it
@@ -1478,7 +1517,8 @@ BOOST_AUTO_TEST_CASE(a_node_declared_dead_or_stopped_or_started_again_is_handed_
 // refused, and a transaction rolled back takes no permit.
 BOOST_AUTO_TEST_CASE(an_offer_is_taken_back_without_waiting_for_an_open_transaction) {
   task_database db{"handoffopen"};
-  db.exec("SELECT taskmill.offer_permits('a', NULL, 2, 5)");
+  live_node(db, "a");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 2, 5, 600000)");
   auto business = db.connect();
   BOOST_REQUIRE(business.exec("BEGIN"));
   task_database::call_on(business, "submit('T', 'k1')");
@@ -1493,7 +1533,7 @@ BOOST_AUTO_TEST_CASE(an_offer_is_taken_back_without_waiting_for_an_open_transact
   BOOST_REQUIRE(business.exec("COMMIT"));
   BOOST_CHECK_EQUAL(state_of(db, "k1"), "pending - 0");
   put_off_pending(db);
-  db.exec("SELECT taskmill.offer_permits('a', NULL, 1, 6)");
+  db.exec("SELECT taskmill.offer_permits('a', NULL, 1, 6, 600000)");
   BOOST_REQUIRE(business.exec("BEGIN"));
   task_database::call_on(business, "submit('T', 'k2')");
   BOOST_REQUIRE(business.exec("ROLLBACK"));
@@ -1508,6 +1548,7 @@ BOOST_AUTO_TEST_CASE(an_offer_is_taken_back_without_waiting_for_an_open_transact
 // off beyond what was offered, and none is lost.
 BOOST_AUTO_TEST_CASE(racing_submits_take_no_more_than_the_offers_and_each_is_counted) {
   task_database db{"handoffrace"};
+  live_node(db, "a");
   constexpr int submitters = 4;
   constexpr int per_submitter = 150;
   std::atomic<bool> done{false};
@@ -1552,7 +1593,7 @@ BOOST_AUTO_TEST_CASE(racing_submits_take_no_more_than_the_offers_and_each_is_cou
       withdraw();
       auto n = static_cast<int>(rng() % 8) + 1;
       if (!conn.exec("SELECT taskmill.offer_permits('a', NULL, " + std::to_string(n) + ", " +
-                     std::to_string(++generation) + ")")) {
+                     std::to_string(++generation) + ", 600000)")) {
         ++errors;
         continue;
       }

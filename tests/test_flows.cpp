@@ -256,6 +256,13 @@ struct flow_fixture {
     return true;
   }
 
+  /// No claim for long enough that an idle node offers permits.
+  void stay_idle() {
+    sched.run();
+    sched.advance_time(20ms);
+    sched.run();
+  }
+
   /// The permits the limiter could grant now (given back at once).
   int32_t free_permits() {
     auto grant = ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{1'000'000});
@@ -544,6 +551,8 @@ BOOST_AUTO_TEST_CASE(a_task_whose_outcome_waits_to_be_stored_again_is_not_adopte
 BOOST_AUTO_TEST_CASE(an_idle_node_offers_permits_and_tops_the_offer_up_as_hand_offs_take_them) {
   start(100, 10, 0, 8);
   sched.run();
+  BOOST_CHECK(rec->offers.empty());
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
   const auto& offer = rec->offers[0];
   BOOST_CHECK_EQUAL(offer.grant().permits(), 8);
@@ -573,7 +582,7 @@ BOOST_AUTO_TEST_CASE(an_idle_node_offers_permits_and_tops_the_offer_up_as_hand_o
 // unheard, whose tasks take permits of their own once heard of.
 BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
   start(100, 10, 0, 8);
-  sched.run();
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
   auto generation = rec->offers[0].offer_generation();
   caf::anon_send(pusher, wake_atom_v);
@@ -598,6 +607,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
   hand_off({1, 2}, generation);
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 32u);
   BOOST_CHECK_EQUAL(in_flight(), 0);
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
   BOOST_CHECK_NE(rec->offers[1].offer_generation(), generation);
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
@@ -607,7 +617,7 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
 // until the next claim counts what submits took of them.
 BOOST_AUTO_TEST_CASE(a_paused_node_takes_its_offer_back) {
   start(100, 10, 0, 8);
-  sched.run();
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
   caf::anon_send(pusher, pause_atom_v, true);
   sched.run();
@@ -617,6 +627,7 @@ BOOST_AUTO_TEST_CASE(a_paused_node_takes_its_offer_back) {
   caf::anon_send(pusher, pause_atom_v, false);
   sched.run();
   BOOST_CHECK_EQUAL(rec->claims.back().offered(), 8);
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
   BOOST_CHECK_EQUAL(free_permits(), 92);
 }

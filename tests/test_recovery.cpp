@@ -326,7 +326,10 @@ BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_
 // A task submitted to an idle node is handed to it in the submit and runs
 // once, under the attempt the submit gave it.
 BOOST_AUTO_TEST_CASE(a_task_submitted_to_an_idle_node_is_handed_to_it_and_runs_once) {
-  start(quick_config("handed"));
+  auto cfg = quick_config("handed");
+  // Its offer holds for 3 s without a heartbeat, whatever the machine's load.
+  cfg.heartbeat.interval = 1s;
+  start(cfg);
   BOOST_REQUIRE(test::eventually([&] {
     return db.scalar("SELECT count(*) FROM taskmill.offer_slots WHERE node = 'handed'") != "0";
   }));
@@ -351,6 +354,7 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_to_an_idle_node_is_handed_to_it_and_runs_o
 // once the listener is back, not after the task's timeout.
 BOOST_AUTO_TEST_CASE(a_task_handed_off_while_the_listener_is_away_runs_once_it_is_back) {
   auto cfg = quick_config("deaf");
+  cfg.heartbeat.interval = 1s;
   // The listener, cut off, comes back 2 s later.
   cfg.database.reconnect_min = 2s;
   start(cfg);

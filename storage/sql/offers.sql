@@ -33,9 +33,9 @@ CREATE FUNCTION taskmill.drop_offer_slots(p_node text, p_keep bigint) RETURNS vo
 LANGUAGE plpgsql AS $$
 BEGIN
   DELETE FROM taskmill.offer_slots s
-   WHERE s.ctid = ANY (ARRAY(SELECT o.ctid FROM taskmill.offer_slots o
-                              WHERE o.node = p_node AND o.generation <> p_keep
-                                FOR UPDATE SKIP LOCKED));
+   WHERE s.id = ANY (ARRAY(SELECT o.id FROM taskmill.offer_slots o
+                            WHERE o.node = p_node AND o.generation <> p_keep
+                              FOR UPDATE SKIP LOCKED));
 END
 $$;
 
@@ -50,18 +50,21 @@ END
 $$;
 
 -- A node offers p_permits for tasks of p_types (NULL: any) as its offer
--- p_generation (a number it never used before, not 0); a node declared dead
--- offers nothing. False when no offer was made.
+-- p_generation (a number it never used before, not 0), to hold while its
+-- heartbeat is younger than p_fresh_ms: a node that stopped beating, dead
+-- or cut off, is handed nothing long before it is declared dead. A node
+-- declared dead offers nothing. False when no offer was made.
 CREATE FUNCTION taskmill.offer_permits(p_node text, p_types text[], p_permits integer,
-                                       p_generation bigint) RETURNS boolean
+                                       p_generation bigint, p_fresh_ms integer) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
   IF p_permits <= 0 OR p_generation = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN false;
   END IF;
-  INSERT INTO taskmill.offers AS o (node, generation, types)
-  VALUES (p_node, p_generation, p_types)
-  ON CONFLICT (node) DO UPDATE SET generation = excluded.generation, types = excluded.types;
+  INSERT INTO taskmill.offers AS o (node, generation, types, fresh_ms)
+  VALUES (p_node, p_generation, p_types, p_fresh_ms)
+  ON CONFLICT (node) DO UPDATE
+     SET generation = excluded.generation, types = excluded.types, fresh_ms = excluded.fresh_ms;
   PERFORM taskmill.drop_offer_slots(p_node, p_generation);
   INSERT INTO taskmill.offer_slots (node, generation)
   SELECT p_node, p_generation FROM generate_series(1, p_permits);
@@ -88,26 +91,23 @@ $$;
 
 -- A node takes back its offer, of which it holds p_offered permits that it
 -- has not heard were taken; answers how many of them submits took (or hold,
--- their transactions still open). No offer standing: all of them, as the
--- node's hand-offs may be on their way still.
+-- their commits under way). No offer standing: all of them, as the node's
+-- hand-offs may be on their way still.
 CREATE FUNCTION taskmill.withdraw_offer(p_node text, p_offered integer) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   v_generation bigint;
   v_left integer;
 BEGIN
-  IF p_offered <= 0 THEN
-    RETURN 0;
-  END IF;
   UPDATE taskmill.offers o SET generation = 0
     FROM (SELECT c.generation FROM taskmill.offers c WHERE c.node = p_node FOR UPDATE) cur
    WHERE o.node = p_node
   RETURNING cur.generation INTO v_generation;
   WITH left_over AS (
     DELETE FROM taskmill.offer_slots s
-     WHERE s.ctid = ANY (ARRAY(SELECT o.ctid FROM taskmill.offer_slots o
-                                WHERE o.node = p_node
-                                  FOR UPDATE SKIP LOCKED))
+     WHERE s.id = ANY (ARRAY(SELECT o.id FROM taskmill.offer_slots o
+                              WHERE o.node = p_node
+                                FOR UPDATE SKIP LOCKED))
     RETURNING s.generation)
   SELECT count(*) FILTER (WHERE l.generation = v_generation AND v_generation <> 0)
     INTO v_left FROM left_over l;
@@ -116,8 +116,9 @@ END
 $$;
 
 -- The node task p_task of p_type, due now, is handed to, and the generation
--- of the offer whose permit it took; NULL when none offers, or other due
--- work waits.
+-- of the offer whose permit it took; NULL when no live node offers, or other
+-- due work waits (tasks pinned to a node aside: no idle node could take
+-- them).
 CREATE FUNCTION taskmill.take_offer(p_type text, p_task bigint, OUT node text,
                                     OUT generation bigint)
 LANGUAGE plpgsql
@@ -127,45 +128,44 @@ SET enable_sort = off
 SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
+  -- At the commit, late in a long transaction perhaps: tasks that came due
+  -- since it began count.
+  v_now timestamptz := clock_timestamp();
   v_node text;
   v_generation bigint;
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM taskmill.offer_slots) THEN
-    RETURN;
-  END IF;
   -- Read as the claims read it, from the oldest due task.
   IF EXISTS (SELECT 1 FROM taskmill.tasks d
               WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
-                AND d.execute_at <= now() AND d.id <> p_task
+                AND d.execute_at <= v_now AND d.id <> p_task AND d.pinned_node IS NULL
               ORDER BY d.priority, d.execute_at, d.id LIMIT 1) THEN
     RETURN;
   END IF;
   DELETE FROM taskmill.offer_slots s
-   WHERE s.ctid = (SELECT t.ctid FROM taskmill.offer_slots t
-                     JOIN taskmill.offers o ON o.node = t.node AND o.generation = t.generation
-                    WHERE o.types IS NULL OR p_type = ANY (o.types)
-                    LIMIT 1
-                      FOR UPDATE OF t SKIP LOCKED)
+   WHERE s.id = (SELECT t.id FROM taskmill.offer_slots t
+                   JOIN taskmill.offers o ON o.node = t.node AND o.generation = t.generation
+                   JOIN taskmill.nodes n ON n.name = o.node
+                  WHERE (o.types IS NULL OR p_type = ANY (o.types)) AND n.stopped_at IS NULL
+                    AND n.heartbeat_at > v_now - o.fresh_ms * interval '1 ms'
+                  LIMIT 1
+                    FOR UPDATE OF t SKIP LOCKED)
   RETURNING s.node, s.generation INTO v_node, v_generation;
-  IF v_node IS NULL THEN
-    RETURN;
-  END IF;
-  IF NOT taskmill.may_claim(v_node) THEN
-    RETURN;
-  END IF;
   node := v_node;
   generation := v_generation;
 END
 $$;
 
-
 -- A submit of task p_task due at once asks to hand it off, if a node offers
--- permits and no task of this transaction asked before.
+-- permits and no task of this transaction asked before. Not in a transaction
+-- of a stricter isolation than read committed: at its commit, the permit
+-- taken from its snapshot may be gone, and the commit would fail.
 CREATE FUNCTION taskmill.ask_hand_off(p_task bigint) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-  IF NOT EXISTS (SELECT 1 FROM taskmill.offer_slots)
-     OR current_setting('taskmill.hand_off_asked', true) = 'on' THEN
+  IF current_setting('taskmill.hand_off_asked', true) = 'on'
+     OR current_setting('transaction_isolation') <> 'read committed'
+     OR NOT EXISTS (SELECT 1 FROM taskmill.offer_slots t
+                      JOIN taskmill.offers o ON o.node = t.node AND o.generation = t.generation) THEN
     RETURN false;
   END IF;
   PERFORM set_config('taskmill.hand_off_asked', 'on', true);
@@ -210,3 +210,18 @@ $$;
 CREATE CONSTRAINT TRIGGER handoff_requests_at_commit AFTER INSERT ON taskmill.handoff_requests
   DEFERRABLE INITIALLY DEFERRED
   FOR EACH ROW EXECUTE FUNCTION taskmill.hand_off_at_commit();
+
+-- Permits of offers no longer standing that a commit held as they were
+-- taken back, and that commit failed: nobody takes them; the watcher's pass
+-- removes them.
+CREATE FUNCTION taskmill.drop_stale_offer_slots() RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  DELETE FROM taskmill.offer_slots s
+   WHERE s.id = ANY (ARRAY(SELECT t.id FROM taskmill.offer_slots t
+                            WHERE NOT EXISTS (SELECT 1 FROM taskmill.offers o
+                                               WHERE o.node = t.node
+                                                 AND o.generation = t.generation)
+                              FOR UPDATE SKIP LOCKED));
+END
+$$;

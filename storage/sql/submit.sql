@@ -206,10 +206,12 @@ BEGIN
     outcome := 'created';
     -- Due at once, it may go to an idle node as the transaction commits
     -- (storage/sql/offers.sql), which wakes the nodes if it does not.
-    IF v_execute_at > now() OR s.running_limit IS NOT NULL
-       OR NOT taskmill.ask_hand_off(task.id) THEN
-      PERFORM taskmill.wake_nodes();
+    IF v_execute_at <= now() AND s.running_limit IS NULL THEN
+      IF taskmill.ask_hand_off(task.id) THEN
+        RETURN;
+      END IF;
     END IF;
+    PERFORM taskmill.wake_nodes();
     RETURN;
   END LOOP;
 END
@@ -319,7 +321,7 @@ BEGIN
         OR EXISTS (SELECT 1 FROM taskmill.task_keys k
                     WHERE k.type = u.type AND k.key = u.key OFFSET 0)
         OR (cardinality(p_types) = 1 AND coalesce(p_execute_ats[1], now()) <= now()
-            AND EXISTS (SELECT 1 FROM taskmill.offer_slots OFFSET 0))
+            AND EXISTS (SELECT 1 FROM taskmill.offers o WHERE o.generation <> 0 OFFSET 0))
      ORDER BY u.ord);
 
   -- Units new to the table, once in the batch, with their defaults.

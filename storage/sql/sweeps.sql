@@ -17,6 +17,7 @@ BEGIN
   LOOP
     PERFORM taskmill.drop_offer(v_lost);
   END LOOP;
+  PERFORM taskmill.drop_stale_offer_slots();
   SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
     SELECT t.id, t.attempt FROM taskmill.tasks t
      WHERE t.status = 'running'

@@ -290,6 +290,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   pusher_opts.batch_size = cfg->scheduling.batch_size;
   // A node that does not LISTEN would not hear of the tasks handed to it.
   pusher_opts.hand_off_permits = cfg->database.listen ? cfg->scheduling.hand_off_permits : 0;
+  // A node that missed two heartbeats is handed nothing more.
+  pusher_opts.offer_fresh = 3 * cfg->heartbeat.interval;
   pusher_opts.poll_interval = cfg->scheduling.poll_interval;
   pusher_opts.weights = cfg->scheduling.weights;
   pusher_opts.storage = node.claim_storage;
@@ -536,6 +538,14 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   // Claiming and the leader's duties end first; the heartbeat goes on until
   // the node has handed back its work, so nobody takes it meanwhile.
   stop(node.pusher);
+  // Submits hand this node nothing more while it drains.
+  if (node.claim_storage && node.cfg)
+    self->request(node.claim_storage, 5s, offer_atom_v, node.cfg->node.name, int32_t{0})
+        .receive([](int32_t) {},
+                 [&](caf::error& err) {
+                   spdlog::warn("node {}: could not take its offer back: {}", node.cfg->node.name,
+                                error_message(err));
+                 });
   // A claim under way commits before its connection closes, so that no task
   // this node claimed turns running after it handed back its work.
   stop(node.claim_storage);
