@@ -488,13 +488,16 @@ BEGIN
                        WHEN v_uncapped OR v_together THEN v_quota ELSE 0 END;
         IF v_type IS NOT NULL AND v_step <= 0 AND v_uncapped AND NOT v_capped_may_wait THEN
           -- At its limit (or not run here): due tasks of it may be ahead of
-          -- the others'. One probe a level, from the newest due task back.
+          -- the others'. One probe a level, from the newest due task back:
+          -- as an EXISTS its order was dropped, and it read from the oldest,
+          -- through the entries of the tasks claimed, 240 a probe in a drain.
           FOREACH v_level IN ARRAY v_levels LOOP
-            v_capped_may_wait := EXISTS (
-              SELECT 1 FROM taskmill.tasks d
+            v_capped_may_wait := (
+              SELECT true FROM taskmill.tasks d
                WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[v_type])
                  AND d.priority = v_level AND d.execute_at <= now()
-               ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1);
+               ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1)
+              IS NOT NULL;
             EXIT WHEN v_capped_may_wait;
           END LOOP;
         END IF;
