@@ -53,6 +53,18 @@ struct pusher_state {
   // The offer was taken back, or may have been (by a claim whose answer was
   // lost): the next claim counts what submits took of it and takes it over.
   bool offer_withdrawn = false;
+  // The listener connected (it says so after every connect): hand-offs are
+  // heard. An offer made before would be in doubt at once, and taken back.
+  bool hearing_hand_offs = false;
+  // The offer a claim under way takes back (0: none), and how many of its
+  // hand-offs were heard of meanwhile: those took permits of their own.
+  int64_t withdrawing_generation = 0;
+  int32_t heard_while_withdrawing = 0;
+  // Permits kept at the limiter for hand-offs of the offer of
+  // `unheard_generation` that the claim taking it back counted as taken and
+  // this node has not heard of yet: they run here, on those permits.
+  int64_t unheard_generation = 0;
+  int32_t unheard_permits = 0;
 };
 
 namespace {
@@ -209,7 +221,8 @@ void offer_in_doubt(self_ptr self, int64_t generation) {
 /// the offer it took back still this node's.
 void offer_permits(self_ptr self) {
   auto& st = self->state;
-  if (st.options.hand_off_permits <= 0 || st.paused || st.offer_generation != 0 || st.offer_asked)
+  if (st.options.hand_off_permits <= 0 || !st.hearing_hand_offs || st.paused ||
+      st.offer_generation != 0 || st.offer_asked)
     return;
   ask_offer_permits(self, st.options.hand_off_permits, [self](pb::ClaimGrant& grant) {
     auto& st = self->state;
@@ -262,16 +275,25 @@ void add_to_offer(self_ptr self) {
 }
 
 /// Tasks handed to this node: the permits of those from its standing offer
-/// go to them (settled by the dispatcher with the tasks it runs); those of
-/// an offer taken back already were counted as taken by the claim that took
-/// it back, and take permits of their own.
+/// go to them (settled by the dispatcher with the tasks it runs), as do
+/// those kept for hand-offs of an offer taken back; others (heard of while a
+/// claim takes their offer back, or after their permits went back) take
+/// permits of their own.
 void run_handed(self_ptr self, pb::Executions& handed) {
   auto& st = self->state;
-  int32_t held = 0;
-  for (auto generation : handed.generations())
-    if (generation == st.offer_generation && st.offered - held > 0) ++held;
-  st.offered -= held;
-  handed.set_permits_held(held);
+  int32_t of_offer = 0;
+  int32_t of_unheard = 0;
+  for (auto generation : handed.generations()) {
+    if (generation == st.offer_generation && st.offered - of_offer > 0)
+      ++of_offer;
+    else if (generation == st.unheard_generation && st.unheard_permits - of_unheard > 0)
+      ++of_unheard;
+    else if (generation == st.withdrawing_generation)
+      ++st.heard_while_withdrawing;
+  }
+  st.offered -= of_offer;
+  st.unheard_permits -= of_unheard;
+  handed.set_permits_held(of_offer + of_unheard);
   st.options.metrics->claimed.Increment(handed.task_ids_size());
   st.options.metrics->handed_off.Increment(handed.task_ids_size());
   self->send(st.options.dispatcher, adopt_atom_v, std::move(handed));
@@ -293,6 +315,40 @@ void withdraw_offer(self_ptr self) {
             });
 }
 
+/// The permits kept for hand-offs never heard of go back: their tasks, if
+/// any, are adopted on permits of their own.
+void release_unheard(self_ptr self) {
+  auto& st = self->state;
+  if (st.unheard_permits > 0) {
+    pb::PermitUse back;
+    back.set_permits(st.unheard_permits);
+    self->send(st.options.limiter, settle_atom_v, std::move(back));
+  }
+  st.unheard_permits = 0;
+  st.unheard_generation = 0;
+}
+
+/// A claim took the offer back: of the permits it counted as taken by
+/// submits, those whose hand-offs were not heard of meanwhile stay held for
+/// them, lest the next claims take their room; taken off `use`. A
+/// notification lost on the way leaves them held until the listener's
+/// reconnection has them adopted, or a few seconds have passed.
+void keep_for_unheard(self_ptr self, const pb::ClaimRequest& req, const pb::ClaimedTasks& claimed,
+                      pb::PermitUse& use) {
+  auto& st = self->state;
+  auto unheard =
+      std::clamp(claimed.handed_unheard() - st.heard_while_withdrawing, 0, req.offered());
+  st.withdrawing_generation = 0;
+  st.heard_while_withdrawing = 0;
+  release_unheard(self);
+  if (unheard <= 0) return;
+  use.set_permits(use.permits() - unheard);
+  st.unheard_generation = req.offer_generation();
+  st.unheard_permits = unheard;
+  constexpr auto hand_offs_heard_within = std::chrono::seconds{5};
+  self->delayed_send(self, hand_offs_heard_within, release_atom_v, req.offer_generation());
+}
+
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
                 const std::shared_ptr<claim_and_next_due>& beside) {
   auto& st = self->state;
@@ -303,6 +359,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   }
   fair_shares::counts got{};
   auto use = held_by(req.grant());
+  if (req.offered() > 0) keep_for_unheard(self, req, claimed, use);
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -343,6 +400,10 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto offered = take_offer_over ? std::exchange(st.offered, 0) : 0;
   auto offer_generation = take_offer_over ? std::exchange(st.offer_generation, 0) : 0;
   if (take_offer_over) st.offer_withdrawn = false;
+  if (offered > 0 && offer_generation != st.withdrawing_generation) {
+    st.withdrawing_generation = offer_generation;
+    st.heard_while_withdrawing = 0;
+  }
   // Limits came to apply (an executor of limited capacity registered): the
   // offer, made without them, is taken back.
   if (limits_apply(grant)) withdraw_offer(self);
@@ -430,6 +491,8 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       [self](wake_atom) { claim_round(self); },
       [self](adopt_atom, pb::Executions& handed) { run_handed(self, handed); },
       [self](adopt_atom) {
+        self->state.hearing_hand_offs = true;
+        release_unheard(self);
         self->state.claims_in_doubt = true;
         offer_in_doubt(self, self->state.offer_generation);
         claim_round(self);
@@ -447,6 +510,9 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       },
       [self](offer_atom, uint64_t claims_sent) {
         if (claims_sent == self->state.claims_sent) offer_permits(self);
+      },
+      [self](release_atom, int64_t generation) {
+        if (generation == self->state.unheard_generation) release_unheard(self);
       },
       [self](caf::tick_atom, uint64_t generation) {
         if (generation == self->state.timer_generation) claim_round(self);

@@ -364,7 +364,10 @@ using pusher_actor = claim_waker_actor::extend_with<pingable_actor>::extend<
     caf::reacts_to<caf::tick_atom, uint64_t>,
     // Internal: offer permits to submits unless a claim was sent since the
     // claim of this number.
-    caf::reacts_to<offer_atom, uint64_t>>;
+    caf::reacts_to<offer_atom, uint64_t>,
+    // Internal: permits kept for hand-offs of the offer of this generation
+    // that were never heard of go back.
+    caf::reacts_to<release_atom, int64_t>>;
 
 /// Told whether this node leads; acts only while it does.
 using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, bool>>;

@@ -25,17 +25,29 @@ const statement cancel_by_key{
 // execute_at and the claim's time for the pickup latency, and how far into
 // its turns the claim went: a claim is the hottest statement there is, and
 // every column sent costs the server its text form (timestamps most, hence
-// the claim's time in microseconds, worked out once for all rows). The
-// node's standing offer ($11 permits of the $2) is taken back first, in the
-// claim's transaction; what submits took of it is not claimed again.
+// the claim's time in microseconds, worked out once for all rows).
 const statement claim{
     "claim",
     "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
     "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
     "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
-    "taskmill.claim_by_turns($1::text, CASE WHEN $11::int > 0 THEN $2::int - "
-    "taskmill.withdraw_offer($1::text, $11::int) ELSE $2::int END, $3::int[], $4::text[], "
-    "$5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
+    "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
+    "$7::text[], $8::text[], $9::int[], $10::boolean)"};
+
+// A claim that first takes back the node's standing offer ($11 permits of the
+// $2), in its transaction, and claims as many tasks fewer as submits took of
+// it unheard: that number comes with every row, and alone in a row without a
+// task when the claim took none, for the node to keep their permits until it
+// hears of those tasks.
+const statement claim_taking_offer_back{
+    "claim_taking_offer_back",
+    "SELECT c.id, c.type, c.key, c.version, c.status, c.priority, c.payload, c.attempt, "
+    "c.retry_count, c.max_retries, c.timeout_ms, c.error, c.batch, c.shard_index, c.shard_total, "
+    "c.trace_id, c.picked_by, c.execute_at, c.turns_taken, "
+    "(SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us, w.handed_unheard "
+    "FROM (SELECT taskmill.withdraw_offer($1::text, $11::int) AS handed_unheard) w "
+    "LEFT JOIN LATERAL taskmill.claim_by_turns($1::text, $2::int - w.handed_unheard, $3::int[], "
+    "$4::text[], $5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean) c ON true"};
 
 const statement offer_permits{
     "offer_permits",
@@ -268,6 +280,7 @@ const std::vector<const statement*>& all() {
       &cancel_by_id,
       &cancel_by_key,
       &claim,
+      &claim_taking_offer_back,
       &next_due,
       &offer_permits,
       &add_to_offer,

@@ -15,6 +15,7 @@ extern const statement reschedule;
 extern const statement cancel_by_id;
 extern const statement cancel_by_key;
 extern const statement claim;
+extern const statement claim_taking_offer_back;
 extern const statement next_due;
 extern const statement offer_permits;
 extern const statement add_to_offer;

@@ -446,7 +446,12 @@ pb::ClaimedTasks read_claim(const db::result& claimed) {
   db::task_columns cols{claimed};
   auto turns_taken = claimed.column("turns_taken");
   auto claimed_at = claimed.column("claimed_at_us");
+  auto handed_unheard = claimed.column("handed_unheard");
+  if (handed_unheard >= 0 && claimed.rows() > 0)
+    out.set_handed_unheard(claimed.int32(0, handed_unheard));
   for (int row = 0; row < claimed.rows(); ++row) {
+    // A claim that took back an offer and no task answers in a row without one.
+    if (claimed.is_null(row, cols.id)) continue;
     auto* task = out.add_tasks();
     db::read_task(claimed, row, cols, task);
     set_micros(task->mutable_started_at(), claimed.int64(row, claimed_at));
@@ -579,11 +584,19 @@ db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
   const auto& grant = req.grant();
   auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
   auto [room_types, room] = key_value_arrays(grant.executor_room());
-  return {
-      &db::sql::claim,
-      {req.node(), std::to_string(grant.permits()), int_array(req.turns()), std::move(capped_types),
-       std::move(capped_limits), std::to_string(grant.global_limit()), types, std::move(room_types),
-       std::move(room), req.after_short_claim() ? "t" : "f", std::to_string(req.offered())}};
+  std::vector<db::param> params{req.node(),
+                                std::to_string(grant.permits()),
+                                int_array(req.turns()),
+                                std::move(capped_types),
+                                std::move(capped_limits),
+                                std::to_string(grant.global_limit()),
+                                types,
+                                std::move(room_types),
+                                std::move(room),
+                                req.after_short_claim() ? "t" : "f"};
+  if (req.offered() <= 0) return {&db::sql::claim, std::move(params)};
+  params.emplace_back(std::to_string(req.offered()));
+  return {&db::sql::claim_taking_offer_back, std::move(params)};
 }
 
 // -- requests -----------------------------------------------------------------

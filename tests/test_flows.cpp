@@ -66,6 +66,7 @@ pb::ClaimedTasks take_due(recorder& rec, const pb::ClaimRequest& req) {
   pb::ClaimedTasks out;
   int attempt = 0;
   auto room = req.grant().permits() - (req.offered() > 0 ? rec.taken_unheard : 0);
+  if (req.offered() > 0) out.set_handed_unheard(rec.taken_unheard);
   while (!rec.due.empty() && out.tasks_size() < room) {
     auto task = rec.due.front();
     rec.due.pop_front();
@@ -183,10 +184,10 @@ struct flow_fixture {
     return cfg;
   }
 
-  /// Starts the three actors; `node_limit` permits in all, so many offered
-  /// to submits when idle.
+  /// Starts the three actors; `node_limit` permits in all, `hand_off_permits`
+  /// of them offered to submits when idle once the listener connected.
   void start(int64_t node_limit, int32_t batch_size, int32_t global_limit = 0,
-             int32_t hand_off_permits = 0) {
+             int32_t hand_off_permits = 0, bool listener_connected = true) {
     limiter_options lo;
     lo.node_limit = node_limit;
     lo.global_limit = global_limit;
@@ -218,6 +219,8 @@ struct flow_fixture {
     po.metrics = metrics;
     pusher = spawn_pusher(sys, po);
     caf::anon_send(limiter, caf::subscribe_atom_v, caf::actor_cast<wake_listener_actor>(pusher));
+    // The listener connected: hand-offs are heard, and offers made.
+    if (hand_off_permits > 0 && listener_connected) caf::anon_send(pusher, adopt_atom_v);
   }
 
   /// `handle`'s answer to `xs...`, asked by a helper actor.
@@ -288,6 +291,20 @@ struct flow_fixture {
     }
     caf::anon_send(pusher, adopt_atom_v, handed);
     sched.run();
+  }
+
+  /// A node with 100 permits offers 8 of them once idle, and a claim that
+  /// finds nothing leaves the offer standing; answers its generation.
+  int64_t offer_through_a_short_claim() {
+    start(100, 10, 0, 8);
+    stay_idle();
+    BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+    caf::anon_send(pusher, wake_atom_v);
+    sched.run();
+    BOOST_REQUIRE_EQUAL(rec->claims.size(), 3u);
+    BOOST_CHECK_EQUAL(rec->claims[2].offered(), 0);
+    BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+    return rec->offers[0].offer_generation();
   }
 
   /// The limiter's count of tasks in flight, asked by a helper actor.
@@ -577,32 +594,39 @@ BOOST_AUTO_TEST_CASE(an_idle_node_offers_permits_and_tops_the_offer_up_as_hand_o
   BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
 }
 
+// Until its listener connected a node would not hear of the tasks handed to
+// it: it offers nothing.
+BOOST_AUTO_TEST_CASE(no_offer_stands_before_the_listener_connected) {
+  start(100, 10, 0, 8, false);
+  stay_idle();
+  BOOST_CHECK(rec->offers.empty());
+  caf::anon_send(pusher, adopt_atom_v);
+  stay_idle();
+  BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+}
+
 // The offer stands through claims that find little; a claim after a full one
 // takes it back and its permits over, less what submits took of them
 // unheard, whose tasks take permits of their own once heard of.
 BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
-  start(100, 10, 0, 8);
-  stay_idle();
-  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
-  auto generation = rec->offers[0].offer_generation();
-  caf::anon_send(pusher, wake_atom_v);
-  sched.run();
-  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
-  BOOST_CHECK_EQUAL(rec->claims[1].offered(), 0);
-  BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+  auto generation = offer_through_a_short_claim();
   rec->taken_unheard = 2;
   for (int i = 1; i <= 30; ++i) rec->due.push_back(noop_task(100 + i, 3));
   caf::anon_send(pusher, wake_atom_v);
   sched.run();
   std::vector<int32_t> offered;
   for (const auto& c : rec->claims) offered.push_back(c.offered());
-  BOOST_REQUIRE_GE(rec->claims.size(), 4u);
-  BOOST_CHECK_EQUAL(rec->claims[2].offered(), 0);
-  BOOST_CHECK_EQUAL(rec->claims[3].offered(), 8);
-  BOOST_CHECK_EQUAL(rec->claims[3].offer_generation(), generation);
+  BOOST_REQUIRE_GE(rec->claims.size(), 5u);
+  BOOST_CHECK_EQUAL(rec->claims[3].offered(), 0);
+  BOOST_CHECK_EQUAL(rec->claims[4].offered(), 8);
+  BOOST_CHECK_EQUAL(rec->claims[4].offer_generation(), generation);
   BOOST_CHECK_EQUAL(std::count_if(offered.begin(), offered.end(), [](int32_t n) { return n > 0; }),
                     1);
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 30u);
+  // Until the two taken unheard are heard of, their permits stay held: no
+  // claim takes their room.
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 98);
   // The two taken unheard arrive; a new offer stands once the work ran out.
   hand_off({1, 2}, generation);
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 32u);
@@ -610,6 +634,41 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
   stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
   BOOST_CHECK_NE(rec->offers[1].offer_generation(), generation);
+  BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
+}
+
+// Hand-offs heard of while the claim that takes their offer back is under
+// way take permits of their own; the claim keeps permits only for the others,
+// and gives those back once it has not heard of them for a few seconds.
+BOOST_AUTO_TEST_CASE(permits_are_kept_for_hand_offs_not_yet_heard_of_and_not_for_ever) {
+  auto generation = offer_through_a_short_claim();
+  rec->taken_unheard = 3;
+  rec->hold_claims = true;
+  for (int i = 1; i <= 30; ++i) rec->due.push_back(noop_task(100 + i, 3));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE(answer_claim());
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 2u);
+  BOOST_REQUIRE_EQUAL(rec->held.front().second.offered(), 8);
+  hand_off({1}, generation);
+  while (answer_claim()) {
+  }
+  rec->hold_claims = false;
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 31u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 98);
+  // One of the two arrives and runs on a kept permit; the other never does.
+  hand_off({2}, generation);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 32u);
+  BOOST_CHECK_EQUAL(free_permits(), 99);
+  sched.advance_time(5s);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
+  BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
+  // Heard of late, it takes a permit of its own.
+  hand_off({3}, generation);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 33u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
 }
 
