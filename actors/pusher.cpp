@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <optional>
 #include <utility>
@@ -60,11 +61,10 @@ struct pusher_state {
   // hand-offs were heard of meanwhile: those took permits of their own.
   int64_t withdrawing_generation = 0;
   int32_t heard_while_withdrawing = 0;
-  // Permits kept at the limiter for hand-offs of the offer of
-  // `unheard_generation` that the claim taking it back counted as taken and
-  // this node has not heard of yet: they run here, on those permits.
-  int64_t unheard_generation = 0;
-  int32_t unheard_permits = 0;
+  // Permits kept at the limiter, by offer generation, for the tasks that
+  // submits took of an offer taken back and this node has not heard of yet:
+  // they run here, on these permits.
+  std::map<int64_t, int32_t> kept_for_unheard;
 };
 
 namespace {
@@ -151,10 +151,43 @@ pb::PermitUse held_by(const pb::ClaimGrant& grant) {
   return use;
 }
 
+/// Keeps `permits` held for hand-offs of the offer of `generation` that this
+/// node has not heard of, lest claims take their room; for a few seconds at
+/// most, as a commit that took a permit may yet fail.
+void keep_for_unheard(self_ptr self, int64_t generation, int32_t permits) {
+  if (permits <= 0) return;
+  self->state.kept_for_unheard[generation] += permits;
+  constexpr auto hand_offs_heard_within = std::chrono::seconds{5};
+  self->delayed_send(self, hand_offs_heard_within, release_atom_v, generation);
+}
+
+/// The permits kept for hand-offs of `generation` never heard of go back;
+/// their tasks, if any, take permits of their own once heard of.
+void release_kept(self_ptr self, int64_t generation) {
+  auto& st = self->state;
+  auto kept = st.kept_for_unheard.find(generation);
+  if (kept == st.kept_for_unheard.end()) return;
+  pb::PermitUse back;
+  back.set_permits(kept->second);
+  st.kept_for_unheard.erase(kept);
+  self->send(st.options.limiter, settle_atom_v, std::move(back));
+  // Settled permits wake nobody: a round may have waited for them.
+  claim_round(self);
+}
+
+/// All permits kept for hand-offs not heard of, for the tasks that run here.
+int32_t take_kept(self_ptr self) {
+  int32_t all = 0;
+  for (const auto& [generation, permits] : self->state.kept_for_unheard) all += permits;
+  self->state.kept_for_unheard.clear();
+  return all;
+}
+
 /// A claim whose answer was lost may have committed: its tasks run here by
 /// the database, unknown to the dispatcher, until their timeout (hours, for
-/// some types). Once claims are answered again, the dispatcher is handed what
-/// runs here to run those it does not know. It hears of them after the tasks
+/// some types), as do hand-offs whose notifications the listener missed.
+/// Once claims are answered again, the dispatcher is handed what runs here
+/// to run those it does not know. It hears of them after the tasks
 /// of every claim answered before, and later claims' tasks are not among them.
 void adopt_claims_in_doubt(self_ptr self) {
   auto& st = self->state;
@@ -162,7 +195,10 @@ void adopt_claims_in_doubt(self_ptr self) {
   self->request(st.options.storage, local_request_timeout, running_atom_v, st.options.node)
       .then(
           [self](pb::Executions& running) {
-            if (running.task_ids_size() > 0)
+            // Hand-offs not heard of (their listener reconnected) are among
+            // them, and run on the permits kept for them.
+            running.set_permits_held(take_kept(self));
+            if (running.task_ids_size() > 0 || running.permits_held() > 0)
               self->send(self->state.options.dispatcher, adopt_atom_v, std::move(running));
           },
           [self](const caf::error& err) {
@@ -282,71 +318,74 @@ void add_to_offer(self_ptr self) {
 void run_handed(self_ptr self, pb::Executions& handed) {
   auto& st = self->state;
   int32_t of_offer = 0;
-  int32_t of_unheard = 0;
+  int32_t of_kept = 0;
   for (auto generation : handed.generations()) {
-    if (generation == st.offer_generation && st.offered - of_offer > 0)
+    if (generation == st.offer_generation && st.offered - of_offer > 0) {
       ++of_offer;
-    else if (generation == st.unheard_generation && st.unheard_permits - of_unheard > 0)
-      ++of_unheard;
-    else if (generation == st.withdrawing_generation)
-      ++st.heard_while_withdrawing;
+      continue;
+    }
+    if (auto kept = st.kept_for_unheard.find(generation); kept != st.kept_for_unheard.end()) {
+      ++of_kept;
+      if (--kept->second == 0) st.kept_for_unheard.erase(kept);
+      continue;
+    }
+    if (generation == st.withdrawing_generation) ++st.heard_while_withdrawing;
   }
   st.offered -= of_offer;
-  st.unheard_permits -= of_unheard;
-  handed.set_permits_held(of_offer + of_unheard);
+  handed.set_permits_held(of_offer + of_kept);
   st.options.metrics->claimed.Increment(handed.task_ids_size());
   st.options.metrics->handed_off.Increment(handed.task_ids_size());
   self->send(st.options.dispatcher, adopt_atom_v, std::move(handed));
   add_to_offer(self);
 }
 
+/// The offer of `generation`, for which `asked` permits were held as it was
+/// taken back alone, is gone: submits took `taken` of them. Those whose
+/// tasks were not heard of meanwhile are kept for them; the rest go back.
+/// A claim that took the offer over meanwhile counts for itself.
+void offer_taken_back(self_ptr self, int64_t generation, int32_t asked, int32_t taken) {
+  auto& st = self->state;
+  if (st.offer_generation != generation) return;
+  auto heard = asked - st.offered;
+  auto unheard = std::clamp(taken - heard, 0, st.offered);
+  pb::PermitUse back;
+  back.set_permits(st.offered - unheard);
+  self->send(st.options.limiter, settle_atom_v, std::move(back));
+  st.offer_generation = 0;
+  st.offered = 0;
+  st.offer_withdrawn = false;
+  keep_for_unheard(self, generation, unheard);
+}
+
 /// A node takes its offer back when its lease is in doubt, lest submits hand
-/// it tasks then, and when limits came to apply. Its permits stay held for
-/// the next claim, which counts what submits took of them unheard.
+/// it tasks then, and when limits came to apply. Should the answer not come,
+/// its permits stay held for the next claim, which takes it back again and
+/// counts what submits took of them.
 void withdraw_offer(self_ptr self) {
   auto& st = self->state;
   if (st.offer_generation == 0 || st.offer_withdrawn) return;
   st.offer_withdrawn = true;
   self->request(st.options.storage, local_request_timeout, offer_atom_v, st.options.node,
                 st.offered)
-      .then([](int32_t) {},
+      .then([self, generation = st.offer_generation, asked = st.offered](
+                int32_t taken) { offer_taken_back(self, generation, asked, taken); },
             [](const caf::error& err) {
               spdlog::debug("pusher: cannot take the offer back: {}", error_message(err));
             });
 }
 
-/// The permits kept for hand-offs never heard of go back: their tasks, if
-/// any, are adopted on permits of their own.
-void release_unheard(self_ptr self) {
-  auto& st = self->state;
-  if (st.unheard_permits > 0) {
-    pb::PermitUse back;
-    back.set_permits(st.unheard_permits);
-    self->send(st.options.limiter, settle_atom_v, std::move(back));
-  }
-  st.unheard_permits = 0;
-  st.unheard_generation = 0;
-}
-
 /// A claim took the offer back: of the permits it counted as taken by
-/// submits, those whose hand-offs were not heard of meanwhile stay held for
-/// them, lest the next claims take their room; taken off `use`. A
-/// notification lost on the way leaves them held until the listener's
-/// reconnection has them adopted, or a few seconds have passed.
-void keep_for_unheard(self_ptr self, const pb::ClaimRequest& req, const pb::ClaimedTasks& claimed,
-                      pb::PermitUse& use) {
+/// submits, those whose hand-offs were not heard of meanwhile are kept for
+/// them, taken off `use`.
+void keep_what_submits_took(self_ptr self, const pb::ClaimRequest& req,
+                            const pb::ClaimedTasks& claimed, pb::PermitUse& use) {
   auto& st = self->state;
   auto unheard =
       std::clamp(claimed.handed_unheard() - st.heard_while_withdrawing, 0, req.offered());
   st.withdrawing_generation = 0;
   st.heard_while_withdrawing = 0;
-  release_unheard(self);
-  if (unheard <= 0) return;
   use.set_permits(use.permits() - unheard);
-  st.unheard_generation = req.offer_generation();
-  st.unheard_permits = unheard;
-  constexpr auto hand_offs_heard_within = std::chrono::seconds{5};
-  self->delayed_send(self, hand_offs_heard_within, release_atom_v, req.offer_generation());
+  keep_for_unheard(self, req.offer_generation(), unheard);
 }
 
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
@@ -359,7 +398,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   }
   fair_shares::counts got{};
   auto use = held_by(req.grant());
-  if (req.offered() > 0) keep_for_unheard(self, req, claimed, use);
+  if (req.offered() > 0) keep_what_submits_took(self, req, claimed, use);
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -492,7 +531,6 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       [self](adopt_atom, pb::Executions& handed) { run_handed(self, handed); },
       [self](adopt_atom) {
         self->state.hearing_hand_offs = true;
-        release_unheard(self);
         self->state.claims_in_doubt = true;
         offer_in_doubt(self, self->state.offer_generation);
         claim_round(self);
@@ -511,9 +549,7 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       [self](offer_atom, uint64_t claims_sent) {
         if (claims_sent == self->state.claims_sent) offer_permits(self);
       },
-      [self](release_atom, int64_t generation) {
-        if (generation == self->state.unheard_generation) release_unheard(self);
-      },
+      [self](release_atom, int64_t generation) { release_kept(self, generation); },
       [self](caf::tick_atom, uint64_t generation) {
         if (generation == self->state.timer_generation) claim_round(self);
       },

@@ -663,6 +663,7 @@ BOOST_AUTO_TEST_CASE(permits_are_kept_for_hand_offs_not_yet_heard_of_and_not_for
   BOOST_CHECK_EQUAL(free_permits(), 99);
   sched.advance_time(5s);
   sched.run();
+  stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
   // Heard of late, it takes a permit of its own.
@@ -672,23 +673,59 @@ BOOST_AUTO_TEST_CASE(permits_are_kept_for_hand_offs_not_yet_heard_of_and_not_for
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
 }
 
-// A node whose lease is in doubt takes its offer back; its permits stay held
-// until the next claim counts what submits took of them.
+// A node whose lease is in doubt takes its offer back; the permits submits
+// did not take of it come back, those they took stay kept for their tasks.
 BOOST_AUTO_TEST_CASE(a_paused_node_takes_its_offer_back) {
   start(100, 10, 0, 8);
   stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  auto generation = rec->offers[0].offer_generation();
+  rec->taken_unheard = 2;
   caf::anon_send(pusher, pause_atom_v, true);
   sched.run();
   BOOST_REQUIRE_EQUAL(rec->withdrawn.size(), 1u);
   BOOST_CHECK_EQUAL(rec->withdrawn[0], 8);
-  BOOST_CHECK_EQUAL(free_permits(), 92);
+  BOOST_CHECK_EQUAL(free_permits(), 98);
   caf::anon_send(pusher, pause_atom_v, false);
   sched.run();
-  BOOST_CHECK_EQUAL(rec->claims.back().offered(), 8);
+  BOOST_CHECK_EQUAL(rec->claims.back().offered(), 0);
+  hand_off({1, 2}, generation);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 2u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 100);
   stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
   BOOST_CHECK_EQUAL(free_permits(), 92);
+}
+
+// Hand-offs whose notifications were lost (the listener reconnected) run on
+// the permits kept for them, which the claims meanwhile do not take.
+BOOST_AUTO_TEST_CASE(hand_offs_the_listener_missed_run_on_the_permits_kept_for_them) {
+  start(100, 10, 0, 8);
+  stay_idle();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  rec->taken_unheard = 2;
+  caf::anon_send(pusher, pause_atom_v, true);
+  sched.run();
+  caf::anon_send(pusher, pause_atom_v, false);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(free_permits(), 98);
+  for (int64_t id : {1, 2}) {
+    auto task = noop_task(id, 3);
+    task.set_attempt(1);
+    *rec->running_here.add_tasks() = task;
+  }
+  rec->hold_claims = true;
+  caf::anon_send(pusher, adopt_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+  // The claim under way holds 10; the two kept are not among the rest.
+  BOOST_CHECK_EQUAL(free_permits(), 88);
+  rec->hold_claims = false;
+  BOOST_REQUIRE(answer_claim());
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 2u);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 100);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
