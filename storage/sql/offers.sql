@@ -182,6 +182,7 @@ DECLARE
   v_task taskmill.tasks;
   v_node text;
   v_generation bigint;
+  v_started timestamptz;
 BEGIN
   DELETE FROM taskmill.handoff_requests r WHERE r.task_id = NEW.task_id;
   -- A broadcast shard is for its node only.
@@ -196,10 +197,12 @@ BEGIN
     PERFORM taskmill.wake_nodes();
     RETURN NULL;
   END IF;
+  -- One reading of the clock: read for each column, they differed by a
+  -- microsecond at times.
+  v_started := clock_timestamp();
   UPDATE taskmill.tasks t
      SET status = 'running', attempt = t.attempt + 1, picked_by = v_node,
-         heartbeat_at = clock_timestamp(), started_at = clock_timestamp(),
-         updated_at = clock_timestamp()
+         heartbeat_at = v_started, started_at = v_started, updated_at = v_started
    WHERE t.id = v_task.id;
   PERFORM pg_notify('taskmill_handoffs', format('%s %s %s %s', v_task.id, v_task.attempt + 1,
                                                 v_generation, v_node));
