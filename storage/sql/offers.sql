@@ -27,15 +27,18 @@
 -- whether the commit succeeds or not; one that fails leaves a permit of a
 -- generation nobody takes.
 
--- Permits of p_node's offers but those of p_keep, and those that submits
--- hold: gone.
-CREATE FUNCTION taskmill.drop_offer_slots(p_node text, p_keep bigint) RETURNS void
+-- Permits of p_node's offers but those of p_keep (0: none kept) are gone,
+-- but for those that committing submits hold; answers the generation of
+-- each permit removed.
+CREATE FUNCTION taskmill.drop_offer_slots(p_node text, p_keep bigint) RETURNS SETOF bigint
 LANGUAGE plpgsql AS $$
 BEGIN
-  DELETE FROM taskmill.offer_slots s
-   WHERE s.id = ANY (ARRAY(SELECT o.id FROM taskmill.offer_slots o
-                            WHERE o.node = p_node AND o.generation <> p_keep
-                              FOR UPDATE SKIP LOCKED));
+  RETURN QUERY
+    DELETE FROM taskmill.offer_slots s
+     WHERE s.id = ANY (ARRAY(SELECT o.id FROM taskmill.offer_slots o
+                              WHERE o.node = p_node AND o.generation <> p_keep
+                                FOR UPDATE SKIP LOCKED))
+    RETURNING s.generation;
 END
 $$;
 
@@ -103,14 +106,8 @@ BEGIN
     FROM (SELECT c.generation FROM taskmill.offers c WHERE c.node = p_node FOR UPDATE) cur
    WHERE o.node = p_node
   RETURNING cur.generation INTO v_generation;
-  WITH left_over AS (
-    DELETE FROM taskmill.offer_slots s
-     WHERE s.id = ANY (ARRAY(SELECT o.id FROM taskmill.offer_slots o
-                              WHERE o.node = p_node
-                                FOR UPDATE SKIP LOCKED))
-    RETURNING s.generation)
   SELECT count(*) FILTER (WHERE l.generation = v_generation AND v_generation <> 0)
-    INTO v_left FROM left_over l;
+    INTO v_left FROM taskmill.drop_offer_slots(p_node, 0) AS l(generation);
   RETURN greatest(p_offered - v_left, 0);
 END
 $$;
