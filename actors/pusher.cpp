@@ -54,6 +54,9 @@ struct pusher_state {
   // The offer was taken back, or may have been (by a claim whose answer was
   // lost): the next claim counts what submits took of it and takes it over.
   bool offer_withdrawn = false;
+  // A round found no permits: the limiter wakes it when a task's permit
+  // comes back, but not for permits this pusher gives back itself.
+  bool waiting_for_permits = false;
   // The listener connected (it says so after every connect): hand-offs are
   // heard. An offer made before would be in doubt at once, and taken back.
   bool hearing_hand_offs = false;
@@ -151,6 +154,18 @@ pb::PermitUse held_by(const pb::ClaimGrant& grant) {
   return use;
 }
 
+/// Permits this pusher held beside its claims (for an offer, or kept for
+/// hand-offs) go back; a round that waited for permits claims again.
+void give_back_permits(self_ptr self, int32_t permits) {
+  auto& st = self->state;
+  if (permits <= 0) return;
+  pb::PermitUse back;
+  back.set_permits(permits);
+  self->send(st.options.limiter, settle_atom_v, std::move(back));
+  if (!std::exchange(st.waiting_for_permits, false)) return;
+  claim_round(self);
+}
+
 /// Keeps `permits` held for hand-offs of the offer of `generation` that this
 /// node has not heard of, lest claims take their room; for a few seconds at
 /// most, as a commit that took a permit may yet fail.
@@ -167,12 +182,9 @@ void release_kept(self_ptr self, int64_t generation) {
   auto& st = self->state;
   auto kept = st.kept_for_unheard.find(generation);
   if (kept == st.kept_for_unheard.end()) return;
-  pb::PermitUse back;
-  back.set_permits(kept->second);
+  auto permits = kept->second;
   st.kept_for_unheard.erase(kept);
-  self->send(st.options.limiter, settle_atom_v, std::move(back));
-  // Settled permits wake nobody: a round may have waited for them.
-  claim_round(self);
+  give_back_permits(self, permits);
 }
 
 /// All permits kept for hand-offs not heard of, for the tasks that run here.
@@ -234,9 +246,7 @@ void give_back_offer(self_ptr self, int64_t generation, int32_t permits) {
   if (st.offer_generation != generation) return;
   st.offered -= permits;
   if (st.offered <= 0) st.offer_generation = 0;
-  pb::PermitUse back;
-  back.set_permits(permits);
-  self->send(st.options.limiter, settle_atom_v, std::move(back));
+  give_back_permits(self, permits);
 }
 
 /// What stands of the offer of `generation` is not known (a request about it
@@ -348,13 +358,12 @@ void offer_taken_back(self_ptr self, int64_t generation, int32_t asked, int32_t 
   if (st.offer_generation != generation) return;
   auto heard = asked - st.offered;
   auto unheard = std::clamp(taken - heard, 0, st.offered);
-  pb::PermitUse back;
-  back.set_permits(st.offered - unheard);
-  self->send(st.options.limiter, settle_atom_v, std::move(back));
+  auto back = st.offered - unheard;
   st.offer_generation = 0;
   st.offered = 0;
   st.offer_withdrawn = false;
   keep_for_unheard(self, generation, unheard);
+  give_back_permits(self, back);
 }
 
 /// A node takes its offer back when its lease is in doubt, lest submits hand
@@ -449,9 +458,9 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   grant.set_permits(grant.permits() + offered);
   auto permits = grant.permits();
   if (permits <= 0) {
-    // No permits: the limiter wakes us when some come back.
     self->send(st.options.limiter, settle_atom_v, held_by(grant));
     --st.rounds;
+    st.waiting_for_permits = true;
     return;
   }
   // Kept once for both answers (the turns are a number per permit).

@@ -280,7 +280,6 @@ struct flow_fixture {
   /// running by the database, heard of by the pusher.
   void hand_off(std::initializer_list<int64_t> ids, int64_t generation) {
     pb::Executions handed;
-    handed.set_handed_off(true);
     for (auto id : ids) {
       auto task = noop_task(id, 3);
       task.set_attempt(1);
@@ -671,6 +670,26 @@ BOOST_AUTO_TEST_CASE(permits_are_kept_for_hand_offs_not_yet_heard_of_and_not_for
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 33u);
   BOOST_CHECK_EQUAL(in_flight(), 0);
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
+}
+
+// A node whose permits are all kept for hand-offs it never hears of claims
+// nothing; once they go back, the limiter wakes it and it claims what is due.
+BOOST_AUTO_TEST_CASE(permits_given_back_wake_a_node_that_waited_for_them) {
+  start(8, 10, 0, 8);
+  stay_idle();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  BOOST_REQUIRE_EQUAL(free_permits(), 0);
+  rec->taken_unheard = 8;
+  for (int i = 1; i <= 30; ++i) rec->due.push_back(noop_task(100 + i, 3));
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.back().offered(), 8);
+  BOOST_CHECK(rec->outcomes.empty());
+  rec->taken_unheard = 0;
+  sched.advance_time(5s);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 30u);
+  BOOST_CHECK(rec->due.empty());
 }
 
 // A node whose lease is in doubt takes its offer back; the permits submits
