@@ -336,12 +336,13 @@ void reconcile(self_ptr self) {
 void adopt(self_ptr self, const pb::Executions& running) {
   auto& st = self->state;
   pb::Executions unknown;
-  unknown.set_handed_off(running.handed_off());
   unknown.set_permits_held(running.permits_held());
+  bool handed_off = running.generations_size() > 0;
   for (int i = 0; i < running.task_ids_size() && !st.stopping; ++i) {
     if (knows(st, running.task_ids(i))) continue;
     unknown.add_task_ids(running.task_ids(i));
     unknown.add_attempts(running.attempts(i));
+    if (handed_off) unknown.add_generations(running.generations(i));
   }
   if (unknown.task_ids_size() == 0) {
     if (unknown.permits_held() == 0) return;
@@ -364,9 +365,11 @@ void adopt(self_ptr self, const pb::Executions& running) {
             }
             if (taken.permits() > 0 || !adopted.empty())
               self->send(st.options.limiter, settle_atom_v, std::move(taken));
-            if (!adopted.empty() && !unknown.handed_off())
-              spdlog::warn("dispatcher: {} tasks claimed by a claim whose answer was lost run now",
-                           adopted.size());
+            if (!adopted.empty() && unknown.generations_size() == 0)
+              spdlog::warn(
+                  "dispatcher: {} tasks running here unknown to it (a claim's answer or "
+                  "hand-offs' notifications lost) run now",
+                  adopted.size());
             for (const auto* task : adopted) execute(self, *task);
           },
           [self, unknown](const caf::error& err) {

@@ -883,7 +883,6 @@ void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string
                 return;
               }
               pb::Executions handed;
-              handed.set_handed_off(true);
               bool wake = false;
               for (const auto& n : burst) {
                 if (n.channel == "taskmill_handoffs")
