@@ -324,25 +324,45 @@ void reconcile(self_ptr self) {
           });
 }
 
+/// The task the hand-off notification of `running`'s i-th task carried, if
+/// it did and the pusher let it run so.
+const pb::Task* carried(const pb::Executions& running, int i) {
+  if (i >= running.tasks_size() || running.tasks(i).id() != running.task_ids(i)) return nullptr;
+  return &running.tasks(i);
+}
+
 /// Executions the database has running here, read after a claim whose answer
 /// was lost, or handed to this node by submits. Those this dispatcher knows
-/// are left; the rest run here, read whole from the outcomes' storage if they
-/// still run under their attempt, with what is left of their timeout: it
-/// stores this dispatcher's outcomes in the order they were sent, so an
-/// outcome stored since the read shows there. Each takes a permit: of those
-/// the pusher held for its offer (permits_held, which go back whatever runs),
-/// or one of its own. A stopping node runs none: it hands back what runs
-/// here.
+/// are left. Hand-offs whose notification carried the task run at once. The
+/// rest run here, read whole from the outcomes' storage if they still run
+/// under their attempt, with what is left of their timeout: it stores this
+/// dispatcher's outcomes in the order they were sent, so an outcome stored
+/// since the read shows there. Each takes a permit: of those the pusher held
+/// for its offer (permits_held, which go back whatever runs), or one of its
+/// own. A stopping node runs none: it hands back what runs here.
 void adopt(self_ptr self, const pb::Executions& running) {
   auto& st = self->state;
   pb::Executions unknown;
   unknown.set_permits_held(running.permits_held());
   bool handed_off = running.generations_size() > 0;
+  std::vector<const pb::Task*> at_once;
   for (int i = 0; i < running.task_ids_size() && !st.stopping; ++i) {
     if (knows(st, running.task_ids(i))) continue;
+    if (const auto* task = carried(running, i)) {
+      at_once.push_back(task);
+      continue;
+    }
     unknown.add_task_ids(running.task_ids(i));
     unknown.add_attempts(running.attempts(i));
     if (handed_off) unknown.add_generations(running.generations(i));
+  }
+  if (!at_once.empty()) {
+    pb::PermitUse taken;
+    taken.set_permits(unknown.permits_held());
+    unknown.set_permits_held(0);
+    for (const auto* task : at_once) taken.add_claimed_types(task->type());
+    self->send(st.options.limiter, settle_atom_v, std::move(taken));
+    for (const auto* task : at_once) execute(self, *task);
   }
   if (unknown.task_ids_size() == 0) {
     if (unknown.permits_held() == 0) return;

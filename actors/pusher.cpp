@@ -68,6 +68,13 @@ struct pusher_state {
   // submits took of an offer taken back and this node has not heard of yet:
   // they run here, on these permits.
   std::map<int64_t, int32_t> kept_for_unheard;
+  // The newest offer made before the last read of the tasks running here was
+  // sent. A hand-off of such an offer heard since may be among those that
+  // read found, run here and ended since: it runs only once read again, in
+  // order with this node's outcomes (the dispatcher's adopt), never from its
+  // notification, lest it run twice. Hand-offs of later offers were not in
+  // that read: the offer went out after it on the same connection.
+  int64_t offers_before_read = 0;
 };
 
 namespace {
@@ -204,6 +211,7 @@ int32_t take_kept(self_ptr self) {
 void adopt_claims_in_doubt(self_ptr self) {
   auto& st = self->state;
   st.claims_in_doubt = false;
+  st.offers_before_read = st.last_generation;
   self->request(st.options.storage, local_request_timeout, running_atom_v, st.options.node)
       .then(
           [self](pb::Executions& running) {
@@ -324,11 +332,14 @@ void add_to_offer(self_ptr self) {
 /// go to them (settled by the dispatcher with the tasks it runs), as do
 /// those kept for hand-offs of an offer taken back; others (heard of while a
 /// claim takes their offer back, or after their permits went back) take
-/// permits of their own.
+/// permits of their own. Those of offers made before the last read of what
+/// runs here are read again, whatever their notifications carried.
 void run_handed(self_ptr self, pb::Executions& handed) {
   auto& st = self->state;
   int32_t of_offer = 0;
   int32_t of_kept = 0;
+  for (int i = 0; i < handed.tasks_size() && i < handed.generations_size(); ++i)
+    if (handed.generations(i) <= st.offers_before_read) handed.mutable_tasks(i)->Clear();
   for (auto generation : handed.generations()) {
     if (generation == st.offer_generation && st.offered - of_offer > 0) {
       ++of_offer;

@@ -4,6 +4,7 @@
 #include "messages/names.hpp"
 #include "messages/time.hpp"
 #include "storage/alert_rows.hpp"
+#include "storage/hand_off_notice.hpp"
 #include "storage/job_rows.hpp"
 #include "storage/listener.hpp"
 #include "storage/migrations.hpp"
@@ -21,7 +22,6 @@
 #include <map>
 #include <memory>
 #include <optional>
-#include <sstream>
 
 namespace taskmill {
 
@@ -855,24 +855,6 @@ void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listen
   });
 }
 
-/// A hand-off's notification, "<id> <attempt> <generation> <node>", added to
-/// `handed` if it names `node`.
-void add_if_handed_to(const std::string& node, const std::string& payload, pb::Executions& handed) {
-  std::istringstream in{payload};
-  int64_t id = 0;
-  int32_t attempt = 0;
-  int64_t generation = 0;
-  std::string named;
-  if (!(in >> id >> attempt >> generation) || !std::getline(in >> std::ws, named)) {
-    spdlog::warn("storage: a hand-off notification that is no hand-off: {}", payload);
-    return;
-  }
-  if (named != node) return;
-  handed.add_task_ids(id);
-  handed.add_attempts(attempt);
-  handed.add_generations(generation);
-}
-
 /// Wake-ups and the tasks handed to `node` to `pusher`, and a word after
 /// every (re)connect, as hand-offs meanwhile went unheard.
 void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string& node) {
@@ -885,10 +867,11 @@ void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string
               pb::Executions handed;
               bool wake = false;
               for (const auto& n : burst) {
-                if (n.channel == "taskmill_handoffs")
-                  add_if_handed_to(node, n.payload, handed);
-                else
+                if (n.channel != "taskmill_handoffs")
                   wake = true;
+                else if (!db::add_if_handed_to(node, n.payload, handed))
+                  spdlog::warn("storage: a hand-off notification that is no hand-off: {}",
+                               n.payload);
               }
               if (handed.task_ids_size() > 0)
                 caf::anon_send(pusher, adopt_atom_v, std::move(handed));

@@ -5,6 +5,8 @@
 
 #include "actors/limits/fair_shares.hpp"
 #include "messages/errors.hpp"
+#include "messages/time.hpp"
+#include "storage/hand_off_notice.hpp"
 #include "tests/support/task_sql.hpp"
 
 #include <algorithm>
@@ -1405,23 +1407,58 @@ BOOST_AUTO_TEST_CASE(a_task_due_at_once_is_handed_to_a_node_that_offers_permits_
   BOOST_CHECK_EQUAL(db.by_id(first.id).status, "succeeded");
 }
 
-BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_its_attempt_and_offer) {
+BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_the_task_as_it_runs) {
   task_database db{"handoffnotify"};
   live_node(db, "node a");
   auto listener = db.connect();
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_handoffs"));
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_tasks"));
-  db.exec("SELECT taskmill.offer_permits('node a', '{T}', 1, 42, 600000)");
-  auto handed = db.call("submit('T', 'k1')");
-  db.call("submit('T', 'k2')");
+  db.exec("SELECT taskmill.offer_permits('node a', '{T}', 2, 42, 600000)");
+  auto handed = db.call(
+      "submit('T', 'k1', payload => '{\"n\": [1, \"\\u00e9\"]}', max_retries => 4, "
+      "timeout_ms => 7000, batch => 'b1')");
+  // A task too large for a notification is told of by its ids.
+  auto large = db.call("submit('T', 'k2', payload => jsonb_build_object('s', repeat('x', 8000)))");
+  db.call("submit('T', 'k3')");
   BOOST_REQUIRE(listener.exec("SELECT 1"));
   BOOST_REQUIRE(!listener.consume_input());
   auto got = listener.take_notifications();
-  BOOST_REQUIRE_EQUAL(got.size(), 2u);
+  BOOST_REQUIRE_EQUAL(got.size(), 3u);
   BOOST_CHECK_EQUAL(got[0].channel, "taskmill_handoffs");
-  BOOST_CHECK_EQUAL(got[0].payload, std::to_string(handed.id) + " 1 42 node a");
+  BOOST_CHECK_EQUAL(got[1].payload, std::to_string(large.id) + " 1 42 node a");
+  pb::Executions heard;
+  BOOST_REQUIRE(db::add_if_handed_to("node a", got[0].payload, heard));
+  BOOST_REQUIRE(db::add_if_handed_to("node a", got[1].payload, heard));
+  BOOST_REQUIRE_EQUAL(heard.tasks_size(), 2);
+  BOOST_CHECK_EQUAL(heard.tasks(1).id(), 0);
+  BOOST_CHECK_EQUAL(heard.generations(0), 42);
+  // What the node runs is what a claim of the stored task gives.
+  const auto& task = heard.tasks(0);
+  auto row = db.exec(
+      "SELECT type, key, version, priority, payload::text, attempt, retry_count, max_retries, "
+      "timeout_ms, coalesce(batch, ''), trace_id, picked_by, "
+      "(extract(epoch FROM execute_at) * 1000000)::bigint, "
+      "(extract(epoch FROM started_at) * 1000000)::bigint FROM taskmill.tasks WHERE id = " +
+      std::to_string(handed.id));
+  BOOST_REQUIRE_EQUAL(row.rows(), 1);
+  BOOST_CHECK_EQUAL(task.id(), handed.id);
+  BOOST_CHECK_EQUAL(task.type(), row.string(0, 0));
+  BOOST_CHECK_EQUAL(task.key(), row.string(0, 1));
+  BOOST_CHECK_EQUAL(task.version(), row.int64(0, 2));
+  BOOST_CHECK_EQUAL(task.priority(), row.int32(0, 3));
+  BOOST_CHECK_EQUAL(task.payload(), row.string(0, 4));
+  BOOST_CHECK_EQUAL(task.attempt(), 1);
+  BOOST_CHECK_EQUAL(task.attempt(), row.int32(0, 5));
+  BOOST_CHECK_EQUAL(task.retry_count(), row.int32(0, 6));
+  BOOST_CHECK_EQUAL(task.max_retries(), 4);
+  BOOST_CHECK_EQUAL(task.timeout_ms(), 7000);
+  BOOST_CHECK_EQUAL(task.batch(), "b1");
+  BOOST_CHECK_EQUAL(task.trace_id(), row.string(0, 10));
+  BOOST_CHECK_EQUAL(task.picked_by(), "node a");
+  BOOST_CHECK_EQUAL(to_micros(task.execute_at()), row.int64(0, 12));
+  BOOST_CHECK_EQUAL(to_micros(task.started_at()), row.int64(0, 13));
   // The one not handed off wakes every node.
-  BOOST_CHECK_EQUAL(got[1].channel, "taskmill_tasks");
+  BOOST_CHECK_EQUAL(got[2].channel, "taskmill_tasks");
 }
 
 BOOST_AUTO_TEST_CASE(nothing_is_handed_past_due_work_or_a_limit_or_beyond_the_offered_types) {

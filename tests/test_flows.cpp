@@ -48,6 +48,8 @@ struct recorder {
   // What the database has running on the node.
   pb::TaskList running_here;
   int running_asks = 0;
+  // Reads, in order with the outcomes, of tasks still running.
+  int still_running_asks = 0;
   // Task ids the database has ended, besides those with a stored outcome.
   std::vector<int64_t> ended;
   // Reports of outcomes to answer with an error.
@@ -146,6 +148,7 @@ outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::poi
       // Still running: those held running, but not ended nor with a stored
       // outcome.
       [rec](running_atom, const pb::Executions& asked) {
+        ++rec->still_running_asks;
         pb::TaskList out;
         for (const auto& task : rec->running_here.tasks()) {
           auto id = task.id();
@@ -277,16 +280,27 @@ struct flow_fixture {
   }
 
   /// Tasks handed to this node by submits from the offer of `generation`,
-  /// running by the database, heard of by the pusher.
-  void hand_off(std::initializer_list<int64_t> ids, int64_t generation) {
-    pb::Executions handed;
+  /// running by the database, heard of by the pusher: by their ids, or
+  /// `carried` whole by their notifications.
+  void hand_off(std::initializer_list<int64_t> ids, int64_t generation, bool carried = false) {
     for (auto id : ids) {
       auto task = noop_task(id, 3);
       task.set_attempt(1);
       *rec->running_here.add_tasks() = task;
+    }
+    hear_hand_offs(ids, generation, carried);
+  }
+
+  /// The notifications of hand-offs (attempt 1) reach the pusher.
+  void hear_hand_offs(std::initializer_list<int64_t> ids, int64_t generation, bool carried) {
+    pb::Executions handed;
+    for (auto id : ids) {
+      auto task = noop_task(id, 3);
+      task.set_attempt(1);
       handed.add_task_ids(id);
       handed.add_attempts(1);
       handed.add_generations(generation);
+      if (carried) *handed.add_tasks() = task;
     }
     caf::anon_send(pusher, adopt_atom_v, handed);
     sched.run();
@@ -591,6 +605,41 @@ BOOST_AUTO_TEST_CASE(an_idle_node_offers_permits_and_tops_the_offer_up_as_hand_o
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 5u);
   BOOST_CHECK_EQUAL(free_permits(), 92);
   BOOST_CHECK_EQUAL(rec->offers.size(), 1u);
+}
+
+// A hand-off whose notification carried its task runs without a read. One
+// heard only after a read of what runs here found it, ran it and saw it end
+// is read again, in order with the outcomes, and does not run twice.
+BOOST_AUTO_TEST_CASE(carried_hand_offs_run_unread_but_not_one_a_read_found_first) {
+  start(100, 10, 0, 8);
+  stay_idle();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  auto generation = rec->offers[0].offer_generation();
+  hear_hand_offs({1}, generation, true);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->still_running_asks, 0);
+  // Task 2's notification is late: the listener reconnected meanwhile, and
+  // the read of what runs here found the task and ran it.
+  auto late = noop_task(2, 3);
+  late.set_attempt(1);
+  *rec->running_here.add_tasks() = late;
+  caf::anon_send(pusher, adopt_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 2u);
+  auto reads = rec->still_running_asks;
+  hear_hand_offs({2}, generation, true);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 2u);
+  BOOST_CHECK_EQUAL(rec->still_running_asks, reads + 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  // Hand-offs of an offer made after that read run from their notifications.
+  stay_idle();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 2u);
+  hear_hand_offs({3}, rec->offers[1].offer_generation(), true);
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 3u);
+  BOOST_CHECK_EQUAL(rec->still_running_asks, reads + 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  // The offer holds what task 3 did not take.
+  BOOST_CHECK_EQUAL(free_permits(), 100 - (rec->offers[1].grant().permits() - 1));
 }
 
 // Until its listener connected a node would not hear of the tasks handed to

@@ -324,7 +324,8 @@ BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_
 }
 
 // A task submitted to an idle node is handed to it in the submit and runs
-// once, under the attempt the submit gave it.
+// once, under the attempt the submit gave it: the node hears of it with the
+// task, or, too large for a notification, with its ids, and reads it.
 BOOST_AUTO_TEST_CASE(a_task_submitted_to_an_idle_node_is_handed_to_it_and_runs_once) {
   auto cfg = quick_config("handed");
   // Its offer holds for 3 s without a heartbeat, whatever the machine's load.
@@ -335,7 +336,11 @@ BOOST_AUTO_TEST_CASE(a_task_submitted_to_an_idle_node_is_handed_to_it_and_runs_o
   }));
   for (int i = 0; i < 50; ++i) {
     auto key = "h" + std::to_string(i);
-    db.exec("SELECT taskmill.submit('NOOP', $1)", {key});
+    auto size = std::to_string(i % 10 == 0 ? 9000 : 10);
+    db.exec(
+        "SELECT taskmill.submit('NOOP', $1, payload => jsonb_build_object('s', repeat('x', "
+        "$2::int)))",
+        {key, size});
     // Running under the node from the commit (or done by now).
     BOOST_CHECK_EQUAL(db.scalar("SELECT picked_by || ' ' || attempt || ' ' || "
                                 "(started_at >= created_at) FROM taskmill.tasks WHERE key = $1",

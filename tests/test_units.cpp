@@ -15,6 +15,7 @@
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
+#include "storage/hand_off_notice.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -189,6 +190,60 @@ BOOST_AUTO_TEST_CASE(errors_are_valid_json_whatever_their_message) {
   auto body = json::encode_error("invalid_argument", "bad \xff byte");
   BOOST_CHECK(is_utf8(body));
   BOOST_CHECK(body.find("invalid_argument") != std::string::npos);
+}
+
+// What the SQL writes (taskmill.hand_off_notice) is checked against a real
+// server in test_claims; this is what the node makes of any notice.
+BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_they_name) {
+  pb::Executions handed;
+  BOOST_CHECK(db::add_if_handed_to(
+      "node a",
+      R"({"id": 7, "attempt": 2, "generation": 42, "node": "node a", "type": "T", "key": "k",)"
+      R"( "version": 3, "priority": 4, "payload": "{\"a\": 1}", "retry_count": 1,)"
+      R"( "max_retries": 5, "timeout_ms": 900, "error": null, "batch": "b", "shard_index": null,)"
+      R"( "shard_total": null, "trace_id": "tr", "execute_at_us": 1000000,)"
+      R"( "started_at_us": 1000250})",
+      handed));
+  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 1);
+  BOOST_CHECK_EQUAL(handed.task_ids(0), 7);
+  BOOST_CHECK_EQUAL(handed.attempts(0), 2);
+  BOOST_CHECK_EQUAL(handed.generations(0), 42);
+  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 1);
+  const auto& task = handed.tasks(0);
+  BOOST_CHECK_EQUAL(task.id(), 7);
+  BOOST_CHECK_EQUAL(task.type(), "T");
+  BOOST_CHECK_EQUAL(task.key(), "k");
+  BOOST_CHECK_EQUAL(task.version(), 3);
+  BOOST_CHECK_EQUAL(task.priority(), 4);
+  BOOST_CHECK_EQUAL(task.payload(), R"({"a": 1})");
+  BOOST_CHECK_EQUAL(task.attempt(), 2);
+  BOOST_CHECK_EQUAL(task.retry_count(), 1);
+  BOOST_CHECK_EQUAL(task.max_retries(), 5);
+  BOOST_CHECK_EQUAL(task.timeout_ms(), 900);
+  BOOST_CHECK_EQUAL(task.error(), "");
+  BOOST_CHECK_EQUAL(task.batch(), "b");
+  BOOST_CHECK_EQUAL(task.shard_total(), 0);
+  BOOST_CHECK_EQUAL(task.trace_id(), "tr");
+  BOOST_CHECK_EQUAL(task.picked_by(), "node a");
+  BOOST_CHECK(task.status() == pb::RUNNING);
+  BOOST_CHECK_EQUAL(to_micros(task.execute_at()), 1000000);
+  BOOST_CHECK_EQUAL(to_micros(task.started_at()), 1000250);
+  // Ids alone, when the task did not fit: it is read.
+  BOOST_CHECK(db::add_if_handed_to("node a", "8 1 42 node a", handed));
+  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 2);
+  BOOST_CHECK_EQUAL(handed.task_ids(1), 8);
+  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 2);
+  BOOST_CHECK_EQUAL(handed.tasks(1).id(), 0);
+  // Another node's hand-offs are no hand-offs to this one.
+  BOOST_CHECK(db::add_if_handed_to("node b", "9 1 42 node a", handed));
+  BOOST_CHECK(db::add_if_handed_to(
+      "node b", R"({"id": 9, "attempt": 1, "generation": 42, "node": "node a", "type": "T"})",
+      handed));
+  BOOST_CHECK_EQUAL(handed.task_ids_size(), 2);
+  for (const char* bad : {"", "{", "[1]", "9 x 42 node a", "9 1 42", R"({"id": 9, "attempt": 1})",
+                          R"({"id": "9", "attempt": 1, "generation": 42, "type": "T"})"})
+    BOOST_CHECK_MESSAGE(!db::add_if_handed_to("node a", bad, handed), bad);
+  BOOST_CHECK_EQUAL(handed.task_ids_size(), 2);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -200,10 +200,38 @@ BEGIN
   UPDATE taskmill.tasks t
      SET status = 'running', attempt = t.attempt + 1, picked_by = v_node,
          heartbeat_at = v_started, started_at = v_started, updated_at = v_started
-   WHERE t.id = v_task.id;
-  PERFORM pg_notify('taskmill_handoffs', format('%s %s %s %s', v_task.id, v_task.attempt + 1,
-                                                v_generation, v_node));
+   WHERE t.id = v_task.id
+  RETURNING t.* INTO v_task;
+  PERFORM pg_notify('taskmill_handoffs', taskmill.hand_off_notice(v_task, v_generation));
   RETURN NULL;
+END
+$$;
+
+-- What the node that task p_task was handed to hears: the task as it runs
+-- it, in JSON, so that it starts the task without reading it (a round trip
+-- on the way to the executor); or, when that would not fit a notification
+-- (under 8000 bytes), "<id> <attempt> <generation> <node>", and the node
+-- reads the task. Times are in microseconds since the epoch.
+CREATE FUNCTION taskmill.hand_off_notice(p_task taskmill.tasks, p_generation bigint)
+RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_notice text;
+BEGIN
+  v_notice := json_build_object(
+    'id', p_task.id, 'attempt', p_task.attempt, 'generation', p_generation,
+    'node', p_task.picked_by, 'type', p_task.type, 'key', p_task.key,
+    'version', p_task.version, 'priority', p_task.priority, 'payload', p_task.payload::text,
+    'retry_count', p_task.retry_count, 'max_retries', p_task.max_retries,
+    'timeout_ms', p_task.timeout_ms, 'error', p_task.error, 'batch', p_task.batch,
+    'shard_index', p_task.shard_index, 'shard_total', p_task.shard_total,
+    'trace_id', p_task.trace_id,
+    'execute_at_us', (extract(epoch FROM p_task.execute_at) * 1000000)::bigint,
+    'started_at_us', (extract(epoch FROM p_task.started_at) * 1000000)::bigint)::text;
+  IF octet_length(v_notice) < 8000 THEN
+    RETURN v_notice;
+  END IF;
+  RETURN format('%s %s %s %s', p_task.id, p_task.attempt, p_generation, p_task.picked_by);
 END
 $$;
 
