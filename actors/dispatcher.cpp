@@ -358,8 +358,9 @@ void adopt(self_ptr self, const pb::Executions& running) {
   }
   if (!at_once.empty()) {
     pb::PermitUse taken;
-    taken.set_permits(unknown.permits_held());
-    unknown.set_permits_held(0);
+    auto theirs = std::min<int32_t>(unknown.permits_held(), static_cast<int32_t>(at_once.size()));
+    taken.set_permits(theirs);
+    unknown.set_permits_held(unknown.permits_held() - theirs);
     for (const auto* task : at_once) taken.add_claimed_types(task->type());
     self->send(st.options.limiter, settle_atom_v, std::move(taken));
     for (const auto* task : at_once) execute(self, *task);

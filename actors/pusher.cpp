@@ -69,11 +69,11 @@ struct pusher_state {
   // they run here, on these permits.
   std::map<int64_t, int32_t> kept_for_unheard;
   // The newest offer made before the last read of the tasks running here was
-  // sent. A hand-off of such an offer heard since may be among those that
-  // read found, run here and ended since: it runs only once read again, in
-  // order with this node's outcomes (the dispatcher's adopt), never from its
-  // notification, lest it run twice. Hand-offs of later offers were not in
-  // that read: the offer went out after it on the same connection.
+  // answered. A hand-off of such an offer heard since may be among those
+  // that read found, run here and ended since: it runs only once read again,
+  // in order with this node's outcomes (the dispatcher's adopt), never from
+  // its notification, lest it run twice. Hand-offs heard before the answer
+  // reach the dispatcher before it; those of later offers were not in it.
   int64_t offers_before_read = 0;
 };
 
@@ -211,10 +211,10 @@ int32_t take_kept(self_ptr self) {
 void adopt_claims_in_doubt(self_ptr self) {
   auto& st = self->state;
   st.claims_in_doubt = false;
-  st.offers_before_read = st.last_generation;
   self->request(st.options.storage, local_request_timeout, running_atom_v, st.options.node)
       .then(
           [self](pb::Executions& running) {
+            self->state.offers_before_read = self->state.last_generation;
             // Hand-offs not heard of (their listener reconnected) are among
             // them, and run on the permits kept for them.
             running.set_permits_held(take_kept(self));

@@ -10,6 +10,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <charconv>
 #include <cstdlib>
@@ -301,6 +302,10 @@ std::string read_sections(const toml::table& root, config& cfg) {
   {
     table_reader r{top.table("node"), "node"};
     r.read("name", cfg.node.name);
+    // Hand-off notifications end their first line with the node's name.
+    if (std::any_of(cfg.node.name.begin(), cfg.node.name.end(),
+                    [](unsigned char c) { return c < 0x20 || c == 0x7f; }))
+      r.fail("name", "must not contain control characters");
     r.read("data_dir", cfg.node.data_dir);
     r.read("shutdown_grace", cfg.node.shutdown_grace);
     r.read("log_level", cfg.node.log_level);

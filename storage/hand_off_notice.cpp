@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include <sstream>
+#include <string_view>
 
 namespace taskmill::db {
 
@@ -12,11 +13,11 @@ namespace {
 
 using json = nlohmann::json;
 
-/// `notice[name]` as a T; `fallback` when absent, null or of another kind.
+/// `task[name]` as a T; `fallback` when absent, null or of another kind.
 template <class T>
-T field(const json& notice, const char* name, T fallback = T{}) {
-  auto it = notice.find(name);
-  if (it == notice.end() || it->is_null()) return fallback;
+T field(const json& task, const char* name, T fallback = T{}) {
+  auto it = task.find(name);
+  if (it == task.end() || it->is_null()) return fallback;
   if constexpr (std::is_same_v<T, std::string>) {
     return it->is_string() ? it->template get<std::string>() : fallback;
   } else {
@@ -24,62 +25,54 @@ T field(const json& notice, const char* name, T fallback = T{}) {
   }
 }
 
-void add(pb::Executions& handed, int64_t id, int32_t attempt, int64_t generation, pb::Task task) {
-  handed.add_task_ids(id);
-  handed.add_attempts(attempt);
-  handed.add_generations(generation);
-  *handed.add_tasks() = std::move(task);
-}
-
-/// "<id> <attempt> <generation> <node>": the task did not fit the notice.
-bool add_ids_only(const std::string& node, const std::string& notice, pb::Executions& handed) {
-  std::istringstream in{notice};
-  int64_t id = 0;
-  int32_t attempt = 0;
-  int64_t generation = 0;
-  std::string named;
-  if (!(in >> id >> attempt >> generation) || !std::getline(in >> std::ws, named)) return false;
-  if (named == node) add(handed, id, attempt, generation, {});
-  return true;
-}
-
-pb::Task task_of(const json& notice) {
+/// The task the notice's JSON part tells of, or one with id 0 when it tells
+/// of none (it did not fit, or cannot be read): the node reads the task.
+pb::Task task_of(std::string_view text, int64_t id, int32_t attempt, const std::string& node) {
   pb::Task task;
-  task.set_id(field<int64_t>(notice, "id"));
-  task.set_type(field<std::string>(notice, "type"));
-  task.set_key(field<std::string>(notice, "key"));
-  task.set_version(field<int64_t>(notice, "version"));
+  auto parsed = json::parse(text, nullptr, false);
+  if (parsed.is_discarded() || !parsed.is_object() || field<std::string>(parsed, "type").empty())
+    return task;
+  task.set_id(id);
+  task.set_type(field<std::string>(parsed, "type"));
+  task.set_key(field<std::string>(parsed, "key"));
+  task.set_version(field<int64_t>(parsed, "version"));
   task.set_status(pb::RUNNING);
-  task.set_priority(field<int32_t>(notice, "priority"));
-  task.set_payload(field<std::string>(notice, "payload"));
-  task.set_attempt(field<int32_t>(notice, "attempt"));
-  task.set_retry_count(field<int32_t>(notice, "retry_count"));
-  task.set_max_retries(field<int32_t>(notice, "max_retries"));
-  task.set_timeout_ms(field<int32_t>(notice, "timeout_ms"));
-  task.set_error(field<std::string>(notice, "error"));
-  task.set_batch(field<std::string>(notice, "batch"));
-  task.set_shard_index(field<int32_t>(notice, "shard_index"));
-  task.set_shard_total(field<int32_t>(notice, "shard_total"));
-  task.set_trace_id(field<std::string>(notice, "trace_id"));
-  task.set_picked_by(field<std::string>(notice, "node"));
-  set_micros(task.mutable_execute_at(), field<int64_t>(notice, "execute_at_us"));
-  set_micros(task.mutable_started_at(), field<int64_t>(notice, "started_at_us"));
+  task.set_priority(field<int32_t>(parsed, "priority"));
+  task.set_payload(field<std::string>(parsed, "payload"));
+  task.set_attempt(attempt);
+  task.set_retry_count(field<int32_t>(parsed, "retry_count"));
+  task.set_max_retries(field<int32_t>(parsed, "max_retries"));
+  task.set_timeout_ms(field<int32_t>(parsed, "timeout_ms"));
+  task.set_error(field<std::string>(parsed, "error"));
+  task.set_batch(field<std::string>(parsed, "batch"));
+  task.set_shard_index(field<int32_t>(parsed, "shard_index"));
+  task.set_shard_total(field<int32_t>(parsed, "shard_total"));
+  task.set_trace_id(field<std::string>(parsed, "trace_id"));
+  task.set_picked_by(node);
+  set_micros(task.mutable_execute_at(), field<int64_t>(parsed, "execute_at_us"));
+  set_micros(task.mutable_started_at(), field<int64_t>(parsed, "started_at_us"));
   return task;
 }
 
 }  // namespace
 
 bool add_if_handed_to(const std::string& node, const std::string& notice, pb::Executions& handed) {
-  if (notice.empty() || notice.front() != '{') return add_ids_only(node, notice, handed);
-  auto parsed = json::parse(notice, nullptr, false);
-  if (parsed.is_discarded() || !parsed.is_object()) return false;
-  auto id = field<int64_t>(parsed, "id");
-  auto attempt = field<int32_t>(parsed, "attempt");
-  auto generation = field<int64_t>(parsed, "generation");
-  if (id <= 0 || attempt <= 0 || generation <= 0 || field<std::string>(parsed, "type").empty())
+  auto end_of_ids = notice.find('\n');
+  std::istringstream in{notice.substr(0, end_of_ids)};
+  int64_t id = 0;
+  int32_t attempt = 0;
+  int64_t generation = 0;
+  std::string named;
+  if (!(in >> id >> attempt >> generation) || !std::getline(in >> std::ws, named) || id <= 0 ||
+      attempt <= 0)
     return false;
-  if (field<std::string>(parsed, "node") == node)
-    add(handed, id, attempt, generation, task_of(parsed));
+  if (named != node) return true;
+  handed.add_task_ids(id);
+  handed.add_attempts(attempt);
+  handed.add_generations(generation);
+  auto* task = handed.add_tasks();
+  if (end_of_ids != std::string::npos)
+    *task = task_of(std::string_view{notice}.substr(end_of_ids + 1), id, attempt, node);
   return true;
 }
 

@@ -1425,6 +1425,8 @@ BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_the_task_as_it_runs
   auto got = listener.take_notifications();
   BOOST_REQUIRE_EQUAL(got.size(), 3u);
   BOOST_CHECK_EQUAL(got[0].channel, "taskmill_handoffs");
+  BOOST_CHECK_EQUAL(got[0].payload.substr(0, got[0].payload.find('\n')),
+                    std::to_string(handed.id) + " 1 42 node a");
   BOOST_CHECK_EQUAL(got[1].payload, std::to_string(large.id) + " 1 42 node a");
   pb::Executions heard;
   BOOST_REQUIRE(db::add_if_handed_to("node a", got[0].payload, heard));

@@ -215,6 +215,8 @@ BOOST_AUTO_TEST_CASE(errors_name_the_option) {
   BOOST_CHECK(contains(error_of("[[reconciler.rules]]\ntype = \"A\"\n"),
                        "'reconciler.rules[0].query' is required"));
   BOOST_CHECK(contains(error_of("speling = 1\n"), "unknown option 'speling'"));
+  BOOST_CHECK(contains(error_of("[node]\nname = \"a\\nb\"\n"),
+                       "'node.name' must not contain control characters"));
   auto syntax = error_of("[node\nname = 1\n");
   BOOST_CHECK_MESSAGE(contains(syntax, "line 1"), syntax);
 }

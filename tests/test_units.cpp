@@ -198,10 +198,10 @@ BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_the
   pb::Executions handed;
   BOOST_CHECK(db::add_if_handed_to(
       "node a",
-      R"({"id": 7, "attempt": 2, "generation": 42, "node": "node a", "type": "T", "key": "k",)"
-      R"( "version": 3, "priority": 4, "payload": "{\"a\": 1}", "retry_count": 1,)"
-      R"( "max_retries": 5, "timeout_ms": 900, "error": null, "batch": "b", "shard_index": null,)"
-      R"( "shard_total": null, "trace_id": "tr", "execute_at_us": 1000000,)"
+      "7 2 42 node a\n"
+      R"({"type": "T", "key": "k", "version": 3, "priority": 4, "payload": "{\"a\": 1}",)"
+      R"( "retry_count": 1, "max_retries": 5, "timeout_ms": 900, "error": null, "batch": "b",)"
+      R"( "shard_index": null, "shard_total": null, "trace_id": "tr", "execute_at_us": 1000000,)"
       R"( "started_at_us": 1000250})",
       handed));
   BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 1);
@@ -228,22 +228,25 @@ BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_the
   BOOST_CHECK(task.status() == pb::RUNNING);
   BOOST_CHECK_EQUAL(to_micros(task.execute_at()), 1000000);
   BOOST_CHECK_EQUAL(to_micros(task.started_at()), 1000250);
-  // Ids alone, when the task did not fit: it is read.
+  // Ids alone (the task did not fit), or a task that cannot be read: the
+  // node reads it.
   BOOST_CHECK(db::add_if_handed_to("node a", "8 1 42 node a", handed));
-  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 2);
-  BOOST_CHECK_EQUAL(handed.task_ids(1), 8);
-  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 2);
-  BOOST_CHECK_EQUAL(handed.tasks(1).id(), 0);
+  BOOST_CHECK(db::add_if_handed_to("node a", "9 1 42 node a\n{\"type\": ", handed));
+  BOOST_CHECK(db::add_if_handed_to("node a", "10 1 42 node a\n{\"type\": 5}", handed));
+  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 4);
+  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 4);
+  for (int i = 1; i < 4; ++i) {
+    BOOST_CHECK_EQUAL(handed.task_ids(i), 7 + i);
+    BOOST_CHECK_EQUAL(handed.tasks(i).id(), 0);
+  }
   // Another node's hand-offs are no hand-offs to this one.
-  BOOST_CHECK(db::add_if_handed_to("node b", "9 1 42 node a", handed));
-  BOOST_CHECK(db::add_if_handed_to(
-      "node b", R"({"id": 9, "attempt": 1, "generation": 42, "node": "node a", "type": "T"})",
-      handed));
-  BOOST_CHECK_EQUAL(handed.task_ids_size(), 2);
-  for (const char* bad : {"", "{", "[1]", "9 x 42 node a", "9 1 42", R"({"id": 9, "attempt": 1})",
-                          R"({"id": "9", "attempt": 1, "generation": 42, "type": "T"})"})
+  BOOST_CHECK(db::add_if_handed_to("node b", "11 1 42 node a", handed));
+  BOOST_CHECK(db::add_if_handed_to("node", "11 1 42 node a\n{\"type\": \"T\"}", handed));
+  BOOST_CHECK_EQUAL(handed.task_ids_size(), 4);
+  for (const char* bad : {"", "{\"type\": \"T\"}", "[1]", "9 x 42 node a", "9 1 42",
+                          "9 1 42\nnode a", "0 1 42 node a", "9 0 42 node a"})
     BOOST_CHECK_MESSAGE(!db::add_if_handed_to("node a", bad, handed), bad);
-  BOOST_CHECK_EQUAL(handed.task_ids_size(), 2);
+  BOOST_CHECK_EQUAL(handed.task_ids_size(), 4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

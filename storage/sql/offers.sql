@@ -207,21 +207,23 @@ BEGIN
 END
 $$;
 
--- What the node that task p_task was handed to hears: the task as it runs
--- it, in JSON, so that it starts the task without reading it (a round trip
--- on the way to the executor); or, when that would not fit a notification
--- (under 8000 bytes), "<id> <attempt> <generation> <node>", and the node
--- reads the task. Times are in microseconds since the epoch.
+-- What the nodes hear of task p_task handed to its node: a first line
+-- "<id> <attempt> <generation> <node>", which every node reads and all but
+-- that one leave, then the task as the node runs it, in JSON, so that it
+-- starts the task without reading it (a round trip on the way to the
+-- executor). A task that would not fit a notification (under 8000 bytes) is
+-- told of by the first line alone, and the node reads it. Times are in
+-- microseconds since the epoch.
 CREATE FUNCTION taskmill.hand_off_notice(p_task taskmill.tasks, p_generation bigint)
 RETURNS text
 LANGUAGE plpgsql AS $$
 DECLARE
+  v_ids text := format('%s %s %s %s', p_task.id, p_task.attempt, p_generation, p_task.picked_by);
   v_notice text;
 BEGIN
-  v_notice := json_build_object(
-    'id', p_task.id, 'attempt', p_task.attempt, 'generation', p_generation,
-    'node', p_task.picked_by, 'type', p_task.type, 'key', p_task.key,
-    'version', p_task.version, 'priority', p_task.priority, 'payload', p_task.payload::text,
+  v_notice := v_ids || E'\n' || json_build_object(
+    'type', p_task.type, 'key', p_task.key, 'version', p_task.version,
+    'priority', p_task.priority, 'payload', p_task.payload::text,
     'retry_count', p_task.retry_count, 'max_retries', p_task.max_retries,
     'timeout_ms', p_task.timeout_ms, 'error', p_task.error, 'batch', p_task.batch,
     'shard_index', p_task.shard_index, 'shard_total', p_task.shard_total,
@@ -231,7 +233,7 @@ BEGIN
   IF octet_length(v_notice) < 8000 THEN
     RETURN v_notice;
   END IF;
-  RETURN format('%s %s %s %s', p_task.id, p_task.attempt, p_generation, p_task.picked_by);
+  RETURN v_ids;
 END
 $$;
 
