@@ -428,7 +428,9 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   st.options.metrics->claim_rounds.Increment();
   st.options.metrics->claimed.Increment(claimed.tasks_size());
   self->send(st.options.limiter, settle_atom_v, std::move(use));
-  bool full = claimed.tasks_size() >= req.grant().permits();
+  // A claim that took the offer over had room for its permits less what
+  // submits took of it unheard.
+  bool full = claimed.tasks_size() >= req.grant().permits() - claimed.handed_unheard();
   st.last_claim_short = !full;
   if (claimed.tasks_size() > 0) {
     pb::TaskList list;

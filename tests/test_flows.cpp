@@ -685,6 +685,26 @@ BOOST_AUTO_TEST_CASE(a_claim_after_a_full_one_takes_the_offer_over) {
   BOOST_CHECK_EQUAL(free_permits(), 100 - rec->offers[1].grant().permits());
 }
 
+// A claim after a full one takes the offer over; having taken all it had
+// room for (its permits less what submits took of the offer unheard), it is
+// as full as a claim gets: more is due, and another claim goes out beside
+// the one under way.
+BOOST_AUTO_TEST_CASE(a_claim_that_took_the_offer_over_and_filled_its_room_is_full) {
+  auto generation = offer_through_a_short_claim();
+  rec->taken_unheard = 2;
+  for (int i = 1; i <= 60; ++i) rec->due.push_back(noop_task(100 + i, 3));
+  rec->hold_claims = true;
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 1u);
+  BOOST_REQUIRE(answer_claim());
+  BOOST_REQUIRE_EQUAL(rec->held.size(), 2u);
+  BOOST_REQUIRE_EQUAL(rec->held.front().second.offer_generation(), generation);
+  BOOST_REQUIRE(answer_claim());
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 26u);
+  BOOST_CHECK_EQUAL(rec->held.size(), 2u);
+}
+
 // Hand-offs heard of while the claim that takes their offer back is under
 // way take permits of their own; the claim keeps permits only for the others,
 // and gives those back once it has not heard of them for a few seconds.
