@@ -642,6 +642,30 @@ BOOST_AUTO_TEST_CASE(carried_hand_offs_run_unread_but_not_one_a_read_found_first
   BOOST_CHECK_EQUAL(free_permits(), 100 - (rec->offers[1].grant().permits() - 1));
 }
 
+// Hand-offs heard together, one carried whole and one by its ids (too large
+// for its notification): both run, each on a permit of the offer.
+BOOST_AUTO_TEST_CASE(carried_and_read_hand_offs_heard_together_share_the_offer_permits) {
+  start(100, 10, 0, 8);
+  stay_idle();
+  BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
+  pb::Executions handed;
+  for (int64_t id : {1, 2}) {
+    auto task = noop_task(id, 3);
+    task.set_attempt(1);
+    *rec->running_here.add_tasks() = task;
+    handed.add_task_ids(id);
+    handed.add_attempts(1);
+    handed.add_generations(rec->offers[0].offer_generation());
+    *handed.add_tasks() = id == 1 ? task : pb::Task{};
+  }
+  caf::anon_send(pusher, adopt_atom_v, handed);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 2u);
+  BOOST_CHECK_EQUAL(rec->still_running_asks, 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  BOOST_CHECK_EQUAL(free_permits(), 94);
+}
+
 // Until its listener connected a node would not hear of the tasks handed to
 // it: it offers nothing.
 BOOST_AUTO_TEST_CASE(no_offer_stands_before_the_listener_connected) {
