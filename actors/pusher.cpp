@@ -338,9 +338,10 @@ void run_handed(self_ptr self, pb::Executions& handed) {
   auto& st = self->state;
   int32_t of_offer = 0;
   int32_t of_kept = 0;
-  for (int i = 0; i < handed.tasks_size() && i < handed.generations_size(); ++i)
-    if (handed.generations(i) <= st.offers_before_read) handed.mutable_tasks(i)->Clear();
-  for (auto generation : handed.generations()) {
+  for (int i = 0; i < handed.generations_size(); ++i) {
+    auto generation = handed.generations(i);
+    if (generation <= st.offers_before_read && i < handed.tasks_size())
+      handed.mutable_tasks(i)->Clear();
     if (generation == st.offer_generation && st.offered - of_offer > 0) {
       ++of_offer;
       continue;

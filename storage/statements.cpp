@@ -25,14 +25,17 @@ const statement cancel_by_key{
 // execute_at and the claim's time for the pickup latency, and how far into
 // its turns the claim went: a claim is the hottest statement there is, and
 // every column sent costs the server its text form (timestamps most, hence
-// the claim's time in microseconds, worked out once for all rows).
+// the claim's time in microseconds, worked out once for all rows). One list
+// for both claims, which read_claim reads alike.
+#define TASKMILL_CLAIMED_COLUMNS                                                           \
+  "id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, " \
+  "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "  \
+  "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us"
+
 const statement claim{
-    "claim",
-    "SELECT id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, "
-    "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "
-    "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us FROM "
-    "taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], $6::int, "
-    "$7::text[], $8::text[], $9::int[], $10::boolean)"};
+    "claim", "SELECT " TASKMILL_CLAIMED_COLUMNS
+             " FROM taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], "
+             "$6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
 
 // A claim that first takes back the node's standing offer ($11 permits of the
 // $2), in its transaction, and claims as many tasks fewer as submits took of
@@ -41,13 +44,13 @@ const statement claim{
 // hears of those tasks.
 const statement claim_taking_offer_back{
     "claim_taking_offer_back",
-    "SELECT c.id, c.type, c.key, c.version, c.status, c.priority, c.payload, c.attempt, "
-    "c.retry_count, c.max_retries, c.timeout_ms, c.error, c.batch, c.shard_index, c.shard_total, "
-    "c.trace_id, c.picked_by, c.execute_at, c.turns_taken, "
-    "(SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us, w.handed_unheard "
-    "FROM (SELECT taskmill.withdraw_offer($1::text, $11::int) AS handed_unheard) w "
-    "LEFT JOIN LATERAL taskmill.claim_by_turns($1::text, $2::int - w.handed_unheard, $3::int[], "
-    "$4::text[], $5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean) c ON true"};
+    "SELECT " TASKMILL_CLAIMED_COLUMNS
+    ", w.handed_unheard FROM (SELECT taskmill.withdraw_offer($1::text, $11::int) AS "
+    "handed_unheard) w LEFT JOIN LATERAL taskmill.claim_by_turns($1::text, $2::int - "
+    "w.handed_unheard, $3::int[], $4::text[], $5::int[], $6::int, $7::text[], $8::text[], "
+    "$9::int[], $10::boolean) c ON true"};
+
+#undef TASKMILL_CLAIMED_COLUMNS
 
 const statement offer_permits{
     "offer_permits",
