@@ -1414,7 +1414,7 @@ BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_the_task_as_it_runs
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_handoffs"));
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_tasks"));
   db.exec("SELECT taskmill.offer_permits('node a', '{T}', 2, 42, 600000)");
-  // Times are written in the submitting session's zone, and read whatever it is.
+  // Times are told whatever the submitting session's zone.
   db.exec("SET TimeZone = 'Asia/Kolkata'");
   auto handed = db.call(
       "submit('T', 'k1', payload => '{\"n\": [1, \"\\u00e9\"]}', max_retries => 4, "

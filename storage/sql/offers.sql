@@ -209,11 +209,11 @@ $$;
 
 -- What the nodes hear of task p_task handed to its node: a first line
 -- "<id> <attempt> <generation> <node>", which every node reads and all but
--- that one leave, then the task as the node runs it, in the JSON form of
--- its message (taskmill.Task, messages/taskmill.proto), so that it starts
--- the task without reading it (a round trip on the way to the executor). A
--- task that would not fit a notification (under 8000 bytes) is told of by
--- the first line alone, and the node reads it.
+-- that one leave, then the task as the node runs it, in JSON, so that it
+-- starts the task without reading it (a round trip on the way to the
+-- executor). A task that would not fit a notification (under 8000 bytes) is
+-- told of by the first line alone, and the node reads it. Times are in
+-- microseconds since the epoch.
 CREATE FUNCTION taskmill.hand_off_notice(p_task taskmill.tasks, p_generation bigint)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -227,8 +227,9 @@ BEGIN
     'retry_count', p_task.retry_count, 'max_retries', p_task.max_retries,
     'timeout_ms', p_task.timeout_ms, 'error', p_task.error, 'batch', p_task.batch,
     'shard_index', p_task.shard_index, 'shard_total', p_task.shard_total,
-    'trace_id', p_task.trace_id, 'execute_at', p_task.execute_at,
-    'started_at', p_task.started_at)::text;
+    'trace_id', p_task.trace_id,
+    'execute_at_us', (extract(epoch FROM p_task.execute_at) * 1000000)::bigint,
+    'started_at_us', (extract(epoch FROM p_task.started_at) * 1000000)::bigint)::text;
   IF octet_length(v_notice) < 8000 THEN
     RETURN v_notice;
   END IF;
