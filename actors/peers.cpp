@@ -1,8 +1,11 @@
 #include "actors/peers.hpp"
 
+#include "actors/metrics/node_metrics.hpp"
 #include "config/config.hpp"
+#include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
 #include "messages/peer_proof.hpp"
+#include "messages/refusal_log.hpp"
 #include "messages/time.hpp"
 
 #include <caf/actor_system.hpp>
@@ -10,6 +13,8 @@
 #include <caf/io/middleman_actor.hpp>
 #include <caf/openssl/manager.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <prometheus/counter.h>
 
 #include <spdlog/spdlog.h>
 
@@ -46,6 +51,8 @@ struct peers_state {
   /// Addresses with a link attempt under way, and those that failed.
   std::set<std::string> connecting;
   std::map<std::string, retry> retries;
+  /// Links to nodes whose admission of this node is being asked.
+  std::set<caf::actor_addr> checking;
   uint64_t ticks = 0;
 };
 
@@ -199,6 +206,50 @@ void look_for_peers(self_ptr self) {
           });
 }
 
+/// Drops this node's side of a link to `name` that the other side no
+/// longer admits; the next look for peers links again.
+void drop_link(self_ptr self, const std::string& name, const caf::actor_addr& link) {
+  auto& st = self->state;
+  auto p = st.peers.find(name);
+  if (p == st.peers.end()) return;
+  auto& links = p->second.links;
+  links.erase(std::remove_if(links.begin(), links.end(),
+                             [&](const caf::actor& a) {
+                               if (a.address() != link) return false;
+                               self->demonitor(a);
+                               return true;
+                             }),
+              links.end());
+  st.admitted.erase(link);
+  if (!links.empty()) return;
+  p->second.since_us = wall_clock_micros();
+  p->second.last_error = "it no longer admitted this node";
+  spdlog::info("peers: node {} no longer admits this node's link: linking again", name);
+}
+
+/// Asks each linked node whether it still admits this one: a node that
+/// dropped its side (CAF's connection staying up) would otherwise ignore
+/// this node's wake-ups for as long as the connection lasts.
+void check_links(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& [name, p] : st.peers) {
+    if (p.kind != "node") continue;
+    for (const auto& link : p.links) {
+      if (!st.checking.insert(link.address()).second) continue;
+      self->request(caf::actor_cast<peer_actor>(link), link_silence_bound, admitted_atom_v)
+          .then(
+              [self, name = name, addr = link.address()](bool admitted) {
+                self->state.checking.erase(addr);
+                if (!admitted) drop_link(self, name, addr);
+              },
+              // A link that does not answer is CAF's to drop, by its heartbeat.
+              [self, addr = link.address()](const caf::error&) {
+                self->state.checking.erase(addr);
+              });
+    }
+  }
+}
+
 void forget(self_ptr self, const caf::actor_addr& source, const caf::error& reason) {
   auto& st = self->state;
   auto who = st.admitted.find(source);
@@ -218,6 +269,23 @@ void forget(self_ptr self, const caf::actor_addr& source, const caf::error& reas
   if (p.kind == "executor") st.peers.erase(name);
 }
 
+/// Reports a caller that failed the proof of cluster.secret, by the address
+/// its connection comes from (by its name where CAF cannot tell).
+void refuse_proof(self_ptr self, const caf::node_id& from, const std::string& who) {
+  auto report = [self, who](const std::string& address) {
+    handshake_refusal r;
+    r.address = address;
+    r.reason = "bad_proof";
+    r.detail = "wrong proof of cluster.secret (" + who + ")";
+    const auto& o = self->state.options;
+    if (o.refusals) report_refusal(o.metrics.get(), *o.refusals, r);
+  };
+  self->request(self->home_system().middleman().actor_handle(), link_timeout, caf::get_atom_v, from)
+      .then([report](const caf::node_id&, const std::string& host,
+                     uint16_t) { report(host.empty() ? "an unknown address" : host); },
+            [report, who](const caf::error&) { report(who); });
+}
+
 /// The caller's proof over the nonce this node gave it.
 bool admit(self_ptr self, const std::string& name, const std::string& kind,
            const std::string& proof) {
@@ -229,7 +297,7 @@ bool admit(self_ptr self, const std::string& name, const std::string& kind,
   st.challenges.erase(challenge);
   if (!same_secret(proof, expected) || (kind != "node" && kind != "executor") ||
       name == st.options.node) {
-    spdlog::warn("peers: refused {} {}: wrong proof of cluster.secret", kind, name);
+    refuse_proof(self, sender.node(), kind + " " + name);
     return false;
   }
   auto key = kind == "executor" ? "executor " + name : name;
@@ -255,6 +323,7 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
   self->state.options = std::move(options);
   self->set_down_handler([self](caf::down_msg& msg) { forget(self, msg.source, msg.reason); });
   self->send(self, caf::tick_atom_v);
+  self->send(self, check_atom_v);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
       [self](hello_atom, const std::string&,
@@ -267,6 +336,10 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
       },
       [self](join_atom, const std::string& name, const std::string& kind,
              const std::string& proof) { return admit(self, name, kind, proof); },
+      [self](admitted_atom) {
+        return self->state.admitted.count(
+                   caf::actor_cast<caf::actor_addr>(self->current_sender())) > 0;
+      },
       [self](register_atom, caf::actor executor,
              pb::ExecutorRegistration& reg) -> caf::result<int32_t> {
         auto& st = self->state;
@@ -288,6 +361,10 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
             self->send(caf::actor_cast<wake_listener_actor>(p.links.front()), wake_atom_v);
       },
       [self](peers_atom) { return links_of(self->state); },
+      [self](check_atom) {
+        check_links(self);
+        self->delayed_send(self, link_heartbeat_interval, check_atom_v);
+      },
       [self](caf::tick_atom) {
         if (worth_looking(self->state)) look_for_peers(self);
         ++self->state.ticks;
@@ -297,6 +374,28 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
 }
 
 }  // namespace
+
+void report_refusal(node_metrics* metrics, refusal_log& log, const handshake_refusal& refusal) {
+  if (metrics && refusal.inbound) metrics->cluster_refused(refusal.reason).Increment();
+  auto unlogged = log.record(refusal.address, refusal.reason, refusal_log::clock::now());
+  if (!unlogged) return;
+  auto line = refusal.inbound ? "peers: refused a caller from " + refusal.address + ": "
+                              : "peers: cannot link to " + refusal.address + ": ";
+  line += refusal.detail;
+  if (*unlogged > 0)
+    line += " (and " + std::to_string(*unlogged) + " more times since the last such line)";
+  else
+    line +=
+        " (logged once every " +
+        std::to_string(std::chrono::duration_cast<std::chrono::seconds>(log.interval()).count()) +
+        " s for this address and reason)";
+  // Callers that merely connect and go are everyday (port scans, health
+  // checks of load balancers): counted, logged only when asked for.
+  if (refusal.reason == "closed_in_handshake")
+    spdlog::debug("{}", line);
+  else
+    spdlog::warn("{}", line);
+}
 
 peers_actor spawn_peers(caf::actor_system& sys, peers_options options) {
   return sys.spawn(peers, std::move(options));

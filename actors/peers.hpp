@@ -5,10 +5,15 @@
 #include <caf/fwd.hpp>
 
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace taskmill {
+
+struct handshake_refusal;
+struct node_metrics;
+class refusal_log;
 
 struct peers_options {
   std::string node;
@@ -27,7 +32,15 @@ struct peers_options {
   query_storage_actor storage;
   wake_listener_actor pusher;
   dispatcher_actor dispatcher;
+  /// Where refused callers are counted and logged.
+  std::shared_ptr<node_metrics> metrics;
+  std::shared_ptr<refusal_log> refusals;
 };
+
+/// Counts a caller refused on the cluster port (by reason) and logs it, once
+/// per interval for each address and reason; a link this node dialled that
+/// failed its handshake is logged the same way, not counted.
+void report_refusal(node_metrics* metrics, refusal_log& log, const handshake_refusal& refusal);
 
 /// Spawns the peers actor; publish it on cluster.listen afterwards.
 peers_actor spawn_peers(caf::actor_system& sys, peers_options options);

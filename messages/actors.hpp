@@ -22,6 +22,7 @@
 #include <caf/type_id.hpp>
 #include <caf/typed_actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <string>
 #include <type_traits>
@@ -154,6 +155,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, running_atom, "running")
   CAF_ADD_ATOM(taskmill, taskmill, adopt_atom, "adopt")
   CAF_ADD_ATOM(taskmill, taskmill, offer_atom, "offer")
+  CAF_ADD_ATOM(taskmill, taskmill, admitted_atom, "admitted")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -166,6 +168,14 @@ namespace taskmill {
 /// request's timeout in its clock until it expires, answered or not, and at
 /// thousands of requests a second those held most of the node's memory.
 inline constexpr caf::infinite_t local_request_timeout = caf::infinite;
+
+/// CAF's heartbeat on cluster links, and how long a link may stay silent
+/// before CAF drops it (configure_actor_system sets both). Each side of a
+/// link also asks the other, at every heartbeat, whether it still admits
+/// it, so that neither believes in a link the other dropped for longer than
+/// the bound.
+inline constexpr auto link_heartbeat_interval = std::chrono::milliseconds{500};
+inline constexpr auto link_silence_bound = std::chrono::seconds{3};
 
 /// Anything that answers while it processes its mailbox: readiness asks it.
 using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok_atom>>;
@@ -476,6 +486,10 @@ using peer_actor = wake_listener_actor::extend<
     // join(caller name, kind "node" | "executor", proof over this node's
     // nonce): admits the caller; answers whether it was.
     caf::replies_to<join_atom, std::string, std::string, std::string>::with<bool>,
+    // Whether this node admits the caller: one that finds it does not (the
+    // node dropped its side of the link while CAF's connection stayed up)
+    // links again.
+    caf::replies_to<admitted_atom>::with<bool>,
     // An admitted remote executor (an executor_actor, sent untyped: typed
     // handles do not cross the wire) offers to run tasks of some types;
     // answers how many types it took.
@@ -488,6 +502,8 @@ using peer_actor = wake_listener_actor::extend<
 using peers_actor = peer_actor::extend_with<pingable_actor>::extend<
     caf::replies_to<peers_atom>::with<pb::PeerLinks>,
     // Internal: look for nodes to link to.
-    caf::reacts_to<caf::tick_atom>>;
+    caf::reacts_to<caf::tick_atom>,
+    // Internal: ask the linked nodes whether they still admit this one.
+    caf::reacts_to<check_atom>>;
 
 }  // namespace taskmill

@@ -8,16 +8,22 @@
 #define BOOST_TEST_MODULE cluster
 #include <boost/test/unit_test.hpp>
 
+#include "actors/executors/outcome.hpp"
 #include "messages/actors.hpp"
 #include "messages/peer_proof.hpp"
+#include "messages/time.hpp"
+#include "tests/support/hostile_peers.hpp"
+#include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
 #include "tests/support/tcp_proxy.hpp"
 #include "tests/support/test_database.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
+#include "tools/remote_executor/remote_executor.hpp"
 
 #include <caf/event_based_actor.hpp>
+#include <caf/io/basp_broker.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -331,6 +337,130 @@ BOOST_AUTO_TEST_CASE(a_caller_without_the_secret_cannot_join_even_by_reflecting_
   self->send_exit(executor, caf::exit_reason::user_shutdown);
   BOOST_CHECK_EQUAL(link_of(b, "a"), "up");
   BOOST_CHECK_EQUAL(executors_linked(b), 0);
+  // The two wrong proofs after a hello are counted, and logged once.
+  auto metrics = http_fetch("GET", b.api + "/metrics");
+  BOOST_REQUIRE(metrics && metrics->status == 200);
+  BOOST_CHECK_MESSAGE(
+      metrics->body.find("taskmill_cluster_refused_total{reason=\"bad_proof\"} 2") !=
+          std::string::npos,
+      metrics->body);
+  BOOST_CHECK(test::eventually(
+      [&] {
+        std::ifstream in{b.process->log_file()};
+        std::string log{std::istreambuf_iterator<char>{in}, {}};
+        auto first = log.find("refused a caller from 127.0.0.1: wrong proof of cluster.secret");
+        return first != std::string::npos &&
+               log.find("refused a caller from", first + 1) == std::string::npos;
+      },
+      5s));
+}
+
+namespace {
+
+/// (state, since) of the link `peers` shows to `name`; empty if none.
+std::pair<std::string, int64_t> link_seen(caf::actor_system& sys, const peers_actor& peers,
+                                          const std::string& name) {
+  caf::scoped_actor self{sys};
+  std::pair<std::string, int64_t> out;
+  self->request(peers, 5s, peers_atom_v)
+      .receive(
+          [&](const pb::PeerLinks& links) {
+            for (const auto& l : links.links())
+              if (l.name() == name) out = {l.state(), to_micros(l.since())};
+          },
+          [](const caf::error&) {});
+  return out;
+}
+
+/// Kills, in `sys` alone, its proxy of `remote`, as CAF does when it takes
+/// the route to a node for lost: the connection stays up, the other side
+/// is not told.
+void drop_proxy(caf::actor_system& sys, const caf::actor_addr& remote) {
+  auto basp = sys.middleman().named_broker<caf::io::basp_broker>(caf::atom("BASP"));
+  caf::anon_send(basp, caf::delete_atom_v, remote.node(), remote.id(),
+                 caf::make_error(caf::exit_reason::remote_link_unreachable));
+}
+
+}  // namespace
+
+// Node a runs in this process's actor system; node b and a remote executor
+// in another one, linked to a over TCP as other processes would be. a drops
+// its side of each link alone (its proxies die, the connections stay): the
+// executor and b find out at their next check, within CAF's link bound,
+// and link again.
+BOOST_AUTO_TEST_CASE(a_link_dropped_on_one_side_alone_is_found_and_made_again) {
+  test::nodes_fixture here{"clusteroneside"};
+  auto a_cfg = test::test_node_config("a");
+  task_type_config remote;
+  remote.name = "REMOTE";
+  remote.executor = executor_kind::caf;
+  a_cfg.types["REMOTE"] = remote;
+  // a looks for unlinked peers only every 5 s: b must relink by itself.
+  a_cfg.heartbeat.interval = 5s;
+  auto& a = here.start(a_cfg);
+  test::actor_system_fixture elsewhere;
+  auto b = start_node(*elsewhere.sys, std::make_shared<const config>(test::test_node_config("b")),
+                      here.db.conninfo(), test::patience(30s));
+  BOOST_REQUIRE_MESSAGE(b, test::describe(b));
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return link_seen(*here.sys, a.peers, "b").first == "up" &&
+               link_seen(*elsewhere.sys, b->peers, "a").first == "up";
+      },
+      30s));
+
+  remote_executor_options o;
+  o.node = "127.0.0.1:" + std::to_string(a.cluster_port);
+  o.name = "e1";
+  o.types = {"REMOTE"};
+  o.capacity = 2;
+  std::atomic<int> ran{0};
+  auto handler = [&](const pb::Task& task) {
+    ++ran;
+    return outcome_of(task, pb::OUTCOME_SUCCEEDED);
+  };
+  auto runner = start_remote_executor(*elsewhere.sys, o, handler);
+  BOOST_REQUIRE_MESSAGE(runner, test::describe(runner));
+  BOOST_REQUIRE(test::eventually(
+      [&] { return link_seen(*here.sys, a.peers, "executor e1").first == "up"; }, 10s));
+
+  caf::scoped_actor watcher{*elsewhere.sys};
+  watcher->monitor(*runner);
+  auto dropped_at = std::chrono::steady_clock::now();
+  drop_proxy(*here.sys, runner->address());
+  bool down = false;
+  watcher->receive([&](caf::down_msg&) { down = true; }, caf::after(link_silence_bound) >> [] {});
+  BOOST_REQUIRE_MESSAGE(down, "the executor still believes in a link a dropped");
+  auto noticed = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::steady_clock::now() - dropped_at);
+  BOOST_TEST_MESSAGE("the executor found its link dropped after " << noticed.count() << " ms");
+  BOOST_CHECK(link_seen(*here.sys, a.peers, "executor e1").first != "up");
+  // What the example executor does next: link again, and run tasks.
+  runner = start_remote_executor(*elsewhere.sys, o, handler);
+  BOOST_REQUIRE_MESSAGE(runner, test::describe(runner));
+  here.db.call("submit('REMOTE', 'after')");
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return here.db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'after'") ==
+               "succeeded";
+      },
+      10s));
+  BOOST_CHECK_EQUAL(ran.load(), 1);
+
+  auto before = wall_clock_micros();
+  drop_proxy(*here.sys, caf::actor_cast<caf::actor_addr>(b->peers));
+  BOOST_CHECK(
+      test::eventually([&] { return link_seen(*elsewhere.sys, b->peers, "a").second > before; },
+                       link_silence_bound));
+  BOOST_CHECK(test::eventually(
+      [&] {
+        return link_seen(*here.sys, a.peers, "b").first == "up" &&
+               link_seen(*elsewhere.sys, b->peers, "a").first == "up";
+      },
+      link_silence_bound));
+  caf::anon_send_exit(*runner, caf::exit_reason::user_shutdown);
+  here.stop_nodes();
+  stop_node(*elsewhere.sys, *b);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -796,6 +926,159 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
                           },
                           30s),
                       test::later{[&](std::ostream& out) { out << e.log(); }});
+  std::filesystem::remove_all(ours.dir);
+  std::filesystem::remove_all(foreign.dir);
+}
+
+// A TLS node and a plain one, each with a good executor holding two long
+// tasks, are hammered on their cluster ports for 22 s: TLS with another
+// CA's certificate, plain TCP where TLS is expected and TLS where it is
+// not, a wrong secret, random bytes, 100 idle connections, a slow-loris,
+// half-closed and reset connections and a flood of connects. No good link
+// drops, every long task runs on under attempt 1, and wake-ups between two
+// good nodes still take milliseconds.
+BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
+  test::task_database db{"clusterhostile"};
+  test::task_database plain_db{"clusterhostileplain"};
+  auto ours = make_certificates("ours");
+  auto foreign = make_certificates("foreign");
+  auto a_options = tls_options(ours);
+  for (const char* o : {"types.REMOTE.executor=caf", "types.WAKE.executor=noop",
+                        "database.listen=false", "scheduling.poll_interval=5s"})
+    a_options.push_back(o);
+  auto b_options = tls_options(ours);
+  b_options.push_back("database.listen=false");
+  auto a = start_node(db, "a", "s", a_options);
+  auto b = start_node(db, "b", "s", b_options);
+  auto c = start_node(plain_db, "c", "s", {"types.REMOTE.executor=caf"});
+  std::vector<std::string> our_tls{"--tls-cert", ours.cert,  "--tls-key",
+                                   ours.key,     "--tls-ca", ours.ca};
+  executor_process good_tls{"good-tls", a.cluster, "s", "REMOTE", 4, our_tls};
+  executor_process good_plain{"good-plain", c.cluster, "s", "REMOTE", 4};
+  BOOST_REQUIRE_MESSAGE(test::eventually(
+                            [&] {
+                              return link_of(a, "b") == "up" && link_of(b, "a") == "up" &&
+                                     executors_linked(a) == 1 && executors_linked(c) == 1;
+                            },
+                            30s),
+                        test::later{[&](std::ostream& out) {
+                          out << links_report(db, {&a, &b}) << good_tls.log() << good_plain.log();
+                        }});
+  for (auto* d : {&db, &plain_db})
+    for (int i = 0; i < 2; ++i)
+      d->call("submit('REMOTE', 'long" + std::to_string(i) +
+              "', payload => '{\"sleep_ms\": 30000}', timeout_ms => 120000)");
+  auto long_ones_running = [](test::task_database& d) {
+    return d.scalar(
+        "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'long%' AND status = "
+        "'running' AND attempt = 1");
+  };
+  BOOST_REQUIRE(test::eventually(
+      [&] { return long_ones_running(db) == "2" && long_ones_running(plain_db) == "2"; }, 30s));
+
+  test::hostile_peers at_tls{a.cluster}, at_plain{c.cluster};
+  at_tls.tls_handshakes({foreign.cert, foreign.key, foreign.ca}, 100);
+  at_plain.tls_handshakes({ours.cert, ours.key, ours.ca}, 100);
+  for (auto* h : {&at_tls, &at_plain}) {
+    // Random bytes at the plain node are left out: CAF 0.17's BASP broker
+    // takes a length from the first header a caller sends and allocates
+    // that much (up to 4 GiB) before anything is checked, which stalls
+    // the node (open: a gate in front of plain ports). TLS keeps them out
+    // of BASP.
+    if (h == &at_tls) h->random_bytes(64, 50);
+    h->idle(100);
+    h->slow_loris(10, 300);
+    h->half_open(100);
+    h->flood(1000);
+  }
+  std::vector<std::string> their_tls{"--tls-cert", foreign.cert, "--tls-key",
+                                     foreign.key,  "--tls-ca",   foreign.ca};
+  executor_process wrong_ca{"wrong-ca", a.cluster, "s", "REMOTE", 8, their_tls};
+  executor_process no_tls{"no-tls", a.cluster, "s", "REMOTE", 8};
+  executor_process wrong_secret{"wrong-secret", a.cluster, "guess", "REMOTE", 8, our_tls};
+  executor_process tls_at_plain{"tls-at-plain", c.cluster, "s", "REMOTE", 8, our_tls};
+  executor_process wrong_secret_plain{"wrong-secret-plain", c.cluster, "guess", "REMOTE", 8};
+
+  // Wake-ups from b to a while it lasts: a polls every 5 s and does not
+  // LISTEN, so only b's wake-up over the link starts a WAKE task at once.
+  int samples = 0, bad_samples = 0;
+  std::string first_bad;
+  auto until = std::chrono::steady_clock::now() + 22s;
+  for (int i = 0; std::chrono::steady_clock::now() < until; ++i) {
+    auto res = http_fetch("POST", b.api + "/v1/tasks",
+                          R"({"type": "WAKE", "key": "wake)" + std::to_string(i) + R"("})");
+    BOOST_REQUIRE(res && res->status == 200);
+    if (i % 2 == 0) {
+      ++samples;
+      auto seen = "tls executors " + std::to_string(executors_linked(a)) + ", plain executors " +
+                  std::to_string(executors_linked(c)) + ", a->b " + link_of(a, "b") + ", b->a " +
+                  link_of(b, "a");
+      if (seen != "tls executors 1, plain executors 1, a->b up, b->a up") {
+        ++bad_samples;
+        if (first_bad.empty()) first_bad = seen;
+      }
+    }
+    std::this_thread::sleep_for(250ms);
+  }
+  at_tls.stop();
+  at_plain.stop();
+  BOOST_TEST_MESSAGE("hostile connections: " << at_tls.connections() << " at the TLS node, "
+                                             << at_plain.connections() << " at the plain one");
+  BOOST_CHECK_GT(at_tls.connections(), 1000);
+  BOOST_CHECK_GT(at_plain.connections(), 1000);
+  BOOST_CHECK_GT(at_tls.handshakes(), 100);
+  BOOST_CHECK_EQUAL(at_tls.handshakes_completed(), 0);
+
+  BOOST_CHECK_MESSAGE(
+      bad_samples == 0,
+      bad_samples << " of " << samples << " samples saw a good link down, first: " << first_bad);
+  BOOST_CHECK_EQUAL(long_ones_running(db), "2");
+  BOOST_CHECK_EQUAL(long_ones_running(plain_db), "2");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempts a JOIN taskmill.tasks t ON "
+                              "t.id = a.task_id WHERE t.type = 'REMOTE'"),
+                    "0");
+  // Refused callers are counted by reason and logged once a minute for each
+  // address and reason, not once per attempt.
+  auto metrics = http_fetch("GET", a.api + "/metrics");
+  BOOST_REQUIRE(metrics && metrics->status == 200);
+  auto refused = [&](const std::string& reason) {
+    std::smatch m;
+    std::regex counter{"taskmill_cluster_refused_total\\{reason=\"" + reason + "\"\\} ([0-9.e+]+)"};
+    return std::regex_search(metrics->body, m, counter) ? std::stod(m[1]) : 0.0;
+  };
+  double total = 0;
+  for (const auto* reason : {"wrong_ca", "not_tls", "bad_proof", "tls_mismatch",
+                             "closed_in_handshake", "no_certificate", "tls_error"}) {
+    BOOST_TEST_MESSAGE("refused at a, " << reason << ": " << refused(reason));
+    total += refused(reason);
+  }
+  BOOST_CHECK_GT(refused("wrong_ca"), 100);
+  BOOST_CHECK_GT(refused("not_tls"), 100);
+  {
+    std::ifstream in{a.process->log_file()};
+    int lines = 0;
+    for (std::string line; std::getline(in, line);)
+      if (line.find("refused a caller from") != std::string::npos) {
+        BOOST_TEST_MESSAGE(line);
+        ++lines;
+      }
+    BOOST_CHECK_GT(lines, 0);
+    BOOST_CHECK_LE(lines, 7);
+    BOOST_CHECK_GT(total, 20 * lines);
+  }
+  for (const auto* n : {&a, &b, &c}) {
+    std::ifstream in{n->process->log_file()};
+    std::string log{std::istreambuf_iterator<char>{in}, {}};
+    BOOST_CHECK_MESSAGE(log.find("lost its link") == std::string::npos,
+                        n->process->name() << ": " << n->process->log_tail());
+  }
+  for (const auto* e : {&good_tls, &good_plain})
+    BOOST_CHECK_MESSAGE(e->log().find("dropped") == std::string::npos, e->log());
+  auto wake_p50 = std::stod(db.scalar(
+      "SELECT percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM started_at - "
+      "created_at) * 1000) FROM taskmill.tasks WHERE type = 'WAKE'"));
+  BOOST_TEST_MESSAGE("wake-up b -> a under attack, p50 " << wake_p50 << " ms");
+  BOOST_CHECK_LT(wake_p50, 300);
   std::filesystem::remove_all(ours.dir);
   std::filesystem::remove_all(foreign.dir);
 }

@@ -8,9 +8,11 @@
 #include "actors/executors/http_executor.hpp"
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
+#include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/peer_proof.hpp"
+#include "messages/refusal_log.hpp"
 #include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
@@ -761,6 +763,35 @@ BOOST_AUTO_TEST_CASE(a_schedule_that_no_longer_parses_is_an_error) {
   auto job = every_minute("skip", "2026-01-01T00:00:00Z");
   job.set_time_zone("Gone/Zone");
   BOOST_CHECK(!plan_firings(job, us("2026-01-01T00:00:30Z")));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(cluster_port)
+
+BOOST_AUTO_TEST_CASE(refusals_are_logged_once_per_interval_for_each_address_and_reason) {
+  using namespace std::chrono_literals;
+  refusal_log log{60s, 2};
+  refusal_log::clock::time_point t0{};
+  BOOST_CHECK(log.record("10.0.0.1", "wrong_ca", t0) == 0);
+  // Another reason is a line of its own.
+  BOOST_CHECK(log.record("10.0.0.1", "not_tls", t0 + 1s) == 0);
+  // Full: addresses not remembered share one entry, and are still logged.
+  BOOST_CHECK(log.record("10.0.0.2", "wrong_ca", t0 + 2s) == 0);
+  BOOST_CHECK(!log.record("10.0.0.3", "wrong_ca", t0 + 3s));
+  for (int i = 2; i <= 59; ++i) BOOST_CHECK(!log.record("10.0.0.1", "wrong_ca", t0 + i * 1s));
+  // A minute after the first line: one more, with what went unlogged.
+  BOOST_CHECK(log.record("10.0.0.1", "wrong_ca", t0 + 60s) == 58);
+  BOOST_CHECK(!log.record("10.0.0.1", "wrong_ca", t0 + 61s));
+  BOOST_CHECK(log.record("10.0.0.1", "wrong_ca", t0 + 130s) == 1);
+  // Still full: a new reason from new addresses gets its shared entry too.
+  BOOST_CHECK(log.record("10.0.0.4", "bad_proof", t0 + 131s) == 0);
+  BOOST_CHECK(!log.record("10.0.0.4", "bad_proof", t0 + 132s));
+  BOOST_CHECK(!log.record("10.0.0.5", "bad_proof", t0 + 133s));
+}
+
+BOOST_AUTO_TEST_CASE(openssl_calls_of_caf_go_through_the_error_queue_guard) {
+  BOOST_CHECK(tls_error_queue_guarded());
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -71,7 +71,15 @@ node_metrics::node_metrics()
       pickup_seconds_(prometheus::BuildHistogram()
                           .Name("taskmill_pickup_seconds")
                           .Help("Time from due (execute_at) to claimed, by task type")
-                          .Register(*registry)) {}
+                          .Register(*registry)),
+      cluster_refused_(prometheus::BuildCounter()
+                           .Name("taskmill_cluster_refused_total")
+                           .Help("Callers refused on the cluster port, by reason")
+                           .Register(*registry)) {}
+
+prometheus::Counter& node_metrics::cluster_refused(const std::string& reason) {
+  return cluster_refused_.Add({{"reason", reason}});
+}
 
 type_metrics& node_metrics::of_type(const std::string& type) {
   std::lock_guard<std::mutex> guard{types_mutex_};

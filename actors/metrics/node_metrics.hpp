@@ -64,6 +64,10 @@ struct node_metrics {
   /// The metrics of `type`, made at its first use. Thread-safe.
   type_metrics& of_type(const std::string& type);
 
+  /// Callers refused on the cluster port, by reason (a fixed set: see
+  /// handshake_refusal, and bad_proof). Thread-safe.
+  prometheus::Counter& cluster_refused(const std::string& reason);
+
   /// The Prometheus text exposition of every metric.
   std::string render() const;
 
@@ -71,6 +75,7 @@ struct node_metrics {
   prometheus::Family<prometheus::Counter>& task_outcomes_;
   prometheus::Family<prometheus::Histogram>& execution_seconds_;
   prometheus::Family<prometheus::Histogram>& pickup_seconds_;
+  prometheus::Family<prometheus::Counter>& cluster_refused_;
   std::mutex types_mutex_;
   std::map<std::string, type_metrics> types_;
 };

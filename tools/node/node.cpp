@@ -16,7 +16,9 @@
 #include "actors/reconciler.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/watcher.hpp"
+#include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
+#include "messages/refusal_log.hpp"
 #include "messages/types.hpp"
 #include "storage/storage.hpp"
 #include "tools/node_process.hpp"
@@ -184,8 +186,8 @@ pb::TypeSettings settings_of(const std::string& name, const task_type_config& t)
 void configure_actor_system(caf::actor_system_config& cfg) {
   register_message_types(cfg);
   cfg.load<caf::io::middleman>();
-  cfg.set("middleman.heartbeat-interval", caf::timespan{std::chrono::milliseconds{500}});
-  cfg.set("middleman.connection-timeout", caf::timespan{std::chrono::seconds{3}});
+  cfg.set("middleman.heartbeat-interval", caf::timespan{link_heartbeat_interval});
+  cfg.set("middleman.connection-timeout", caf::timespan{link_silence_bound});
   // A worker without work naps 50 us at a time for 25 ms before it waits to
   // be woken. A message from outside the scheduler (the storage actor's
   // thread, the listener's, the HTTP client's) then waits for the nap to end
@@ -323,6 +325,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   peers_opts.storage = node.storage;
   peers_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
   peers_opts.dispatcher = node.dispatcher;
+  peers_opts.metrics = node.metrics;
+  peers_opts.refusals = std::make_shared<refusal_log>(std::chrono::minutes{1});
   node.peers = spawn_peers(sys, peers_opts);
   watch("peers", node.peers);
   // Published as what callers may ask of it, so that remote executors can
@@ -340,6 +344,18 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                                              error_message(published.error()));
   }
   node.cluster_port = *published;
+  if (peers_opts.tls) {
+    if (!tls_error_queue_guarded())
+      spdlog::warn(
+          "node {}: this program was linked without the guard of OpenSSL's error queue: a caller "
+          "that fails the TLS handshake can drop other links",
+          cfg->node.name);
+    node.handshake_watch = watch_handshakes(
+        node.cluster_port,
+        [metrics = node.metrics, refusals = peers_opts.refusals](const handshake_refusal& refusal) {
+          report_refusal(metrics.get(), *refusals, refusal);
+        });
+  }
   auto peers_wake = caf::actor_cast<wake_listener_actor>(node.peers);
   caf::anon_send(node.limiter, caf::subscribe_atom_v, peers_wake);
   for (const auto& target : {caf::actor_cast<wake_listener_actor>(node.pusher), peers_wake})
@@ -571,6 +587,8 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   }
   stop(node.cluster);
   stop(node.lease_storage);
+  if (node.handshake_watch != 0) unwatch_handshakes(node.handshake_watch);
+  node.handshake_watch = 0;
   // A TLS port closes with the actor system (CAF 0.17's openssl::unpublish
   // does not compile); only test processes stop nodes and go on.
   if (node.peers && node.cluster_port != 0 && !node.cfg->cluster.tls())

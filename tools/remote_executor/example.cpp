@@ -1,7 +1,9 @@
 #include "tools/remote_executor/example.hpp"
 
 #include "actors/executors/outcome.hpp"
+#include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
+#include "messages/refusal_log.hpp"
 #include "tools/node/node.hpp"
 
 #include <caf/actor_system.hpp>
@@ -60,6 +62,16 @@ int run_remote_executor_example(const remote_executor_options& options) {
   tls.tls_ca = options.tls_ca;
   configure_actor_system(cfg, tls);
   caf::actor_system sys{cfg};
+  refusal_log refusals{std::chrono::minutes{1}};
+  auto watch = watch_handshakes(0, [&refusals](const handshake_refusal& r) {
+    if (auto unlogged = refusals.record(r.address, r.reason, refusal_log::clock::now()))
+      say("the TLS handshake with " + r.address + " failed: " + r.detail +
+          (*unlogged > 0 ? " (and " + std::to_string(*unlogged) + " more times since)" : ""));
+  });
+  struct unwatch {
+    int id;
+    ~unwatch() { unwatch_handshakes(id); }
+  } unwatch_at_exit{watch};
   auto handler = [name = options.name](const pb::Task& task) { return run_task(name, task); };
   auto backoff = std::chrono::milliseconds{200};
   while (true) {
@@ -82,10 +94,13 @@ int run_remote_executor_example(const remote_executor_options& options) {
         self->send_exit(*runner, caf::exit_reason::user_shutdown);
         return 0;
       }
-      self->receive([&](caf::down_msg&) { linked = false; },
-                    caf::after(std::chrono::seconds{0}) >> [] {});
+      self->receive(
+          [&](caf::down_msg& down) {
+            linked = false;
+            say("the link to " + options.node + " dropped: " + error_message(down.reason));
+          },
+          caf::after(std::chrono::seconds{0}) >> [] {});
     }
-    say("the link to " + options.node + " dropped");
   }
 }
 

@@ -8,11 +8,13 @@
 #include <caf/actor_system.hpp>
 #include <caf/event_based_actor.hpp>
 #include <caf/io/middleman.hpp>
-#include <caf/openssl/remote_actor.hpp>
+#include <caf/io/middleman_actor.hpp>
+#include <caf/openssl/manager.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <map>
+#include <set>
 #include <thread>
 
 namespace taskmill {
@@ -31,8 +33,9 @@ struct remote_runner_state {
   std::map<int64_t, caf::typed_response_promise<pb::TaskOutcome>> running;
 };
 
-using runner_actor = executor_actor::extend<caf::reacts_to<finished_atom, int64_t, pb::TaskOutcome>,
-                                            caf::replies_to<join_atom>::with<int32_t>>;
+using runner_actor =
+    executor_actor::extend<caf::reacts_to<finished_atom, int64_t, pb::TaskOutcome>,
+                           caf::replies_to<join_atom>::with<int32_t>, caf::reacts_to<check_atom>>;
 using runner_ptr = runner_actor::stateful_pointer<remote_runner_state>;
 
 caf::error link_failed(const std::string& node, const std::string& why) {
@@ -67,13 +70,33 @@ caf::result<int32_t> join(runner_ptr self) {
                       self->request(self->state.node, patience, register_atom_v,
                                     caf::actor_cast<caf::actor>(self), reg)
                           .then(
-                              [promise](int32_t n) mutable { promise.deliver(n); },
+                              [self, promise](int32_t n) mutable {
+                                promise.deliver(n);
+                                self->delayed_send(self, link_heartbeat_interval, check_atom_v);
+                              },
                               [fail](const caf::error& err) mutable { fail(error_message(err)); });
                     },
                     [fail](const caf::error& err) mutable { fail(error_message(err)); });
           },
           [fail](const caf::error& err) mutable { fail(error_message(err)); });
   return promise;
+}
+
+/// Asks the node whether it still admits this executor: a node that dropped
+/// its side of the link (while CAF's connection stayed up) no longer sends
+/// tasks here, and this executor must link again rather than wait for them.
+void check_admitted(runner_ptr self) {
+  self->request(self->state.node, link_silence_bound, admitted_atom_v)
+      .then(
+          [self](bool admitted) {
+            if (admitted) return self->delayed_send(self, link_heartbeat_interval, check_atom_v);
+            self->quit(make_error(errc::unavailable, "the node no longer admits this executor"));
+          },
+          [self](const caf::error& err) {
+            self->quit(make_error(
+                errc::unavailable,
+                "the node did not say whether it admits this executor: " + error_message(err)));
+          });
 }
 
 runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_options options,
@@ -87,6 +110,7 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
       [self](caf::down_msg&) { self->quit(caf::exit_reason::remote_link_unreachable); });
   return {
       [self](join_atom) { return join(self); },
+      [self](check_atom) { check_admitted(self); },
       [self](execute_atom, pb::Task& task) -> caf::result<pb::TaskOutcome> {
         auto& st = self->state;
         auto id = ++st.next_id;
@@ -116,12 +140,25 @@ caf::expected<caf::actor> start_remote_executor(caf::actor_system& sys,
   auto target = parse_listen_address(o.node, "the node's address");
   if (!target) return target.error();
   auto& [host, port] = *target;
-  auto node = o.tls_cert.empty() ? sys.middleman().remote_actor<peer_actor>(host, port)
-                                 : caf::openssl::remote_actor<peer_actor>(sys, host, port);
-  if (!node) return link_failed(o.node, error_message(node.error()));
-  auto runner = sys.spawn(remote_runner, o, std::move(handler), *node);
+  // Through the middleman actor rather than remote_actor, which waits
+  // without end for a node that never answers (a plain node dialled over
+  // TLS, or the other way round, each waiting for the other to speak).
+  auto mm =
+      o.tls_cert.empty() ? sys.middleman().actor_handle() : sys.openssl_manager().actor_handle();
   caf::scoped_actor self{sys};
   caf::error err;
+  peer_actor node;
+  self->request(mm, patience, caf::connect_atom_v, host, port)
+      .receive(
+          [&](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>& ifs) {
+            if (!ptr || !sys.assignable<peer_actor>(ifs))
+              err = link_failed(o.node, "no taskmill node of this release listens there");
+            else
+              node = caf::actor_cast<peer_actor>(std::move(ptr));
+          },
+          [&](caf::error& e) { err = link_failed(o.node, error_message(e)); });
+  if (err) return err;
+  auto runner = sys.spawn(remote_runner, o, std::move(handler), node);
   self->request(runner, patience, join_atom_v)
       .receive([](int32_t) {}, [&](caf::error& e) { err = std::move(e); });
   if (err) {
