@@ -206,50 +206,6 @@ void look_for_peers(self_ptr self) {
           });
 }
 
-/// Drops this node's side of a link to `name` that the other side no
-/// longer admits; the next look for peers links again.
-void drop_link(self_ptr self, const std::string& name, const caf::actor_addr& link) {
-  auto& st = self->state;
-  auto p = st.peers.find(name);
-  if (p == st.peers.end()) return;
-  auto& links = p->second.links;
-  links.erase(std::remove_if(links.begin(), links.end(),
-                             [&](const caf::actor& a) {
-                               if (a.address() != link) return false;
-                               self->demonitor(a);
-                               return true;
-                             }),
-              links.end());
-  st.admitted.erase(link);
-  if (!links.empty()) return;
-  p->second.since_us = wall_clock_micros();
-  p->second.last_error = "it no longer admitted this node";
-  spdlog::info("peers: node {} no longer admits this node's link: linking again", name);
-}
-
-/// Asks each linked node whether it still admits this one: a node that
-/// dropped its side (CAF's connection staying up) would otherwise ignore
-/// this node's wake-ups for as long as the connection lasts.
-void check_links(self_ptr self) {
-  auto& st = self->state;
-  for (const auto& [name, p] : st.peers) {
-    if (p.kind != "node") continue;
-    for (const auto& link : p.links) {
-      if (!st.checking.insert(link.address()).second) continue;
-      self->request(caf::actor_cast<peer_actor>(link), link_silence_bound, admitted_atom_v)
-          .then(
-              [self, name = name, addr = link.address()](bool admitted) {
-                self->state.checking.erase(addr);
-                if (!admitted) drop_link(self, name, addr);
-              },
-              // A link that does not answer is CAF's to drop, by its heartbeat.
-              [self, addr = link.address()](const caf::error&) {
-                self->state.checking.erase(addr);
-              });
-    }
-  }
-}
-
 void forget(self_ptr self, const caf::actor_addr& source, const caf::error& reason) {
   auto& st = self->state;
   auto who = st.admitted.find(source);
@@ -267,6 +223,34 @@ void forget(self_ptr self, const caf::actor_addr& source, const caf::error& reas
   spdlog::info("peers: {} lost its link: {}", p.kind == "node" ? "node " + name : name,
                p.last_error);
   if (p.kind == "executor") st.peers.erase(name);
+}
+
+/// Asks each linked node whether it still admits this one: a node that
+/// dropped its side (CAF's connection staying up) would otherwise ignore
+/// this node's wake-ups for as long as the connection lasts.
+void check_links(self_ptr self) {
+  auto& st = self->state;
+  for (const auto& [name, p] : st.peers) {
+    if (p.kind != "node") continue;
+    for (const auto& link : p.links) {
+      if (!st.checking.insert(link.address()).second) continue;
+      self->request(caf::actor_cast<peer_actor>(link), link_silence_bound, admitted_atom_v)
+          .then(
+              [self, link](bool admitted) {
+                self->state.checking.erase(link.address());
+                if (admitted) return;
+                // This node's side goes as if the link had dropped; the next
+                // look for peers links again.
+                self->demonitor(link);
+                forget(self, link.address(),
+                       make_error(errc::unavailable, "it no longer admitted this node"));
+              },
+              // A link that does not answer is CAF's to drop, by its heartbeat.
+              [self, addr = link.address()](const caf::error&) {
+                self->state.checking.erase(addr);
+              });
+    }
+  }
 }
 
 /// Reports a caller that failed the proof of cluster.secret, by the address
