@@ -2,7 +2,7 @@
 
 #include "actors/metrics/node_metrics.hpp"
 #include "config/config.hpp"
-#include "messages/cluster_tls.hpp"
+#include "messages/cluster_port.hpp"
 #include "messages/errors.hpp"
 #include "messages/peer_proof.hpp"
 #include "messages/refusal_log.hpp"
@@ -257,7 +257,7 @@ void check_links(self_ptr self) {
 /// its connection comes from (by its name where CAF cannot tell).
 void refuse_proof(self_ptr self, const caf::node_id& from, const std::string& who) {
   auto report = [self, who](const std::string& address) {
-    handshake_refusal r;
+    cluster_refusal r;
     r.address = address;
     r.reason = "bad_proof";
     r.detail = "wrong proof of cluster.secret (" + who + ")";
@@ -359,7 +359,7 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
 
 }  // namespace
 
-void report_refusal(node_metrics* metrics, refusal_log& log, const handshake_refusal& refusal) {
+void report_refusal(node_metrics* metrics, refusal_log& log, const cluster_refusal& refusal) {
   if (metrics && refusal.inbound) metrics->cluster_refused(refusal.reason).Increment();
   auto unlogged = log.record(refusal.address, refusal.reason, refusal_log::clock::now());
   if (!unlogged) return;

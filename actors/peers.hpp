@@ -11,7 +11,7 @@
 
 namespace taskmill {
 
-struct handshake_refusal;
+struct cluster_refusal;
 struct node_metrics;
 class refusal_log;
 
@@ -40,7 +40,7 @@ struct peers_options {
 /// Counts a caller refused on the cluster port (by reason) and logs it, once
 /// per interval for each address and reason; a link this node dialled that
 /// failed its handshake is logged the same way, not counted.
-void report_refusal(node_metrics* metrics, refusal_log& log, const handshake_refusal& refusal);
+void report_refusal(node_metrics* metrics, refusal_log& log, const cluster_refusal& refusal);
 
 /// Spawns the peers actor; publish it on cluster.listen afterwards.
 peers_actor spawn_peers(caf::actor_system& sys, peers_options options);

@@ -1,5 +1,7 @@
 #include "messages/cluster_tls.hpp"
 
+#include "messages/cluster_port.hpp"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <netinet/in.h>
@@ -10,45 +12,17 @@
 
 #include <cerrno>
 #include <cstring>
-#include <mutex>
 #include <stdexcept>
-#include <vector>
 
 namespace taskmill {
 
 namespace {
-
-struct watch {
-  int id;
-  uint16_t port;
-  handshake_watcher watcher;
-};
-
-std::mutex watches_mutex;
-std::vector<watch> watches;
-int last_watch_id = 0;
 
 template <class F>
 F libssl(const char* name) {
   auto f = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
   if (!f) throw std::runtime_error(std::string{"libssl has no "} + name);
   return f;
-}
-
-std::string address_of(const sockaddr_storage& addr) {
-  char text[INET6_ADDRSTRLEN] = "";
-  if (addr.ss_family == AF_INET)
-    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in&>(addr).sin_addr, text, sizeof text);
-  else if (addr.ss_family == AF_INET6)
-    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr, text, sizeof text);
-  return text;
-}
-
-uint16_t port_of(const sockaddr_storage& addr) {
-  if (addr.ss_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in&>(addr).sin_port);
-  if (addr.ss_family == AF_INET6)
-    return ntohs(reinterpret_cast<const sockaddr_in6&>(addr).sin6_port);
-  return 0;
 }
 
 std::string reason_text(unsigned long err) {
@@ -58,7 +32,7 @@ std::string reason_text(unsigned long err) {
 
 /// Why a handshake failed, from SSL_get_error's verdict and the first error
 /// on the queue (which the wrappers cleared before the call).
-void classify(handshake_refusal& r, int verdict, unsigned long err, int sys_errno) {
+void classify(cluster_refusal& r, int verdict, unsigned long err, int sys_errno) {
   auto peer = r.inbound ? std::string{"it"} : std::string{"the node"};
   auto mine = r.inbound ? std::string{"this node's"} : std::string{"this"};
   if (verdict != SSL_ERROR_SSL || err == 0) {
@@ -127,36 +101,17 @@ void report_failure(SSL* ssl, int ret, bool inbound) {
   socklen_t local_len = sizeof local, remote_len = sizeof remote;
   if (fd < 0 || getsockname(fd, reinterpret_cast<sockaddr*>(&local), &local_len) != 0) return;
   getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_len);
-  auto port = inbound ? port_of(local) : uint16_t{0};
-  std::vector<handshake_watcher> to_tell;
-  {
-    std::lock_guard<std::mutex> guard{watches_mutex};
-    for (const auto& w : watches)
-      if (w.port == port) to_tell.push_back(w.watcher);
-  }
-  if (to_tell.empty()) return;
-  handshake_refusal r;
-  r.address = address_of(remote);
+  cluster_refusal r;
+  r.address = detail::address_text(&remote);
   // The caller may be gone already (a reset), and with it its address.
   if (r.address.empty()) r.address = "an unknown address (the caller left)";
   r.inbound = inbound;
   classify(r, verdict, ERR_peek_error(), verdict == SSL_ERROR_SYSCALL ? sys_errno : 0);
-  for (const auto& tell : to_tell) tell(r);
+  detail::tell_cluster_watchers(inbound ? detail::port_number(&local) : uint16_t{0}, r);
   errno = sys_errno;
 }
 
 }  // namespace
-
-int watch_handshakes(uint16_t local_port, handshake_watcher watcher) {
-  std::lock_guard<std::mutex> guard{watches_mutex};
-  watches.push_back({++last_watch_id, local_port, std::move(watcher)});
-  return last_watch_id;
-}
-
-void unwatch_handshakes(int id) {
-  std::lock_guard<std::mutex> guard{watches_mutex};
-  std::erase_if(watches, [id](const watch& w) { return w.id == id; });
-}
 
 bool tls_error_queue_guarded() {
   return dlsym(RTLD_DEFAULT, "SSL_read") == reinterpret_cast<void*>(&SSL_read);
@@ -186,7 +141,14 @@ extern "C" int SSL_connect(SSL* ssl) {
 extern "C" int SSL_read(SSL* ssl, void* buf, int num) {
   static auto real = taskmill::libssl<int (*)(SSL*, void*, int)>("SSL_read");
   ERR_clear_error();
-  return real(ssl, buf, num);
+  int ret = real(ssl, buf, num);
+  if (ret > 0 &&
+      !taskmill::detail::cluster_frames_pass(SSL_get_fd(ssl), buf, static_cast<size_t>(ret))) {
+    // Not a would-block: CAF closes the connection.
+    ERR_raise(ERR_LIB_SSL, ERR_R_INTERNAL_ERROR);
+    return -1;
+  }
+  return ret;
 }
 
 extern "C" int SSL_write(SSL* ssl, const void* buf, int num) {

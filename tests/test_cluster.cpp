@@ -980,12 +980,8 @@ BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
   at_tls.tls_handshakes({foreign.cert, foreign.key, foreign.ca}, 100);
   at_plain.tls_handshakes({ours.cert, ours.key, ours.ca}, 100);
   for (auto* h : {&at_tls, &at_plain}) {
-    // Random bytes at the plain node are left out: CAF 0.17's BASP broker
-    // takes a length from the first header a caller sends and allocates
-    // that much (up to 4 GiB) before anything is checked, which stalls
-    // the node (open: a gate in front of plain ports). TLS keeps them out
-    // of BASP.
-    if (h == &at_tls) h->random_bytes(64, 50);
+    h->random_bytes(64, 50);
+    h->oversized_frames(0xf0000000u, 100);
     h->idle(100);
     h->slow_loris(10, 300);
     h->half_open(100);
@@ -1040,13 +1036,18 @@ BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
                       "0");
   // Refused callers are counted by reason and logged once a minute for each
   // address and reason, not once per attempt.
-  auto metrics = http_fetch("GET", a.api + "/metrics");
-  BOOST_REQUIRE(metrics && metrics->status == 200);
-  auto refused = [&](const std::string& reason) {
+  auto metrics_of = [](const node_handle& n) {
+    auto metrics = http_fetch("GET", n.api + "/metrics");
+    BOOST_REQUIRE(metrics && metrics->status == 200);
+    return metrics->body;
+  };
+  auto counted = [](const std::string& metrics, const std::string& reason) {
     std::smatch m;
     std::regex counter{"taskmill_cluster_refused_total\\{reason=\"" + reason + "\"\\} ([0-9.e+]+)"};
-    return std::regex_search(metrics->body, m, counter) ? std::stod(m[1]) : 0.0;
+    return std::regex_search(metrics, m, counter) ? std::stod(m[1]) : 0.0;
   };
+  auto a_metrics = metrics_of(a), c_metrics = metrics_of(c);
+  auto refused = [&](const std::string& reason) { return counted(a_metrics, reason); };
   double total = 0;
   for (const auto* reason : {"wrong_ca", "not_tls", "bad_proof", "tls_mismatch",
                              "closed_in_handshake", "no_certificate", "tls_error"}) {
@@ -1055,6 +1056,12 @@ BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
   }
   BOOST_CHECK_GT(refused("wrong_ca"), 100);
   BOOST_CHECK_GT(refused("not_tls"), 100);
+  // The plain node closed each caller whose frame header announced more
+  // than it takes, or no operation of BASP, before CAF read it.
+  auto oversized = counted(c_metrics, "oversized_frame"), bad = counted(c_metrics, "bad_frame");
+  BOOST_TEST_MESSAGE("refused at c, oversized_frame: " << oversized << ", bad_frame: " << bad);
+  BOOST_CHECK_GT(oversized, 100);
+  BOOST_CHECK_GT(bad, 100);
   {
     std::ifstream in{a.process->log_file()};
     int lines = 0;

@@ -8,6 +8,7 @@
 #include "actors/executors/http_executor.hpp"
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
+#include "messages/cluster_port.hpp"
 #include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
@@ -792,6 +793,53 @@ BOOST_AUTO_TEST_CASE(refusals_are_logged_once_per_interval_for_each_address_and_
 
 BOOST_AUTO_TEST_CASE(openssl_calls_of_caf_go_through_the_error_queue_guard) {
   BOOST_CHECK(tls_error_queue_guarded());
+  BOOST_CHECK(cluster_frames_checked());
+}
+
+namespace {
+
+std::vector<unsigned char> basp_header(unsigned char operation, uint32_t payload) {
+  std::vector<unsigned char> h(basp_frame_check::header_size, 0);
+  h[0] = operation;
+  for (int i = 0; i < 4; ++i) h[4 + i] = static_cast<unsigned char>(payload >> (24 - 8 * i));
+  return h;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(frames_pass_in_any_slicing_until_one_is_unknown_or_too_long) {
+  // Three sound frames (a handshake with a payload, a heartbeat, a message),
+  // fed in every chunk size from one byte to all at once.
+  std::vector<unsigned char> stream;
+  for (auto [op, len] : {std::pair{1, 100u}, {6, 0u}, {2, 1000u}}) {
+    auto h = basp_header(static_cast<unsigned char>(op), len);
+    stream.insert(stream.end(), h.begin(), h.end());
+    stream.insert(stream.end(), len, 0xff);
+  }
+  for (size_t chunk = 1; chunk <= stream.size(); chunk += 7) {
+    basp_frame_check check{1000};
+    for (size_t at = 0; at < stream.size(); at += chunk)
+      BOOST_REQUIRE(!check.take(stream.data() + at, std::min(chunk, stream.size() - at)));
+    // The payload bytes (0xff) were not read as a header: the next one is.
+    auto next = basp_header(7, 0);
+    auto verdict = check.take(next.data(), next.size());
+    BOOST_REQUIRE(verdict);
+    BOOST_CHECK_EQUAL(verdict->first, "bad_frame");
+  }
+  basp_frame_check check{1000};
+  auto too_long = basp_header(1, 1001);
+  auto verdict = check.take(too_long.data(), 31);
+  BOOST_CHECK(!verdict);
+  verdict = check.take(too_long.data() + 31, 1);
+  BOOST_REQUIRE(verdict);
+  BOOST_CHECK_EQUAL(verdict->first, "oversized_frame");
+  BOOST_CHECK(verdict->second.find("1001") != std::string::npos);
+  BOOST_CHECK(verdict->second.find("api.max_payload_bytes") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(the_frame_bound_follows_the_payload_bound_and_stays_in_32_bits) {
+  BOOST_CHECK_EQUAL(max_frame_payload(1 << 20), 5u << 20);
+  BOOST_CHECK_EQUAL(max_frame_payload(int64_t{1} << 30), UINT32_MAX);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -65,7 +65,7 @@ struct node_metrics {
   type_metrics& of_type(const std::string& type);
 
   /// Callers refused on the cluster port, by reason (a fixed set: see
-  /// handshake_refusal, and bad_proof). Thread-safe.
+  /// cluster_refusal). Thread-safe.
   prometheus::Counter& cluster_refused(const std::string& reason);
 
   /// The Prometheus text exposition of every metric.

@@ -7,6 +7,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <csignal>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -31,7 +33,11 @@ void close_with_reset(int fd) {
 }  // namespace
 
 hostile_peers::hostile_peers(std::string target)
-    : port_(static_cast<uint16_t>(std::stoi(target.substr(target.rfind(':') + 1)))) {}
+    : port_(static_cast<uint16_t>(std::stoi(target.substr(target.rfind(':') + 1)))) {
+  // OpenSSL writes with write(): a node that closed first must not end the
+  // test.
+  signal(SIGPIPE, SIG_IGN);
+}
 
 hostile_peers::~hostile_peers() {
   stop();
@@ -79,6 +85,9 @@ void hostile_peers::tls_handshakes(tls_identity who, int every_ms) {
 }
 void hostile_peers::random_bytes(int bytes, int every_ms) {
   spawn(&hostile_peers::random_loop, bytes, every_ms);
+}
+void hostile_peers::oversized_frames(uint32_t payload_bytes, int every_ms) {
+  spawn(&hostile_peers::oversized_loop, static_cast<int>(payload_bytes), every_ms);
 }
 void hostile_peers::idle(int count) {
   spawn(&hostile_peers::idle_loop, count, 0);
@@ -132,6 +141,24 @@ void hostile_peers::random_loop(int bytes, int every_ms) {
     pollfd p{fd, POLLIN, 0};
     char sink[4096];
     while (poll(&p, 1, 200) > 0 && recv(fd, sink, sizeof sink, 0) > 0) {
+    }
+    close(fd);
+  } while (sleep_ms(every_ms));
+}
+
+void hostile_peers::oversized_loop(int payload_bytes, int every_ms) {
+  // operation, two bytes of padding, flags, then the payload length in
+  // network order; operation data and both actor ids zero.
+  unsigned char header[32] = {0x01};
+  auto length = static_cast<uint32_t>(payload_bytes);
+  for (int i = 0; i < 4; ++i) header[4 + i] = static_cast<unsigned char>(length >> (24 - 8 * i));
+  do {
+    int fd = connect_once();
+    if (fd < 0) continue;
+    [[maybe_unused]] auto n = send(fd, header, sizeof header, MSG_NOSIGNAL);
+    pollfd p{fd, POLLIN, 0};
+    char sink[4096];
+    while (poll(&p, 1, 300) > 0 && recv(fd, sink, sizeof sink, 0) > 0) {
     }
     close(fd);
   } while (sleep_ms(every_ms));

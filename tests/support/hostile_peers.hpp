@@ -8,6 +8,7 @@
 // counts what it did, so that a test can check the attack took place.
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,6 +34,10 @@ class hostile_peers {
   void tls_handshakes(tls_identity who, int every_ms);
   /// Connections that send `bytes` random bytes and close, one every `every_ms`.
   void random_bytes(int bytes, int every_ms);
+  /// Connections that send a well-formed BASP client handshake header (CAF
+  /// 0.17's wire format) announcing a payload of `payload_bytes`, send none
+  /// of it, and close after a while; one every `every_ms`.
+  void oversized_frames(uint32_t payload_bytes, int every_ms);
   /// `count` connections opened and left idle until stop().
   void idle(int count);
   /// `count` connections that each send one byte of a TLS client hello (or
@@ -58,6 +63,7 @@ class hostile_peers {
   void spawn(void (hostile_peers::*loop)(int, int), int a, int b);
   void tls_loop(int, int);
   void random_loop(int bytes, int every_ms);
+  void oversized_loop(int payload_bytes, int every_ms);
   void idle_loop(int count, int);
   void loris_loop(int count, int every_ms);
   void half_open_loop(int every_ms, int);

@@ -16,6 +16,7 @@
 #include "actors/reconciler.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/watcher.hpp"
+#include "messages/cluster_port.hpp"
 #include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
 #include "messages/refusal_log.hpp"
@@ -332,6 +333,17 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   // Published as what callers may ask of it, so that remote executors can
   // check the interface they link to.
   auto callers_view = caf::actor_cast<peer_actor>(node.peers);
+  // Guarded before it opens: no caller's frames go unchecked.
+  node.cluster_watch = guard_cluster_port(
+      cluster_listen->second, max_frame_payload(cfg->api.max_payload_bytes),
+      [metrics = node.metrics, refusals = peers_opts.refusals](const cluster_refusal& refusal) {
+        report_refusal(metrics.get(), *refusals, refusal);
+      });
+  if (!cluster_frames_checked() || (peers_opts.tls && !tls_error_queue_guarded()))
+    spdlog::warn(
+        "node {}: this program was linked so that libc's or libssl's definitions win over its "
+        "own: a caller of the cluster port can drop other links or stall the node",
+        cfg->node.name);
   auto published = peers_opts.tls ? caf::openssl::publish(callers_view, cluster_listen->second,
                                                           cluster_listen->first.c_str(), true)
                                   : sys.middleman().publish(callers_view, cluster_listen->second,
@@ -344,18 +356,6 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                                              error_message(published.error()));
   }
   node.cluster_port = *published;
-  if (peers_opts.tls) {
-    if (!tls_error_queue_guarded())
-      spdlog::warn(
-          "node {}: this program was linked without the guard of OpenSSL's error queue: a caller "
-          "that fails the TLS handshake can drop other links",
-          cfg->node.name);
-    node.handshake_watch = watch_handshakes(
-        node.cluster_port,
-        [metrics = node.metrics, refusals = peers_opts.refusals](const handshake_refusal& refusal) {
-          report_refusal(metrics.get(), *refusals, refusal);
-        });
-  }
   auto peers_wake = caf::actor_cast<wake_listener_actor>(node.peers);
   caf::anon_send(node.limiter, caf::subscribe_atom_v, peers_wake);
   for (const auto& target : {caf::actor_cast<wake_listener_actor>(node.pusher), peers_wake})
@@ -587,8 +587,8 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   }
   stop(node.cluster);
   stop(node.lease_storage);
-  if (node.handshake_watch != 0) unwatch_handshakes(node.handshake_watch);
-  node.handshake_watch = 0;
+  if (node.cluster_watch != 0) release_cluster_watch(node.cluster_watch);
+  node.cluster_watch = 0;
   // A TLS port closes with the actor system (CAF 0.17's openssl::unpublish
   // does not compile); only test processes stop nodes and go on.
   if (node.peers && node.cluster_port != 0 && !node.cfg->cluster.tls())

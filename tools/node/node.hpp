@@ -53,8 +53,8 @@ struct node_actors {
   /// Where the other nodes reach this one, and the port peers is published on.
   std::string cluster_address;
   uint16_t cluster_port = 0;
-  /// The watch on failed TLS handshakes at the cluster port (0: none).
-  int handshake_watch = 0;
+  /// The cluster port's guard (messages/cluster_port.hpp; 0: none).
+  int cluster_watch = 0;
   cluster_actor cluster;
   api_actor api;
   std::unique_ptr<http_server> server;

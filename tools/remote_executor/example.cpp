@@ -1,7 +1,7 @@
 #include "tools/remote_executor/example.hpp"
 
 #include "actors/executors/outcome.hpp"
-#include "messages/cluster_tls.hpp"
+#include "messages/cluster_port.hpp"
 #include "messages/errors.hpp"
 #include "messages/refusal_log.hpp"
 #include "tools/node/node.hpp"
@@ -63,14 +63,14 @@ int run_remote_executor_example(const remote_executor_options& options) {
   configure_actor_system(cfg, tls);
   caf::actor_system sys{cfg};
   refusal_log refusals{std::chrono::minutes{1}};
-  auto watch = watch_handshakes(0, [&refusals](const handshake_refusal& r) {
+  auto watch = watch_dialled_links([&refusals](const cluster_refusal& r) {
     if (auto unlogged = refusals.record(r.address, r.reason, refusal_log::clock::now()))
       say("the TLS handshake with " + r.address + " failed: " + r.detail +
           (*unlogged > 0 ? " (and " + std::to_string(*unlogged) + " more times since)" : ""));
   });
   struct unwatch {
     int id;
-    ~unwatch() { unwatch_handshakes(id); }
+    ~unwatch() { release_cluster_watch(id); }
   } unwatch_at_exit{watch};
   auto handler = [name = options.name](const pb::Task& task) { return run_task(name, task); };
   auto backoff = std::chrono::milliseconds{200};
