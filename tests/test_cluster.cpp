@@ -982,7 +982,7 @@ BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
   for (auto* h : {&at_tls, &at_plain}) {
     h->random_bytes(64, 50);
     h->oversized_frames(0xf0000000u, 100);
-    h->idle(100);
+    h->idle(200);
     h->slow_loris(10, 300);
     h->half_open(100);
     h->flood(1000);
