@@ -14,7 +14,8 @@ namespace taskmill {
 struct alerter_state {
   static inline const char* name = "alerter";
   alerter_options options;
-  bool leader = false;
+  /// The term of the lead this node holds (0: it does not lead).
+  int64_t term = 0;
   uint64_t generation = 0;
   bool passing = false;  // a pass is under way
   std::chrono::steady_clock::time_point next_overdue_check;
@@ -38,7 +39,7 @@ void schedule(self_ptr self, std::chrono::milliseconds delay) {
 void end_pass(self_ptr self) {
   auto& st = self->state;
   st.passing = false;
-  if (st.leader) schedule(self, st.full ? std::chrono::milliseconds{0} : st.options.interval);
+  if (st.term != 0) schedule(self, st.full ? std::chrono::milliseconds{0} : st.options.interval);
 }
 
 void log_raised(const pb::AlertRound& round) {
@@ -107,6 +108,7 @@ void pass(self_ptr self) {
   for (const auto& url : o.webhooks) check.add_webhooks(url);
   check.set_batch_size(o.batch_size);
   check.set_delivery_lease_ms(delivery_lease(o).count());
+  check.set_term(self->state.term);
   auto now = std::chrono::steady_clock::now();
   if (now >= st.next_overdue_check) {
     check.set_check_overdue(true);
@@ -134,14 +136,14 @@ alerter_actor::behavior_type alerter(self_ptr self, alerter_options options) {
   self->state.options = std::move(options);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
-      [self](lead_atom, bool leader) {
+      [self](lead_atom, int64_t term) {
         auto& st = self->state;
-        st.leader = leader;
-        if (leader && !st.passing) schedule(self, std::chrono::milliseconds{0});
+        st.term = term;
+        if (term != 0 && !st.passing) schedule(self, std::chrono::milliseconds{0});
       },
       [self](caf::tick_atom, uint64_t generation) {
         auto& st = self->state;
-        if (st.leader && !st.passing && generation == st.generation) pass(self);
+        if (st.term != 0 && !st.passing && generation == st.generation) pass(self);
       },
       [self](deliver_atom, int64_t alert_id, const std::string& url, const std::string& error) {
         on_delivered(self, alert_id, url, error);

@@ -22,6 +22,10 @@ struct cluster_state {
   // When a heartbeat was last stored, by the local monotonic clock: the
   // lease this node may count on runs from there.
   std::chrono::steady_clock::time_point last_renewed = std::chrono::steady_clock::now();
+  /// The term of the lead this node holds (0: none), and when the request
+  /// that last kept it was sent: the lease in the database runs from later.
+  int64_t term = 0;
+  std::chrono::steady_clock::time_point lead_renewed;
   bool paused = false;
   bool beating = false;
   bool asking_lead = false;
@@ -48,13 +52,15 @@ void set_paused(self_ptr self, bool paused) {
   self->send(st.options.pusher, pause_atom_v, paused);
 }
 
-void set_leader(self_ptr self, bool leader) {
+void set_term(self_ptr self, int64_t term) {
   auto& st = self->state;
-  if (st.last.leader() == leader) return;
-  st.last.set_leader(leader);
-  spdlog::info("cluster: node {} {} the leader", st.options.node,
-               leader ? "is now" : "is no longer");
-  for (const auto& duty : st.options.leader_duties) self->send(duty, lead_atom_v, leader);
+  if (st.term == term) return;
+  if ((st.term != 0) != (term != 0))
+    spdlog::info("cluster: node {} {} the leader", st.options.node,
+                 term != 0 ? "is now" : "is no longer");
+  st.term = term;
+  st.last.set_leader(term != 0);
+  for (const auto& duty : st.options.leader_duties) self->send(duty, lead_atom_v, term);
 }
 
 /// Declared dead (or the name was taken over): claim nothing until this node
@@ -62,7 +68,7 @@ void set_leader(self_ptr self, bool leader) {
 void register_again(self_ptr self) {
   auto& st = self->state;
   set_paused(self, true);
-  set_leader(self, false);
+  set_term(self, 0);
   pb::NodeRegistration reg;
   st.options.incarnation = new_incarnation();
   reg.set_name(st.options.node);
@@ -134,7 +140,7 @@ void beat(self_ptr self) {
                            error_message(err));
             if (doubtful) {
               set_paused(self, true);
-              set_leader(self, false);
+              set_term(self, 0);
             }
           });
 }
@@ -150,23 +156,43 @@ bool may_lead(const cluster_state& st) {
          since_renewed(st) < st.options.lease - st.options.heartbeat_interval / 2;
 }
 
-/// The lead is held where the leader's duties run, apart from the heartbeat:
-/// a node whose duties' connection is gone gives it up with that connection,
-/// while it goes on claiming.
+/// Whether the lead this node holds is surely still its own in the database:
+/// kept by a request sent less than the lease ago, with the same half
+/// interval to spare. A leader whose requests hang stops acting here before
+/// another may take the lead there.
+bool lead_kept(const cluster_state& st) {
+  return st.term != 0 &&
+         clock::now() - st.lead_renewed < st.options.lease - st.options.heartbeat_interval / 2;
+}
+
+/// The lead is asked for where the leader's duties run, apart from the
+/// heartbeat: a node whose duties' connection is gone loses it, while it
+/// goes on claiming.
 void ask_lead(self_ptr self) {
   auto& st = self->state;
   if (st.asking_lead) return;
   st.asking_lead = true;
-  self->request(st.options.lead_storage, st.options.lease, lead_atom_v, may_lead(st))
+  pb::Lead req;
+  req.set_node(st.options.node);
+  req.set_incarnation(st.options.incarnation);
+  req.set_want(may_lead(st));
+  req.set_lease_ms(st.options.lease.count());
+  auto sent = clock::now();
+  self->request(st.options.lead_storage, st.options.lease, lead_atom_v, req)
       .then(
-          [self](bool leader) {
+          [self, sent](int64_t term) {
             auto& st = self->state;
             st.asking_lead = false;
-            set_leader(self, leader && may_lead(st));
+            if (term != 0 && may_lead(st)) {
+              st.lead_renewed = sent;
+              set_term(self, term);
+            } else {
+              set_term(self, 0);
+            }
           },
           [self](const caf::error&) {
             self->state.asking_lead = false;
-            set_leader(self, false);
+            set_term(self, 0);
           });
 }
 
@@ -179,12 +205,12 @@ cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
       [self](status_atom) { return self->state.last; },
       [self](leave_atom) {
         self->state.leaving = true;
-        set_leader(self, false);
+        set_term(self, 0);
         return caf::ok_atom_v;
       },
       [self](caf::tick_atom) {
         beat(self);
-        if (!may_lead(self->state)) set_leader(self, false);
+        if (!may_lead(self->state) || !lead_kept(self->state)) set_term(self, 0);
         ask_lead(self);
         self->delayed_send(self, self->state.options.heartbeat_interval, caf::tick_atom_v);
       },

@@ -12,7 +12,8 @@ namespace taskmill {
 struct cron_state {
   static inline const char* name = "cron";
   cron_options options;
-  bool leader = false;
+  /// The term of the lead this node holds (0: it does not lead).
+  int64_t term = 0;
   uint64_t generation = 0;
   bool firing = false;      // a round is under way
   bool look_again = false;  // woken during the round
@@ -35,7 +36,7 @@ void fire_due(self_ptr self);
 void end_round(self_ptr self, std::chrono::milliseconds next) {
   auto& st = self->state;
   st.firing = false;
-  if (!st.leader) return;
+  if (st.term == 0) return;
   if (st.look_again) {
     st.look_again = false;
     return fire_due(self);
@@ -74,6 +75,7 @@ void fire(self_ptr self, const pb::DueJobs& due) {
   auto& st = self->state;
   pb::JobPlans plans;
   plans.set_lease_ms(st.options.lease.count());
+  plans.set_term(st.term);
   for (const auto& job : due.jobs()) {
     auto plan = plan_firings(job, due.db_now_us(), st.options.misfire);
     if (plan) {
@@ -101,7 +103,7 @@ void fire(self_ptr self, const pb::DueJobs& due) {
 
 void fire_due(self_ptr self) {
   auto& st = self->state;
-  if (!st.leader) return;
+  if (st.term == 0) return;
   if (st.firing) {
     st.look_again = true;
     return;
@@ -110,7 +112,7 @@ void fire_due(self_ptr self) {
   self->request(st.options.storage, storage_timeout, due_atom_v, st.options.batch_size)
       .then(
           [self](const pb::DueJobs& due) {
-            if (!self->state.leader) {
+            if (self->state.term == 0) {
               self->state.firing = false;
               return;
             }
@@ -127,11 +129,11 @@ cron_actor::behavior_type cron(self_ptr self, cron_options options) {
   self->state.options = std::move(options);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
-      [self](lead_atom, bool leader) {
+      [self](lead_atom, int64_t term) {
         auto& st = self->state;
-        st.leader = leader;
+        st.term = term;
         ++st.generation;
-        if (leader) fire_due(self);
+        if (term != 0) fire_due(self);
       },
       [self](wake_atom) { fire_due(self); },
       [self](caf::tick_atom, uint64_t generation) {

@@ -12,7 +12,8 @@ namespace taskmill {
 struct reconciler_state {
   static inline const char* name = "reconciler";
   reconciler_options options;
-  bool leader = false;
+  /// The term of the lead this node holds (0: it does not lead).
+  int64_t term = 0;
   uint64_t generation = 0;
 };
 
@@ -23,7 +24,7 @@ using self_ptr = reconciler_actor::stateful_pointer<reconciler_state>;
 void run_rules(self_ptr self) {
   const auto& o = self->state.options;
   for (int32_t i = 0; i < static_cast<int32_t>(o.rules.size()); ++i)
-    self->request(o.storage, std::chrono::seconds{120}, compensate_atom_v, i)
+    self->request(o.storage, std::chrono::seconds{120}, compensate_atom_v, i, self->state.term)
         .then(
             [self, i](int32_t submitted) {
               if (submitted > 0)
@@ -41,17 +42,17 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
   self->delayed_send(self, self->state.options.interval, caf::tick_atom_v, self->state.generation);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
-      [self](lead_atom, bool leader) {
+      [self](lead_atom, int64_t term) {
         auto& st = self->state;
-        st.leader = leader;
+        st.term = term;
         // A new leader repairs at once rather than an interval later.
-        if (leader) self->send(self, caf::tick_atom_v, ++st.generation);
+        if (term != 0) self->send(self, caf::tick_atom_v, ++st.generation);
       },
       [self](caf::tick_atom, uint64_t generation) {
         auto& st = self->state;
         if (generation != st.generation) return;
         self->send(st.options.dispatcher, reconcile_atom_v);
-        if (st.leader) run_rules(self);
+        if (st.term != 0) run_rules(self);
         self->delayed_send(self, st.options.interval, caf::tick_atom_v, st.generation);
       },
   };

@@ -12,7 +12,8 @@ namespace taskmill {
 struct watcher_state {
   static inline const char* name = "watcher";
   watcher_options options;
-  bool leader = false;
+  /// The term of the lead this node holds (0: it does not lead).
+  int64_t term = 0;
   uint64_t generation = 0;
 };
 
@@ -32,6 +33,7 @@ void sweep(self_ptr self) {
   req.set_success_retention_ms(o.success_retention.count());
   req.set_purge_retention_ms(o.purge_retention.count());
   req.set_batch_size(o.batch_size);
+  req.set_term(self->state.term);
   self->request(o.storage, std::chrono::seconds{120}, sweep_atom_v, req)
       .then(
           [self](const pb::SweepResult& r) {
@@ -61,12 +63,12 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options options) {
   self->state.options = std::move(options);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
-      [self](lead_atom, bool leader) {
-        self->state.leader = leader;
-        if (leader) schedule(self, std::chrono::milliseconds{0});
+      [self](lead_atom, int64_t term) {
+        self->state.term = term;
+        if (term != 0) schedule(self, std::chrono::milliseconds{0});
       },
       [self](caf::tick_atom, uint64_t generation) {
-        if (self->state.leader && generation == self->state.generation) sweep(self);
+        if (self->state.term != 0 && generation == self->state.generation) sweep(self);
       },
   };
 }

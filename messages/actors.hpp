@@ -156,6 +156,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, adopt_atom, "adopt")
   CAF_ADD_ATOM(taskmill, taskmill, offer_atom, "offer")
   CAF_ADD_ATOM(taskmill, taskmill, admitted_atom, "admitted")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Lead))
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -263,10 +264,9 @@ using membership_storage_actor = caf::typed_actor<
     // Renews a node's heartbeat, recording whether it leads; answers whether
     // it is alive.
     caf::replies_to<heartbeat_atom, pb::Heartbeat>::with<bool>,
-    // Takes or keeps (true) or gives up (false) the lead, a lock of this
-    // connection's session, so that it goes with that connection; answers
-    // whether this node leads.
-    caf::replies_to<lead_atom, bool>::with<bool>>;
+    // Takes or keeps the lead for a lease, or gives it up; answers the term
+    // this node leads under (0: it does not lead).
+    caf::replies_to<lead_atom, pb::Lead>::with<int64_t>>;
 
 /// One pass of the watcher (the watcher's view).
 using sweep_storage_actor =
@@ -275,7 +275,8 @@ using sweep_storage_actor =
 /// Runs compensation rule i; answers how many tasks it submitted (the
 /// reconciler's view).
 using compensation_storage_actor =
-    caf::typed_actor<caf::replies_to<compensate_atom, int32_t>::with<int32_t>>;
+    // (rule, the term of the lead it runs under)
+    caf::typed_actor<caf::replies_to<compensate_atom, int32_t, int64_t>::with<int32_t>>;
 
 /// Writes and reads recurring jobs and their firings (the API's view).
 using job_storage_actor = caf::typed_actor<
@@ -379,8 +380,10 @@ using pusher_actor = claim_waker_actor::extend_with<pingable_actor>::extend<
     // that were never heard of go back.
     caf::reacts_to<release_atom, int64_t>>;
 
-/// Told whether this node leads; acts only while it does.
-using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, bool>>;
+/// Told the term of the lead this node holds (0: it does not lead); acts
+/// only while it leads, under that term (taskmill.fence refuses a duty of a
+/// term that is over).
+using leader_duty_actor = caf::typed_actor<caf::reacts_to<lead_atom, int64_t>>;
 
 /// A periodic leader's duty that answers pings.
 using periodic_duty_actor = leader_duty_actor::extend_with<pingable_actor>;

@@ -93,7 +93,8 @@ pb::AlertMetrics read_alert_metrics(const result& res) {
 std::vector<param> raise_alerts_params(const pb::AlertCheck& check) {
   return {check.rules(),
           array_literal_of(check.webhooks(), [](const std::string& url) { return param{url}; }),
-          std::to_string(check.batch_size()), check.check_overdue() ? "true" : "false"};
+          std::to_string(check.batch_size()), check.check_overdue() ? "true" : "false",
+          std::to_string(check.term())};
 }
 
 std::vector<param> list_alerts_params(const pb::ListAlertsRequest& req) {

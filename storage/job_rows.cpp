@@ -180,7 +180,8 @@ std::vector<param> fire_params(const pb::JobPlans& plans) {
           array_literal(missed),
           array_literal(expected),
           array_literal(next),
-          std::to_string(plans.lease_ms())};
+          std::to_string(plans.lease_ms()),
+          std::to_string(plans.term())};
 }
 
 }  // namespace taskmill::db

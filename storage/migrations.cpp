@@ -12,9 +12,12 @@ namespace taskmill::db {
 
 namespace {
 
-// Key of the session advisory lock that serializes migrations across nodes.
-constexpr const char* lock_sql = "SELECT pg_advisory_lock(7345, 1)";
-constexpr const char* unlock_sql = "SELECT pg_advisory_unlock(7345, 1)";
+// The lock that serializes migrations across nodes: the transaction's, so
+// that a node gone silent while it migrates holds it no longer than
+// PostgreSQL waits for its next statement (idle_in_transaction below); a
+// session lock stayed until its connection was found dead.
+constexpr const char* lock_sql = "SELECT pg_advisory_xact_lock(7345, 1)";
+constexpr const char* migrating_idle_timeout = "10s";
 
 std::string checksum(const char* text) {
   uint64_t hash = 1469598103934665603ull;  // FNV-1a
@@ -47,18 +50,15 @@ caf::expected<std::map<int, std::string>> applied_versions(connection& conn) {
   return out;
 }
 
-caf::error run_in_transaction(connection& conn, const std::string& what,
-                              const std::function<caf::expected<result>()>& work) {
-  if (auto begin = conn.exec("BEGIN"); !begin) return begin.error();
+/// Runs one step of the migrating transaction, naming it in its error.
+caf::error step(const std::string& what, const std::function<caf::expected<result>()>& work) {
   auto done = work();
-  if (done) done = conn.exec("COMMIT");
   if (done) return caf::none;
-  conn.exec("ROLLBACK");
   return make_error(errc::storage_error, what + " failed: " + error_message(done.error()));
 }
 
 caf::error apply_one(connection& conn, const migration& m) {
-  return run_in_transaction(conn, "migration " + std::to_string(m.version) + "_" + m.name, [&] {
+  return step("migration " + std::to_string(m.version) + "_" + m.name, [&] {
     auto r = conn.exec(m.sql);
     if (r)
       r = conn.exec(
@@ -84,7 +84,7 @@ const std::map<int, std::string>& pre_baseline_versions() {
 /// baseline: the tables are the same.
 caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
                                   std::map<int, std::string>& applied) {
-  auto done = run_in_transaction(conn, "taking over the schema of version 8", [&] {
+  auto done = step("taking over the schema of version 8", [&] {
     auto r = conn.exec("DELETE FROM taskmill.schema_migrations");
     if (r)
       r = conn.exec(
@@ -158,7 +158,7 @@ caf::error apply_definitions(connection& conn, const std::vector<definitions>& d
                        {std::to_string(generation)});
     return r ? caf::none : r.error();
   }
-  return run_in_transaction(conn, "applying the definitions in storage/sql", [&] {
+  return step("applying the definitions in storage/sql", [&] {
     // Functions may name each other in any order.
     auto r = conn.exec("SET LOCAL check_function_bodies = off");
     if (r) r = conn.exec(drop_definitions_sql);
@@ -222,13 +222,19 @@ std::string definitions_checksum(const std::vector<definitions>& definitions) {
 
 caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
                                     const std::vector<definitions>& definitions, int generation) {
-  // Another node may hold the lock for as long as its migrations take.
-  if (auto r = conn.exec("SET lock_timeout = 0"); !r) return r.error();
-  if (auto r = conn.exec(lock_sql); !r) return r.error();
-  auto version = apply_locked(conn, migrations, definitions, generation);
-  auto unlocked = conn.exec(unlock_sql);
-  if (!unlocked && version) return unlocked.error();
-  if (auto r = conn.exec("RESET lock_timeout"); !r && version) return r.error();
+  // All of it one transaction: it happens whole or not at all, whoever dies
+  // on the way. Another node may hold the lock for as long as its
+  // migrations take.
+  auto begun = conn.exec(std::string{"BEGIN; SET LOCAL lock_timeout = 0; "
+                                     "SET LOCAL idle_in_transaction_session_timeout = '"} +
+                         migrating_idle_timeout + "'");
+  if (!begun) return begun.error();
+  auto locked = conn.exec(lock_sql);
+  auto version = locked ? apply_locked(conn, migrations, definitions, generation)
+                        : caf::expected<int>{locked.error()};
+  if (version)
+    if (auto committed = conn.exec("COMMIT"); !committed) return committed.error();
+  if (!version) conn.exec("ROLLBACK");
   return version;
 }
 

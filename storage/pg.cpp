@@ -138,7 +138,13 @@ caf::expected<connection> connection::open(const std::string& conninfo,
       "SET TimeZone = 'UTC'; SET statement_timeout = " + std::to_string(statement_timeout.count()) +
       "; SET lock_timeout = " + std::to_string(lock_timeout.count()) +
       "; SET idle_in_transaction_session_timeout = 60000"
-      "; SET client_min_messages = warning; SET jit = off";
+      "; SET client_min_messages = warning; SET jit = off"
+      // The server's side of the keepalives: the backend of a node gone
+      // silent (its host or network, not its process) ends within about
+      // 25 s, and its connection slot and session state with it, where the
+      // kernel's defaults took two hours.
+      "; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5"
+      "; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000";
   if (auto res = conn.exec(setup); !res) return res.error();
   return conn;
 }

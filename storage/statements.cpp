@@ -160,7 +160,7 @@ const statement register_node{"register_node",
 
 const statement heartbeat{"heartbeat", "SELECT taskmill.heartbeat($1, $2, $3::boolean)"};
 
-const statement lead{"lead", "SELECT taskmill.lead($1::boolean)"};
+const statement lead{"lead", "SELECT taskmill.lead($1, $2, $3::boolean, $4::bigint)"};
 
 // $1: up to how many waiting tasks they are counted exactly.
 const statement live_counts{
@@ -173,17 +173,22 @@ const statement recent_outcomes{
     "recent_outcomes",
     "SELECT minute, succeeded, retried, failed FROM taskmill.recent_outcomes($1::int)"};
 
-const statement leave{"leave", "SELECT taskmill.stop_node($1, $2), taskmill.lead(false)"};
+const statement leave{"leave",
+                      "SELECT taskmill.stop_node($1, $2), taskmill.lead($1, $2, false, 0)"};
 
-const statement sweep_lost{"sweep_lost", "SELECT taskmill.sweep_lost($1::bigint, $2::int)"};
+const statement sweep_lost{"sweep_lost",
+                           "SELECT taskmill.sweep_lost($1::bigint, $2::int, $3::bigint)"};
 const statement sweep_timeouts{"sweep_timeouts",
-                               "SELECT taskmill.sweep_timeouts($1::bigint, $2::int)"};
-const statement sweep_deadlines{"sweep_deadlines", "SELECT taskmill.sweep_deadlines($1::int)"};
+                               "SELECT taskmill.sweep_timeouts($1::bigint, $2::int, $3::bigint)"};
+const statement sweep_deadlines{"sweep_deadlines",
+                                "SELECT taskmill.sweep_deadlines($1::int, $2::bigint)"};
 const statement sweep_succeeded{"sweep_succeeded",
-                                "SELECT taskmill.sweep_succeeded($1::bigint, $2::int)"};
-const statement sweep_repin{"sweep_repin", "SELECT taskmill.sweep_repin($1::bigint, $2::int)"};
+                                "SELECT taskmill.sweep_succeeded($1::bigint, $2::int, $3::bigint)"};
+const statement sweep_repin{"sweep_repin",
+                            "SELECT taskmill.sweep_repin($1::bigint, $2::int, $3::bigint)"};
 
-const statement sweep_purge{"sweep_purge", "SELECT taskmill.sweep_purge($1::bigint, $2::int)"};
+const statement sweep_purge{"sweep_purge",
+                            "SELECT taskmill.sweep_purge($1::bigint, $2::int, $3::bigint)"};
 
 const statement finished_executions{
     "finished_executions",
@@ -200,9 +205,10 @@ std::string compensation_sql(const std::string& query) {
          "\n) r WHERE NOT EXISTS (SELECT 1 FROM taskmill.task_keys k JOIN taskmill.tasks t ON t.id "
          "= k.task_id WHERE k.type = $1 AND k.key = r.key::text AND t.status <> 'dead') LIMIT "
          "$2::int) "
-         "SELECT count(*) FILTER (WHERE s.outcome IN ('created', 'replaced')) FROM missing m CROSS "
-         "JOIN LATERAL taskmill.submit($1, m.key, 0, coalesce(m.payload, '{}'), "
-         "coalesce(m.execute_at, now())) s";
+         "SELECT count(*) FILTER (WHERE s.outcome IN ('created', 'replaced')) FROM (SELECT "
+         "taskmill.fence($3::bigint)) f, missing m CROSS JOIN LATERAL taskmill.submit($1, m.key, "
+         "0, "
+         "coalesce(m.payload, '{}'), coalesce(m.execute_at, now())) s";
 }
 
 // -- recurring jobs (storage/sql/jobs.sql) --------------------------------------
@@ -250,18 +256,19 @@ const statement job_metrics{
 const statement fire_jobs{
     "fire_jobs",
     "SELECT job, fire_at, outcome, batch FROM taskmill.fire_jobs($1::text[], $2::timestamptz[], "
-    "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[], $7::bigint)"};
+    "$3::text[], $4::boolean[], $5::timestamptz[], $6::timestamptz[], $7::bigint, $8::bigint)"};
 
 // -- alerts (storage/sql/alerts.sql) -------------------------------------------------
 
 const statement raise_alerts{
     "raise_alerts",
-    "SELECT a.* FROM taskmill.raise_alerts($1::jsonb, $2::text[], $3::int, $4::boolean) a"};
+    "SELECT a.* FROM taskmill.raise_alerts($1::jsonb, $2::text[], $3::int, $4::boolean, "
+    "$5::bigint) a"};
 
 const statement take_alert_deliveries{
     "take_alert_deliveries",
     "SELECT d.url, d.attempts, (d.alert).* FROM taskmill.take_alert_deliveries($1::int, "
-    "$2::bigint) d"};
+    "$2::bigint, $3::bigint) d"};
 
 const statement record_alert_deliveries{
     "record_alert_deliveries",

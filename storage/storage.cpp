@@ -787,20 +787,24 @@ caf::result<bool> heartbeat(self_ptr self, const pb::Heartbeat& beat) {
   return ask_db<bool>(self, std::move(calls), [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 
-caf::result<bool> lead(self_ptr self, bool want) {
-  return ask_db<bool>(self, {db::call{&db::sql::lead, {want ? "true" : "false"}}},
-                      [](results& rs) { return rs[0]->boolean(0, 0); });
+caf::result<int64_t> lead(self_ptr self, const pb::Lead& req) {
+  return ask_db<int64_t>(self,
+                         {db::call{&db::sql::lead,
+                                   {req.node(), req.incarnation(), req.want() ? "true" : "false",
+                                    std::to_string(req.lease_ms())}}},
+                         [](results& rs) { return rs[0]->int64(0, 0); });
 }
 
 caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
   auto batch = std::to_string(req.batch_size());
+  auto term = std::to_string(req.term());
   std::vector<db::call> calls{
-      {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch}},
-      {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch}},
-      {&db::sql::sweep_deadlines, {batch}},
-      {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch}},
-      {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch}},
-      {&db::sql::sweep_repin, {std::to_string(req.lease_ms()), batch}},
+      {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch, term}},
+      {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch, term}},
+      {&db::sql::sweep_deadlines, {batch, term}},
+      {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch, term}},
+      {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch, term}},
+      {&db::sql::sweep_repin, {std::to_string(req.lease_ms()), batch, term}},
   };
   return ask_db<pb::SweepResult>(self, std::move(calls),
                                  [](results& rs) -> caf::expected<pb::SweepResult> {
@@ -821,13 +825,13 @@ caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executi
       [](results& rs) { return read_executions(*rs[0]); });
 }
 
-caf::result<int32_t> compensate(self_ptr self, int32_t rule) {
+caf::result<int32_t> compensate(self_ptr self, int32_t rule, int64_t term) {
   auto& st = self->state;
   if (rule < 0 || rule >= static_cast<int32_t>(st.rule_statements.size()))
     return make_error(errc::invalid_argument, "no compensation rule " + std::to_string(rule));
-  return ask_count(self,
-                   {&st.rule_statements[rule],
-                    {st.options.rules[rule].type, std::to_string(st.options.compensation_batch)}});
+  return ask_count(self, {&st.rule_statements[rule],
+                          {st.options.rules[rule].type,
+                           std::to_string(st.options.compensation_batch), std::to_string(term)}});
 }
 
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings) {
@@ -977,7 +981,8 @@ caf::result<pb::AlertRound> alert_round(self_ptr self, const pb::AlertCheck& che
       self,
       {db::call{&db::sql::raise_alerts, db::raise_alerts_params(check)},
        db::call{&db::sql::take_alert_deliveries,
-                {std::to_string(check.batch_size()), std::to_string(check.delivery_lease_ms())}}},
+                {std::to_string(check.batch_size()), std::to_string(check.delivery_lease_ms()),
+                 std::to_string(check.term())}}},
       [](results& rs) { return db::read_alert_round(*rs[0], *rs[1]); });
 }
 
@@ -1039,13 +1044,13 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](status_atom) { return self->state.status; },
       [self](register_atom, const pb::NodeRegistration& n) { return register_node(self, n); },
       [self](heartbeat_atom, const pb::Heartbeat& beat) { return heartbeat(self, beat); },
-      [self](lead_atom, bool want) { return lead(self, want); },
+      [self](lead_atom, const pb::Lead& req) { return lead(self, req); },
       [self](leave_atom, const pb::Heartbeat& n) {
         return ask_count(self, {&db::sql::leave, {n.name(), n.incarnation()}});
       },
       [self](sweep_atom, const pb::SweepRequest& r) { return sweep(self, r); },
       [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
-      [self](compensate_atom, int32_t rule) { return compensate(self, rule); },
+      [self](compensate_atom, int32_t rule, int64_t term) { return compensate(self, rule, term); },
       [self](configure_atom, const pb::TypeSettingsList& s) { return put_type_settings(self, s); },
       [self](caf::subscribe_atom, claim_waker_actor pusher, const std::string& node) {
         subscribe_claims(self, pusher, node);

@@ -31,8 +31,8 @@ std::string raise(const test::task_database& db, const std::string& rules = defa
                   const std::string& webhooks = "{}") {
   return db.scalar(
       "SELECT coalesce(string_agg(kind, ',' ORDER BY id), '') FROM "
-      "taskmill.raise_alerts($1::jsonb, $2::text[], 100, true)",
-      {rules, webhooks});
+      "taskmill.raise_alerts($1::jsonb, $2::text[], 100, true, $3::bigint)",
+      {rules, webhooks, db.seize_lead()});
 }
 
 /// Submits a task that dies at its first failure.
@@ -100,8 +100,10 @@ BOOST_AUTO_TEST_CASE(deaths_by_timeout_lost_lease_and_deadline_are_alerted) {
   db.exec(
       "UPDATE taskmill.tasks SET deadline_at = now() - interval '1 second' "
       "WHERE key = 'deadline'");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.sweep_lost(5000, 100) + "
-                              "taskmill.sweep_timeouts(0, 100) + taskmill.sweep_deadlines(100)"),
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.sweep_lost(5000, 100, $1) + "
+                              "taskmill.sweep_timeouts(0, 100, $1) + "
+                              "taskmill.sweep_deadlines(100, $1)",
+                              {db.seize_lead()}),
                     "3");
   BOOST_CHECK_EQUAL(raise(db), "dead_task,dead_task,dead_task");
   BOOST_CHECK_EQUAL(
@@ -168,8 +170,8 @@ BOOST_AUTO_TEST_CASE(missed_and_skipped_firings_are_alerted_per_firing) {
     return db.scalar(
         "SELECT outcome FROM taskmill.fire_jobs(ARRAY['nightly'], ARRAY[$1::timestamptz], "
         "ARRAY['scheduled'], ARRAY[$3::boolean], ARRAY[$1::timestamptz], "
-        "ARRAY[$2::timestamptz], 5000)",
-        {at, next, missed ? "true" : "false"});
+        "ARRAY[$2::timestamptz], 5000, $4::bigint)",
+        {at, next, missed ? "true" : "false", db.seize_lead()});
   };
   BOOST_CHECK_EQUAL(fire("2026-01-01T03:00:00Z", "2026-01-02T03:00:00Z", true), "missed");
   BOOST_CHECK_EQUAL(fire("2026-01-02T03:00:00Z", "2026-01-03T03:00:00Z", false), "fired");
@@ -196,8 +198,9 @@ BOOST_AUTO_TEST_CASE(racing_alert_passes_raise_each_alert_once) {
   std::atomic<bool> dying{true};
   std::atomic<int> raised{0};
   std::vector<std::thread> threads;
-  // Tasks die in small groups while four leaders (as in a lease change)
-  // run alert passes and take deliveries.
+  // Tasks die in small groups while four passes of one leader run at once
+  // (a pass that a new one overtakes) and take deliveries.
+  auto term = db.seize_lead();
   threads.emplace_back([&] {
     auto conn = db.connect();
     for (int round = 0; round < tasks / 10; ++round) {
@@ -225,11 +228,12 @@ BOOST_AUTO_TEST_CASE(racing_alert_passes_raise_each_alert_once) {
         last = !dying;
         auto res = conn.exec(
             "SELECT count(*) FROM taskmill.raise_alerts($1::jsonb, '{http://w/1,http://w/2}', "
-            "17, true)",
-            {default_rules});
+            "17, true, $2::bigint)",
+            {default_rules, term});
         BOOST_REQUIRE_MESSAGE(res, test::describe(res));
         raised += static_cast<int>(res->int64(0, 0));
-        auto taken = conn.exec("SELECT count(*) FROM taskmill.take_alert_deliveries(13, 60000)");
+        auto taken = conn.exec(
+            "SELECT count(*) FROM taskmill.take_alert_deliveries(13, 60000, $1::bigint)", {term});
         BOOST_REQUIRE_MESSAGE(taken, test::describe(taken));
       }
     });

@@ -1515,7 +1515,7 @@ BOOST_AUTO_TEST_CASE(a_node_declared_dead_or_stopped_or_started_again_is_handed_
 
   db.exec("SELECT taskmill.offer_permits('a', NULL, 3, 4, 600000)");
   db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '1 hour'");
-  db.exec("SELECT taskmill.sweep_lost(1000, 100)");
+  db.exec("SELECT taskmill.sweep_lost(1000, 100, " + db.seize_lead() + ")");
   db.call("submit('T', 'k3')");
   BOOST_CHECK_EQUAL(state_of(db, "k3"), "pending - 0");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offers"), "0");
@@ -1545,7 +1545,7 @@ BOOST_AUTO_TEST_CASE(an_offer_holds_while_its_node_beats_for_read_committed_comm
   db.call("submit('T', 'k3')");
   BOOST_CHECK_EQUAL(state_of(db, "k3"), "running a 1");
   db.exec("INSERT INTO taskmill.offer_slots (node, generation) VALUES ('a', 99), ('gone', 1)");
-  db.exec("SELECT taskmill.sweep_lost(60000, 100)");
+  db.exec("SELECT taskmill.sweep_lost(60000, 100, " + db.seize_lead() + ")");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.offer_slots"), "4");
   // Taken back with nothing held, as a stopping node does.
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.withdraw_offer('a', 0)"), "0");

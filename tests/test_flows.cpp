@@ -956,10 +956,10 @@ caf::behavior membership_stand_in(caf::event_based_actor* self,
         rec->hanging.push_back(self->make_response_promise());
         return rec->hanging.back();
       },
-      [rec](lead_atom, bool want) -> caf::result<bool> {
+      [rec](lead_atom, const pb::Lead& req) -> caf::result<int64_t> {
         if (rec->lead_fails) return caf::make_error(caf::sec::request_receiver_down);
-        rec->last_want = want;
-        return want && rec->lead_answer;
+        rec->last_want = req.want();
+        return req.want() && rec->lead_answer ? int64_t{7} : int64_t{0};
       },
       [rec](register_atom, const pb::NodeRegistration&) {
         ++rec->registrations;

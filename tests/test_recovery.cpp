@@ -20,8 +20,10 @@
 #include <memory>
 #include <optional>
 
+#include <atomic>
 #include <deque>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <thread>
@@ -593,6 +595,7 @@ BOOST_AUTO_TEST_SUITE(sweeps)
 
 BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
   test::task_database db{"sweeps"};
+  auto term = db.seize_lead();
   db.exec("SELECT taskmill.register_node('alive', 'a', '', 1000, NULL)");
   db.exec("SELECT taskmill.register_node('gone', 'g', '', 1000, NULL)");
   db.exec(
@@ -600,7 +603,7 @@ BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
   db.claim(3, "alive");
   db.claim(3, "gone");
   db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '10 s' WHERE name = 'gone'");
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_lost(1000, 1000)"), 3);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_lost(1000, 1000, " + term + ")"), 3);
   BOOST_CHECK_EQUAL(count(db,
                           "SELECT count(*) FROM taskmill.tasks WHERE status = 'failed' AND "
                           "error = 'the node running it lost its lease'"),
@@ -608,9 +611,9 @@ BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
   // Timeouts: one running past its timeout (and the grace), bounded batches.
   db.exec(
       "UPDATE taskmill.tasks SET started_at = now() - interval '1 hour' WHERE status = 'running'");
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 2);
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 1);
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2)"), 0);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2, " + term + ")"), 2);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2, " + term + ")"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_timeouts(0, 2, " + term + ")"), 0);
   BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'timeout'"),
                     3);
   // A late outcome of a lost attempt is stale.
@@ -621,6 +624,7 @@ BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
 
 BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
   test::task_database db{"purge"};
+  auto term = db.seize_lead();
   auto make = [&](const std::string& key, const std::string& status, const std::string& age) {
     auto t = db.call("submit('P', '" + key + "')");
     db.exec("UPDATE taskmill.tasks SET status = '" + status + "', updated_at = now() - interval '" +
@@ -636,12 +640,12 @@ BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
   auto old_dead = make("d", "dead", "8 days");
   auto new_cancelled = make("e", "cancelled", "1 day");
   auto old_pending = make("f", "pending", "30 days");
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_succeeded(86400000, 1000)"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_succeeded(86400000, 1000, " + term + ")"), 1);
   BOOST_CHECK_EQUAL(db.by_id(old_success).status, "stopped");
   BOOST_CHECK_EQUAL(db.by_id(new_success).status, "succeeded");
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1)"), 1);
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000)"), 1);
-  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000)"), 0);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1, " + term + ")"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000, " + term + ")"), 1);
+  BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000, " + term + ")"), 0);
   auto exists = [&](int64_t id) {
     return count(db, "SELECT count(*) FROM taskmill.tasks WHERE id = $1", {std::to_string(id)});
   };
@@ -880,6 +884,104 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_hands_back_its_tasks_across_a_crash) {
         return scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'pending'") == "20";
       }),
       test::later{[&](std::ostream& out) { out << node.log_tail(); }});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The lead is a lease in taskmill.leadership; every duty of the leader is
+// fenced by its term (storage/sql/nodes.sql).
+BOOST_AUTO_TEST_SUITE(leadership)
+
+BOOST_AUTO_TEST_CASE(the_lead_passes_only_once_expired_and_a_deposed_duty_changes_nothing) {
+  test::task_database db{"leaselead"};
+  auto lead = [&](const std::string& node, bool want, int lease_ms) {
+    return db.scalar("SELECT taskmill.lead($1, 'i1', $2::boolean, $3)",
+                     {node, want ? "true" : "false", std::to_string(lease_ms)});
+  };
+  auto a_term = lead("a", true, 400);
+  BOOST_CHECK_NE(a_term, "0");
+  BOOST_CHECK_EQUAL(lead("b", true, 400), "0");
+  BOOST_CHECK_EQUAL(lead("a", true, 400), a_term);
+  // A node silent for an hour: what a sweep would declare dead.
+  db.exec("SELECT taskmill.register_node('gone', 'g1', '', 60000, NULL)");
+  db.exec("UPDATE taskmill.nodes SET heartbeat_at = now() - interval '1 hour'");
+  std::this_thread::sleep_for(500ms);
+  auto b_term = lead("b", true, 60000);
+  BOOST_CHECK_EQUAL(std::stoll(b_term), std::stoll(a_term) + 1);
+  BOOST_CHECK_EQUAL(lead("a", true, 400), "0");
+  // a's sweep reaching the database late is refused and changes nothing.
+  auto refused = db.error_of("SELECT taskmill.sweep_lost(1000, 100, " + a_term + ")");
+  BOOST_CHECK_MESSAGE(
+      refused.find("not the leader: term " + a_term + " is over") != std::string::npos, refused);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT stopped_at IS NULL FROM taskmill.nodes WHERE name = 'gone'"),
+                    "t");
+  // The same for a firing of cron and an alert pass; and without a term.
+  BOOST_CHECK(db.error_of("SELECT * FROM taskmill.fire_jobs('{}', '{}', '{}', '{}', '{}', '{}', "
+                          "1000, " +
+                          a_term + ")")
+                  .find("not the leader") != std::string::npos);
+  BOOST_CHECK(db.error_of("SELECT * FROM taskmill.take_alert_deliveries(10, 1000, " + a_term + ")")
+                  .find("not the leader") != std::string::npos);
+  BOOST_CHECK(db.error_of("SELECT taskmill.sweep_deadlines(100)").find("term none") !=
+              std::string::npos);
+  db.exec("SELECT taskmill.sweep_lost(1000, 100, " + b_term + ")");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT stopped_at IS NULL FROM taskmill.nodes WHERE name = 'gone'"),
+                    "f");
+  // Given up, the lead passes at once; a node of the release before the
+  // lease never leads.
+  BOOST_CHECK_EQUAL(lead("b", false, 0), "0");
+  BOOST_CHECK_EQUAL(std::stoll(lead("a", true, 400)), std::stoll(b_term) + 1);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.lead(true)"), "f");
+}
+
+// Four nodes take the lead from each other all the time (leases of 15 ms,
+// stalls up to 25 ms before their duties); each writes a log row under its
+// term from every duty it runs, with a pause between the fence and the
+// write. Ordered as
+// the rows were written, the terms never go back: no duty of a deposed
+// leader ran after a new leader's.
+BOOST_AUTO_TEST_CASE(racing_leaders_never_act_under_two_terms_at_once) {
+  test::task_database db{"leaserace"};
+  db.exec("CREATE TABLE public.duty_log (seq bigserial PRIMARY KEY, term bigint NOT NULL)");
+  std::atomic<int> written{0}, fenced{0}, terms_taken{0};
+  std::vector<std::thread> nodes;
+  auto until = std::chrono::steady_clock::now() + 4s;
+  for (int n = 0; n < 4; ++n)
+    nodes.emplace_back([&, n] {
+      auto conn = db.connect();
+      std::mt19937 rng{static_cast<unsigned>(n + 1)};
+      int64_t last_term = 0;
+      while (std::chrono::steady_clock::now() < until) {
+        auto led = conn.exec("SELECT taskmill.lead($1, 'i', true, 15)", {"n" + std::to_string(n)});
+        BOOST_REQUIRE_MESSAGE(led, test::describe(led));
+        auto term = led->int64(0, 0);
+        if (term != 0 && term != last_term) ++terms_taken;
+        if (term != 0) last_term = term;
+        // Now and then past the lease, as a leader that stalls.
+        std::this_thread::sleep_for(std::chrono::milliseconds{rng() % 25});
+        for (int duty = 0; term != 0 && duty < 3; ++duty) {
+          auto done = conn.exec(
+              "WITH f AS (SELECT taskmill.fence($1::bigint)), "
+              "s AS (SELECT pg_sleep(random() * 0.015) FROM f) "
+              "INSERT INTO public.duty_log (term) SELECT $1::bigint FROM s",
+              {std::to_string(term)});
+          if (done)
+            ++written;
+          else
+            ++fenced;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds{rng() % 30});
+      }
+    });
+  for (auto& t : nodes) t.join();
+  BOOST_TEST_MESSAGE(written << " duties written, " << fenced << " fenced, " << terms_taken
+                             << " terms taken");
+  BOOST_CHECK_GT(written.load(), 100);
+  BOOST_CHECK_GT(fenced.load(), 0);
+  BOOST_CHECK_GT(terms_taken.load(), 20);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM (SELECT term, lag(term) OVER (ORDER BY seq) "
+                              "AS before FROM public.duty_log) l WHERE term < before"),
+                    "0");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

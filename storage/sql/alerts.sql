@@ -220,12 +220,13 @@ $$;
 -- delivery of each new alert to each of p_webhooks, and answers the alerts
 -- raised.
 CREATE FUNCTION taskmill.raise_alerts(p_rules jsonb, p_webhooks text[], p_limit integer,
-                                      p_check_overdue boolean)
+                                      p_check_overdue boolean, p_term bigint DEFAULT NULL)
 RETURNS SETOF taskmill.alerts
 LANGUAGE plpgsql AS $$
 DECLARE
   v_ids bigint[];
 BEGIN
+  PERFORM taskmill.fence(p_term);
   v_ids := taskmill.raise_inbox_alerts(p_rules, p_limit)
            || taskmill.raise_failure_rate_alerts(p_rules, p_limit);
   IF p_check_overdue THEN
@@ -240,9 +241,11 @@ $$;
 
 -- Deliveries due now, at most p_limit, each taken for p_lease_ms: should
 -- its deliverer die, it is due again after that.
-CREATE FUNCTION taskmill.take_alert_deliveries(p_limit integer, p_lease_ms bigint)
+CREATE FUNCTION taskmill.take_alert_deliveries(p_limit integer, p_lease_ms bigint,
+                                               p_term bigint DEFAULT NULL)
 RETURNS TABLE (url text, attempts integer, alert taskmill.alerts)
 LANGUAGE sql AS $$
+  SELECT taskmill.fence(p_term);
   WITH taken AS (
     UPDATE taskmill.alert_deliveries d
        SET attempts = d.attempts + 1, next_at = now() + p_lease_ms * interval '1 ms'

@@ -266,7 +266,8 @@ $$;
 -- written, else they are left out (outcome 'taken').
 CREATE FUNCTION taskmill.fire_jobs(p_jobs text[], p_fire_ats timestamptz[], p_kinds text[],
                                    p_missed boolean[], p_expected_next timestamptz[],
-                                   p_new_next timestamptz[], p_lease_ms bigint)
+                                   p_new_next timestamptz[], p_lease_ms bigint,
+                                   p_term bigint DEFAULT NULL)
 RETURNS TABLE (job text, fire_at timestamptz, outcome text, batch text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -276,6 +277,7 @@ DECLARE
   v_taken boolean := false;
   v_fired record;
 BEGIN
+  PERFORM taskmill.fence(p_term);
   FOR r IN SELECT * FROM unnest(p_jobs, p_fire_ats, p_kinds, p_missed, p_expected_next,
                                 p_new_next) WITH ORDINALITY
                          AS u(job, fire_at, kind, missed, expected, next, ord)

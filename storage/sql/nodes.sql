@@ -77,24 +77,63 @@ BEGIN
 END
 $$;
 
--- Leadership is a session advisory lock on the connection of the node's
--- storage: it goes when that connection goes. True if this session holds it
--- (taking it if it is free and wanted); gives it up when not wanted.
-CREATE FUNCTION taskmill.lead(p_want boolean) RETURNS boolean
+-- The lead (taskmill.leadership): p_node's incarnation takes it if it has
+-- expired, or keeps it, for p_lease_ms from now; or, not wanting it, lets
+-- it expire now. Answers the term it leads under (0: it does not lead).
+CREATE FUNCTION taskmill.lead(p_node text, p_incarnation text, p_want boolean, p_lease_ms bigint)
+RETURNS bigint
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_held boolean := EXISTS (
-    SELECT 1 FROM pg_locks l
-     WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
-       AND l.classid = 7345 AND l.objid = 2 AND l.objsubid = 2);
+  v_term bigint;
 BEGIN
   IF NOT p_want THEN
-    IF v_held THEN
-      PERFORM pg_advisory_unlock(7345, 2);
-    END IF;
-    RETURN false;
+    UPDATE taskmill.leadership l SET expires_at = now()
+     WHERE l.node = p_node AND l.incarnation = p_incarnation AND l.expires_at > now();
+    RETURN 0;
   END IF;
-  RETURN v_held OR pg_try_advisory_lock(7345, 2);
+  UPDATE taskmill.leadership l
+     SET term = CASE WHEN l.node = p_node AND l.incarnation = p_incarnation
+                     THEN l.term ELSE l.term + 1 END,
+         node = p_node, incarnation = p_incarnation,
+         expires_at = now() + p_lease_ms * interval '1 ms'
+   WHERE (l.node = p_node AND l.incarnation = p_incarnation) OR l.expires_at <= now()
+  RETURNING l.term INTO v_term;
+  RETURN coalesce(v_term, 0);
+END
+$$;
+
+-- What nodes of the release before the lease ask: they lead no more once
+-- these definitions stand (an upgrade hands the lead to upgraded nodes).
+CREATE FUNCTION taskmill.lead(p_want boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_unlock(7345, 2)
+     FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+      AND l.classid = 7345 AND l.objid = 2 AND l.objsubid = 2;
+  RETURN false;
+END
+$$;
+
+-- Every duty of the leader calls this first, in its own transaction: it
+-- fails unless p_term is the current term and unexpired. The row stays
+-- share-locked until that transaction ends, so a new leader's taking over
+-- waits for it: a deposed leader's statement that reaches the database late
+-- changes nothing, and none overlaps a new leader's.
+CREATE FUNCTION taskmill.fence(p_term bigint) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  cur taskmill.leadership;
+BEGIN
+  PERFORM 1 FROM taskmill.leadership l
+   WHERE l.term = p_term AND l.expires_at > clock_timestamp() FOR SHARE;
+  IF NOT FOUND THEN
+    SELECT * INTO cur FROM taskmill.leadership;
+    RAISE EXCEPTION USING ERRCODE = 'object_not_in_prerequisite_state',
+      MESSAGE = format('not the leader: term %s is over (the lead is term %s of node %s, '
+                       'expiring %s)', coalesce(p_term::text, 'none'), cur.term,
+                       coalesce(cur.node, 'none'), cur.expires_at);
+  END IF;
 END
 $$;
 

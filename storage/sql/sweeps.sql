@@ -3,13 +3,15 @@
 
 -- Watcher: running tasks of nodes that are not alive (silent longer than the
 -- lease, stopped, or unknown) end as failed attempts.
-CREATE FUNCTION taskmill.sweep_lost(p_lease_ms bigint, p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_lost(p_lease_ms bigint, p_limit integer,
+                                    p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   v_lost text;
   v_ids bigint[];
   v_attempts integer[];
 BEGIN
+  PERFORM taskmill.fence(p_term);
   FOR v_lost IN
     UPDATE taskmill.nodes n SET stopped_at = now(), leader = false
      WHERE n.stopped_at IS NULL AND n.heartbeat_at < now() - p_lease_ms * interval '1 ms'
@@ -32,12 +34,14 @@ $$;
 
 -- Watcher: running tasks past their timeout (with grace for the node's own,
 -- earlier, timeout) end as failed attempts.
-CREATE FUNCTION taskmill.sweep_timeouts(p_grace_ms bigint, p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_timeouts(p_grace_ms bigint, p_limit integer,
+                                        p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   v_ids bigint[];
   v_attempts integer[];
 BEGIN
+  PERFORM taskmill.fence(p_term);
   SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
     SELECT t.id, t.attempt FROM taskmill.tasks t
      WHERE t.status = 'running'
@@ -50,11 +54,13 @@ END
 $$;
 
 -- Watcher: tasks still waiting after their pending deadline are dead.
-CREATE FUNCTION taskmill.sweep_deadlines(p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_deadlines(p_limit integer,
+                                         p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
   v_dead bigint[];
 BEGIN
+  PERFORM taskmill.fence(p_term);
   WITH expired AS (
     UPDATE taskmill.tasks t SET status = 'dead', error = 'pending deadline passed', updated_at = now()
      WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
@@ -70,8 +76,10 @@ END
 $$;
 
 -- Watcher: succeeded tasks older than the success retention are stopped.
-CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer,
+                                         p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE sql AS $$
+  SELECT taskmill.fence(p_term);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
      WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
@@ -86,8 +94,10 @@ $$;
 -- are deleted with their history; so are long-dead nodes, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
-CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
+                                     p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE sql AS $$
+  SELECT taskmill.fence(p_term);
   WITH gone AS (
     DELETE FROM taskmill.tasks t
      WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
@@ -124,8 +134,10 @@ $$;
 -- Watcher: broadcast shards still waiting for a node that is no longer alive
 -- go to a live node that runs their type, preferring one that holds no shard
 -- of the same firing yet; with none alive, to any node.
-CREATE FUNCTION taskmill.sweep_repin(p_lease_ms bigint, p_limit integer) RETURNS integer
+CREATE FUNCTION taskmill.sweep_repin(p_lease_ms bigint, p_limit integer,
+                                     p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE sql AS $$
+  SELECT taskmill.fence(p_term);
   WITH orphans AS (
     SELECT t.id, t.type, t.batch FROM taskmill.tasks t
      WHERE t.pinned_node IS NOT NULL AND t.status IN ('pending', 'failed')

@@ -173,4 +173,10 @@ std::string task_database::error_of(const std::string& sql) const {
   return error_message(res.error());
 }
 
+std::string task_database::seize_lead() const {
+  return scalar(
+      "UPDATE taskmill.leadership SET node = 'test', incarnation = 'test', term = term + 1, "
+      "expires_at = now() + interval '1 day' RETURNING term");
+}
+
 }  // namespace taskmill::test

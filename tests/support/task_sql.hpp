@@ -73,6 +73,9 @@ struct task_database : scratch_database {
                     const std::string& priority = "3") const;
   /// The error a statement fails with (fails the test if it succeeds).
   std::string error_of(const std::string& sql) const;
+  /// Takes the lead for the test, for a day, from whoever holds it; answers
+  /// the term the leader's functions (sweeps, firings, alerts) take.
+  std::string seize_lead() const;
 };
 
 }  // namespace taskmill::test

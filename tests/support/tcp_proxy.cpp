@@ -91,7 +91,13 @@ void tcp_proxy::hold_answers() {
   wake();
 }
 
+void tcp_proxy::go_silent() {
+  silent_ = true;
+  wake();
+}
+
 void tcp_proxy::restore() {
+  silent_ = false;
   holding_ = false;
   cut_ = false;
   wake();
@@ -112,6 +118,15 @@ void tcp_proxy::run() {
     if (cut_) {
       for (const auto& p : pairs) close_pair(p);
       pairs.clear();
+    }
+    if (silent_) {
+      // Not even a hang-up is looked at: the other ends learn nothing.
+      pollfd woken{wake_pipe_[0], POLLIN, 0};
+      if (poll(&woken, 1, 1000) > 0) {
+        char drain[64];
+        (void)!read(wake_pipe_[0], drain, sizeof drain);
+      }
+      continue;
     }
     std::vector<pollfd> fds{{listener_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
     for (const auto& p : pairs) {

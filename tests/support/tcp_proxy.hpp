@@ -2,7 +2,10 @@
 
 // A TCP forwarder on loopback, for tests that cut the network between two
 // live processes: while cut, every connection through it is closed and new
-// ones are refused, as a partition would do; restored, it forwards again.
+// ones are refused, as a partition that resets connections would do; while
+// silent, nothing passes either way and nothing is closed, as a pulled
+// cable, a crashed host or a firewall that drops packets looks (no FIN, no
+// RST). Restored, it forwards again, what it held first.
 
 #include <atomic>
 #include <cstdint>
@@ -27,6 +30,9 @@ class tcp_proxy {
   /// Stops passing on what the target sends (requests still go through),
   /// until cut: answers the target gave are lost with the connection.
   void hold_answers();
+  /// Passes nothing on, either way, on any connection, new ones included
+  /// (they are accepted by the kernel and wait), and closes nothing.
+  void go_silent();
   void restore();
   /// Connections accepted and forwarded so far.
   int forwarded() const { return forwarded_; }
@@ -41,6 +47,7 @@ class tcp_proxy {
   int wake_pipe_[2] = {-1, -1};
   std::atomic<bool> cut_{false};
   std::atomic<bool> holding_{false};
+  std::atomic<bool> silent_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<int> forwarded_{0};
   std::thread loop_;
