@@ -16,11 +16,11 @@
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
-#include "tests/support/tcp_proxy.hpp"
 #include "tests/support/test_database.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
 #include "tools/remote_executor/remote_executor.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/io/basp_broker.hpp>
@@ -267,7 +267,7 @@ BOOST_AUTO_TEST_CASE(a_seed_is_dialed_where_the_database_has_no_usable_address) 
   auto a = start_node(db, "a", "right",
                       {"cluster.advertise=127.0.0.1:" + std::to_string(free_loopback_port())},
                       "127.0.0.1:" + a_port);
-  test::tcp_proxy seed{"127.0.0.1:" + a_port};
+  tcp_proxy seed{"127.0.0.1:" + a_port};
   auto b = start_node(db, "b", "right", {"cluster.seeds=[\"" + seed.address() + "\"]"});
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return seed.forwarded() > 0; }, 30s),
                         test::later{[&](std::ostream& out) { out << b.process->log_tail(); }});
@@ -705,7 +705,7 @@ BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice
   test::scripted_executor executor;
   auto a_port = "127.0.0.1:" + std::to_string(free_loopback_port());
   auto b_port = "127.0.0.1:" + std::to_string(free_loopback_port());
-  test::tcp_proxy to_a{a_port}, to_b{b_port};
+  tcp_proxy to_a{a_port}, to_b{b_port};
   std::vector<std::string> quiet{"database.listen=false", "scheduling.poll_interval=2s"};
   auto a_options = quiet;
   for (const std::string& o :
@@ -789,7 +789,7 @@ BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice
 BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewhere) {
   test::task_database db{"clusterexeccut"};
   auto node = start_node(db, "n", "s", {"types.REMOTE.executor=caf"});
-  test::tcp_proxy proxy{node.cluster};
+  tcp_proxy proxy{node.cluster};
   auto executors_up = [&](int n) { return executors_linked(node) == n; };
   executor_process e1{"e1", proxy.address(), "s", "REMOTE", 2};
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return executors_up(1); }, 30s),

@@ -7,16 +7,18 @@
 #include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
-#include "tests/support/tcp_proxy.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node/node.hpp"
 #include "tools/node_process.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <signal.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -161,6 +163,154 @@ BOOST_AUTO_TEST_CASE(a_new_leader_takes_over_when_the_leader_dies) {
       count(db, "SELECT count(*) FROM taskmill.nodes WHERE leader AND stopped_at IS NULL"), 1);
 }
 
+// A leader that goes silent (its network blackholed: nothing passes, nothing
+// closes) or freezes (SIGSTOP) for longer than its lease: another node leads
+// within the bound, a per-second cron job misses no fire time, the silent
+// node's running tasks run again elsewhere, tasks submitted meanwhile are
+// not handed to it; back, it is a follower, without a restart.
+struct silent_leader_case {
+  test::task_database db;
+  test::scripted_executor executor;
+  std::unique_ptr<tcp_proxy> proxy;
+  std::unique_ptr<node_process> a, b;
+
+  explicit silent_leader_case(const std::string& label) : db{label} {}
+
+  std::vector<std::string> options() const {
+    return {
+        "heartbeat.interval=300ms",         "heartbeat.missed=5",       "watcher.interval=300ms",
+        "scheduling.poll_interval=300ms",   "node.log_level=info",      "types.SLOW.executor=http",
+        "types.SLOW.url=" + executor.url(), "types.SLOW.timeout=60s",   "types.SLOW.max_retries=5",
+        "types.TICK.executor=noop",         "types.QUICK.executor=noop"};
+  }
+
+  std::string leader() const {
+    return db.scalar(
+        "SELECT CASE WHEN expires_at > now() THEN node ELSE '' END FROM taskmill.leadership");
+  }
+
+  /// a leads and runs three long tasks; b runs beside it; a per-second job.
+  void start(bool a_through_proxy) {
+    auto a_conninfo = db.conninfo();
+    if (a_through_proxy) {
+      std::smatch port;
+      BOOST_REQUIRE(std::regex_search(a_conninfo, port, std::regex{"port=(\\d+)"}));
+      proxy = std::make_unique<tcp_proxy>("127.0.0.1:" + port[1].str());
+      a_conninfo =
+          std::regex_replace(a_conninfo, std::regex{"port=\\d+"},
+                             "port=" + proxy->address().substr(proxy->address().rfind(':') + 1));
+    }
+    a = std::make_unique<node_process>(binary(), "a", a_conninfo, options());
+    BOOST_REQUIRE_MESSAGE(test::eventually([&] { return leader() == "a"; }, 30s), a->log_tail());
+    db.exec(
+        "SELECT count(taskmill.submit('SLOW', 'long' || k, payload => '{\"delay_ms\": 30000}')) "
+        "FROM generate_series(1, 3) k");
+    BOOST_REQUIRE(test::eventually([&] {
+      return count(db,
+                   "SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND "
+                   "picked_by = 'a'") == 3;
+    }));
+    b = std::make_unique<node_process>(binary(), "b", db.conninfo(), options());
+    BOOST_REQUIRE(test::eventually([&] {
+      return count(db, "SELECT count(*) FROM taskmill.nodes WHERE stopped_at IS NULL") == 2;
+    }));
+    db.exec(
+        "SELECT taskmill.put_job('tick', '* * * * * *', 'UTC', 'TICK', NULL, NULL, NULL, NULL, "
+        "NULL, NULL, NULL, NULL, true, 'any', NULL, 'allow', 'catch_up', 100, '', 'api', "
+        "date_trunc('second', now()) + interval '1 s', now())");
+    BOOST_REQUIRE(test::eventually(
+        [&] { return count(db, "SELECT count(*) FROM taskmill.job_firings") >= 2; }, 10s));
+  }
+
+  /// Silences a with `silence` for `how_long`, then `heal`s it, and checks
+  /// everything the issue asks.
+  void run(const std::function<void()>& silence, const std::function<void()>& heal,
+           std::chrono::seconds how_long) {
+    auto term_before = db.scalar("SELECT term FROM taskmill.leadership");
+    silence();
+    auto silent_at = db.scalar("SELECT now()::text");
+    BOOST_REQUIRE_MESSAGE(test::eventually([&] { return leader() == "b"; }, 15s),
+                          test::later{[&](std::ostream& out) { out << b->log_tail(); }});
+    auto took_over_s =
+        std::stod(db.scalar("SELECT extract(epoch FROM now() - $1::timestamptz)", {silent_at}));
+    BOOST_TEST_MESSAGE("b leads " << took_over_s << " s after a went silent (lease 1.5 s)");
+    BOOST_CHECK_LE(took_over_s, 3.5);
+    // Tasks submitted now run on b at once; none is handed to a.
+    db.exec("SELECT count(taskmill.submit('QUICK', 'quick' || k)) FROM generate_series(1, 20) k");
+    BOOST_CHECK_MESSAGE(
+        test::eventually(
+            [&] {
+              return count(db,
+                           "SELECT count(*) FROM taskmill.tasks WHERE type = 'QUICK' AND "
+                           "status = 'succeeded'") == 20;
+            },
+            5s),
+        db.scalar("SELECT string_agg(status || ' ' || coalesce(picked_by, '-'), ', ') FROM "
+                  "taskmill.tasks WHERE type = 'QUICK'"));
+    // a's long tasks were lost and run again on b.
+    BOOST_CHECK(test::eventually(
+        [&] {
+          return count(db,
+                       "SELECT count(*) FROM taskmill.tasks WHERE type = 'SLOW' AND status = "
+                       "'running' AND picked_by = 'b' AND attempt = 2") == 3;
+        },
+        10s));
+    std::this_thread::sleep_until(std::chrono::steady_clock::now() + how_long -
+                                  std::chrono::seconds{static_cast<int>(took_over_s)});
+    heal();
+    auto healed_at = db.scalar("SELECT now()::text");
+    // a is back, a follower under a new incarnation; b keeps the lead.
+    BOOST_CHECK_MESSAGE(
+        test::eventually(
+            [&] {
+              return db.scalar(
+                         "SELECT stopped_at IS NULL AND heartbeat_at > $1::timestamptz "
+                         "FROM taskmill.nodes WHERE name = 'a'",
+                         {healed_at}) == "t";
+            },
+            20s),
+        a->log_tail());
+    std::this_thread::sleep_for(3s);
+    BOOST_CHECK_EQUAL(leader(), "b");
+    BOOST_CHECK_EQUAL(count(db, "SELECT term FROM taskmill.leadership"),
+                      std::stoll(term_before) + 1);
+    BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name, ',' ORDER BY name) FROM taskmill.nodes "
+                                "WHERE leader AND stopped_at IS NULL"),
+                      "b");
+    // Every second fired, once, from before the cut to now.
+    auto firings = db.exec(
+        "SELECT count(*), count(DISTINCT fire_at), extract(epoch FROM max(fire_at) - "
+        "min(fire_at))::bigint + 1 FROM taskmill.job_firings WHERE job = 'tick'");
+    BOOST_TEST_MESSAGE(firings.int64(0, 0) << " firings over " << firings.int64(0, 2) << " s");
+    BOOST_CHECK_EQUAL(firings.int64(0, 0), firings.int64(0, 1));
+    BOOST_CHECK_EQUAL(firings.int64(0, 0), firings.int64(0, 2));
+    BOOST_CHECK_GE(firings.int64(0, 2), how_long.count());
+    // No (task, attempt) went to the executor twice.
+    std::set<std::pair<int64_t, int>> runs;
+    int twice = 0;
+    for (const auto& r : executor.all_requests())
+      if (!runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second) ++twice;
+    BOOST_CHECK_EQUAL(twice, 0);
+    std::ifstream in{a->log_file()};
+    int refused = 0;
+    for (std::string line; std::getline(in, line);)
+      if (line.find("not the leader: term") != std::string::npos) ++refused;
+    BOOST_TEST_MESSAGE("a's duties refused by the fence after it came back: " << refused);
+  }
+};
+
+BOOST_AUTO_TEST_CASE(a_silent_leader_loses_the_lead_within_the_lease_and_comes_back_a_follower) {
+  silent_leader_case c{"silentleader"};
+  c.start(true);
+  c.run([&] { c.proxy->go_silent(); }, [&] { c.proxy->restore(); }, 10s);
+}
+
+BOOST_AUTO_TEST_CASE(a_frozen_leader_does_not_act_as_leader_when_it_thaws) {
+  silent_leader_case c{"frozenleader"};
+  c.start(false);
+  c.run([&] { kill(c.a->pid(), SIGSTOP); }, [&] { kill(c.a->pid(), SIGCONT); }, 8s);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
@@ -274,7 +424,7 @@ BOOST_AUTO_TEST_CASE(tasks_of_a_claim_whose_answer_was_lost_run_without_waiting_
   std::smatch port;
   const auto& direct = db.conninfo();
   BOOST_REQUIRE(std::regex_search(direct, port, std::regex{"port=(\\d+)"}));
-  test::tcp_proxy proxy{"127.0.0.1:" + port[1].str()};
+  tcp_proxy proxy{"127.0.0.1:" + port[1].str()};
   auto proxy_port = proxy.address().substr(proxy.address().rfind(':') + 1);
   auto cfg = quick_config("unanswered");
   cfg.heartbeat.interval = 500ms;  // a lease of 2.5 s outlasts the answers held

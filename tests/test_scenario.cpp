@@ -135,6 +135,15 @@ BOOST_AUTO_TEST_CASE(bad_files_are_refused_naming_the_line_and_the_key) {
       "s.toml:8: task: unknown key 'colour'");
   check_refused(head + "[[step]]\ndo = \"kill\"\nnode = \"n9\"\n",
                 "node 'n9' is not a [[node]] of this scenario");
+  check_refused(head + "[[step]]\ndo = \"cut\"\n", "a 'cut' step needs node or nodes");
+  check_refused(head + "[[step]]\ndo = \"freeze\"\nnodes = [\"n1\", \"n7\"]\n",
+                "node 'n7' is not a [[node]] of this scenario");
+  check_refused(head + "[[step]]\ndo = \"heal\"\nnode = \"{leader}\"\n",
+                "a 'heal' step takes {leader} only to cut or freeze");
+  BOOST_CHECK_EQUAL(refusal(head + "[[step]]\ndo = \"cut\"\nnode = \"{leader}\"\n[[step]]\ndo = "
+                                   "\"heal\"\n[[step]]\ndo = \"freeze\"\nnode = \"n1\"\n"
+                                   "[[step]]\ndo = \"thaw\"\nnode = \"n1\"\n"),
+                    "accepted");
   check_refused(head + "[[step]]\ndo = \"postgres\"\naction = \"explode\"\n",
                 "action must be stop, crash, start or restart");
   check_refused(head + "[[step]]\ndo = \"assert\"\n", "an 'assert' step needs something to check");

@@ -8,6 +8,7 @@
 #include "tests/support/test_database.hpp"
 #include "tools/node/node.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <libpq-fe.h>
 #include <caf/event_based_actor.hpp>
@@ -19,6 +20,7 @@
 #include <latch>
 #include <limits>
 #include <mutex>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -135,6 +137,58 @@ BOOST_AUTO_TEST_CASE(concurrent_nodes_apply_each_migration_once) {
   }
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
                     std::to_string(db::all_migrations().size()));
+}
+
+// The server notices a node's connection gone silent (host or network
+// down) within about 25 s, and ends its backend and session state.
+BOOST_AUTO_TEST_CASE(sessions_ask_the_server_for_keepalives_and_a_tcp_user_timeout) {
+  test::scratch_database database{"keepalive"};
+  auto conn = database.connect();
+  auto res = conn.exec(
+      "SELECT current_setting('tcp_keepalives_idle') || ' ' || "
+      "current_setting('tcp_keepalives_interval') || ' ' || "
+      "current_setting('tcp_keepalives_count') || ' ' || current_setting('tcp_user_timeout')");
+  BOOST_REQUIRE(res);
+  BOOST_CHECK_EQUAL(res->string(0, 0), "10 5 3 25000");
+}
+
+// A node that goes silent (network blackholed) while it migrates holds the
+// schema lock only as long as PostgreSQL waits for its next statement in
+// the transaction (10 s): another node then migrates, and the schema is
+// whole, not half of the silent node's.
+BOOST_AUTO_TEST_CASE(a_node_silent_while_it_migrates_holds_the_schema_lock_ten_seconds_at_most) {
+  test::scratch_database database{"migsilent"};
+  std::smatch port;
+  BOOST_REQUIRE(std::regex_search(database.conninfo(), port, std::regex{"port=(\\d+)"}));
+  tcp_proxy link{"127.0.0.1:" + port[1].str()};
+  auto through_link =
+      std::regex_replace(database.conninfo(), std::regex{"port=\\d+"},
+                         "port=" + link.address().substr(link.address().rfind(':') + 1));
+  auto silent = db::connection::open(through_link, 5s, 2s);
+  BOOST_REQUIRE_MESSAGE(silent, test::describe(silent));
+  std::thread migrating{[&] { db::apply_migrations(*silent, db::all_migrations()); }};
+  auto watcher = database.connect();
+  bool held = false;
+  for (int i = 0; i < 20000 && !held; ++i) {
+    auto res = watcher.exec(
+        "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 7345 AND objid = "
+        "1 AND granted");
+    BOOST_REQUIRE(res);
+    held = res->int64(0, 0) > 0;
+  }
+  link.go_silent();
+  BOOST_REQUIRE_MESSAGE(held, "the migration ended before it could be cut off");
+  auto other = database.connect();
+  auto began = std::chrono::steady_clock::now();
+  auto version = db::apply_migrations(other, db::all_migrations());
+  auto waited = std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+  BOOST_REQUIRE_MESSAGE(version, test::describe(version));
+  BOOST_TEST_MESSAGE("the other node migrated after " << waited << " s");
+  BOOST_CHECK_LT(waited, 14.0);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.schema_migrations"),
+                    std::to_string(db::all_migrations().size()));
+  link.restore();
+  migrating.join();
 }
 
 BOOST_AUTO_TEST_CASE(a_changed_migration_is_refused) {

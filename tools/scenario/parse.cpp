@@ -237,6 +237,10 @@ const std::map<std::string, std::set<std::string>>& step_keys() {
       {"start", {"node", "nodes", "set"}},
       {"stop", {"node", "nodes"}},
       {"kill", {"node", "nodes"}},
+      {"cut", {"node", "nodes"}},
+      {"heal", {"node", "nodes"}},
+      {"freeze", {"node", "nodes"}},
+      {"thaw", {"node", "nodes"}},
       {"restart", {"node", "nodes", "set", "hard"}},
       {"postgres", {"action"}},
       {"sql", {"sql", "repeat"}},
@@ -254,6 +258,13 @@ const std::map<std::string, std::set<std::string>>& step_keys() {
   return keys;
 }
 
+/// Steps whose node or nodes are the ones they act on (not whose API).
+bool acts_on_nodes(const std::string& kind) {
+  static const std::set<std::string> kinds{"start", "stop", "kill",   "restart",
+                                           "cut",   "heal", "freeze", "thaw"};
+  return kinds.count(kind) > 0;
+}
+
 /// "a 'submit' step", "an 'assert' step".
 std::string a_step(const std::string& kind) {
   bool vowel = !kind.empty() && std::string{"aeiou"}.find(kind[0]) != std::string::npos;
@@ -264,8 +275,8 @@ std::string read_step(table_reader& r, const toml::table& t, step& s) {
   auto kind = r.text("do");
   if (!kind) {
     r.fail(t, "do",
-           "is required: one of start, stop, kill, restart, postgres, sql, submit, "
-           "reschedule, cancel, api, sleep, chaos, wait, assert");
+           "is required: one of start, stop, kill, restart, cut, heal, freeze, thaw, postgres, "
+           "sql, submit, reschedule, cancel, api, sleep, chaos, wait, assert");
     return r.finish();
   }
   auto keys = step_keys().find(*kind);
@@ -281,9 +292,7 @@ std::string read_step(table_reader& r, const toml::table& t, step& s) {
     }
   if (auto v = r.text("node")) s.node = *v;
   if (auto v = r.texts("nodes")) s.nodes = *v;
-  if (!s.node.empty() &&
-      (s.kind == "start" || s.kind == "stop" || s.kind == "kill" || s.kind == "restart"))
-    s.nodes.push_back(s.node);
+  if (!s.node.empty() && acts_on_nodes(s.kind)) s.nodes.push_back(s.node);
   if (auto v = r.texts("set")) s.set = *v;
   if (auto v = r.boolean("hard")) s.hard = *v;
   if (auto v = r.text("action")) {
@@ -349,8 +358,12 @@ std::string read_step(table_reader& r, const toml::table& t, step& s) {
   auto needs = [&](bool ok, const std::string& what) {
     if (!ok && error.empty()) error = r.where(t) + ": " + a_step(s.kind) + " needs " + what;
   };
-  if (s.kind == "start" || s.kind == "stop" || s.kind == "kill" || s.kind == "restart")
+  if (acts_on_nodes(s.kind) && s.kind != "heal" && s.kind != "thaw")
     needs(!s.nodes.empty(), "node or nodes");
+  for (const auto& name : s.nodes)
+    if (name == leader_node && s.kind != "cut" && s.kind != "freeze" && error.empty())
+      error = r.where(t) + ": " + a_step(s.kind) + " takes " + leader_node +
+              " only to cut or freeze (heal and thaw without nodes: every one cut or frozen)";
   if (s.kind == "postgres") needs(!s.action.empty(), "action");
   if (s.kind == "sql") needs(!s.sql.empty(), "sql");
   if (s.kind == "submit" || s.kind == "reschedule" || s.kind == "cancel")
@@ -430,9 +443,9 @@ caf::expected<scenario> parse_scenario(const std::string& text, const std::strin
       table_reader r{file, t, "step"};
       auto error = read_step(r, t, s);
       for (const auto& name : s.nodes)
-        if (error.empty() && !node_names.count(name))
+        if (error.empty() && !node_names.count(name) && name != leader_node)
           error = at(file, t) + ": step: node '" + name + "' is not a [[node]] of this scenario";
-      if (error.empty() && !s.node.empty() && !node_names.count(s.node))
+      if (error.empty() && !s.node.empty() && !node_names.count(s.node) && !acts_on_nodes(s.kind))
         error = at(file, t) + ": step: node '" + s.node + "' is not a [[node]] of this scenario";
       if (error.empty() && s.latency && !executor_names.count(s.latency->executor))
         error =

@@ -9,6 +9,7 @@
 #include "tools/percentile.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 #include "tools/scenario/scenario.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +24,7 @@
 #include <fstream>
 #include <iostream>
 #include <random>
+#include <regex>
 #include <set>
 #include <stdexcept>
 #include <thread>
@@ -92,6 +94,11 @@ struct node_run {
   uint16_t cluster_port = 0;
   std::vector<std::string> extra;
   std::unique_ptr<node_process> process;
+  /// Where its connections to PostgreSQL pass, in a scenario that cuts
+  /// nodes off: a cut makes it silent, across restarts, until healed.
+  std::unique_ptr<tcp_proxy> database_link;
+  bool cut = false;
+  bool frozen = false;
   std::string api() const { return "http://127.0.0.1:" + std::to_string(api_port); }
 };
 
@@ -129,6 +136,10 @@ class runner {
   void retire(node_run& n);
   void start_node(node_run& n, const std::vector<std::string>& set);
   void kill_node(node_run& n);
+  void thaw_node(node_run& n);
+  std::vector<node_run*> targets(const step& s);
+  void cut_or_freeze(const step& s, step_report& r);
+  void heal_or_thaw(const step& s, step_report& r);
   void point_executors_at_a_node();
 
   void run_step(const step& s, step_report& r);
@@ -192,11 +203,17 @@ void runner::set_up() {
     if (!started) throw step_failure{error};
     executors_.emplace(e.name, std::move(started));
   }
+  bool cuts = std::any_of(sc_.steps.begin(), sc_.steps.end(),
+                          [](const step& s) { return s.kind == "cut"; });
+  std::smatch port;
+  if (cuts && !std::regex_search(conninfo_, port, std::regex{"port=(\\d+)"}))
+    throw step_failure{"a cut step needs PostgreSQL on a TCP port of this host"};
   for (const auto& spec : sc_.nodes) {
     node_run n;
     n.spec = spec;
     n.api_port = free_loopback_port();
     n.cluster_port = free_loopback_port();
+    if (cuts) n.database_link = std::make_unique<tcp_proxy>("127.0.0.1:" + port[1].str());
     nodes_.emplace(spec.name, std::move(n));
   }
 }
@@ -204,6 +221,7 @@ void runner::set_up() {
 void runner::tear_down() {
   for (auto& [name, n] : nodes_)
     if (n.process) {
+      thaw_node(n);
       n.process->stop(SIGTERM, std::chrono::seconds{20});
       retire(n);
     }
@@ -293,9 +311,16 @@ void runner::start_node(node_run& n, const std::vector<std::string>& set) {
                                    "node.log_level=info"};
   for (const auto& o : n.spec.set) options.push_back(expand(o, 0));
   for (const auto& o : n.extra) options.push_back(expand(o, 0));
-  n.process = std::make_unique<node_process>(options_.binary, n.spec.name, conninfo_, options);
+  auto conninfo = conninfo_;
+  if (n.database_link) {
+    const auto& link = n.database_link->address();
+    conninfo = std::regex_replace(conninfo, std::regex{"port=\\d+"},
+                                  "port=" + link.substr(link.rfind(':') + 1));
+  }
+  n.process = std::make_unique<node_process>(options_.binary, n.spec.name, conninfo, options);
   auto deadline = steady::now() + std::chrono::seconds{60};
-  while (true) {
+  // Cut off, it cannot be ready before it is healed.
+  while (!n.cut) {
     check_interrupted();
     auto ready = http_fetch("GET", n.api() + "/readyz", {}, {}, std::chrono::seconds{2});
     if (ready && ready->status == 200) break;
@@ -310,9 +335,70 @@ void runner::start_node(node_run& n, const std::vector<std::string>& set) {
 void runner::kill_node(node_run& n) {
   if (!n.process) throw step_failure{"node " + n.spec.name + " is not running"};
   n.process->kill_hard();
+  n.frozen = false;
   kills_.push_back({n.spec.name, format_rfc3339(wall_clock_micros())});
   retire(n);
   point_executors_at_a_node();
+}
+
+void runner::thaw_node(node_run& n) {
+  if (!n.frozen) return;
+  if (n.process) kill(n.process->pid(), SIGCONT);
+  n.frozen = false;
+}
+
+/// The nodes a cut, heal, freeze or thaw acts on: those named ({leader}:
+/// the one that leads now), or for heal and thaw without any, every node
+/// cut or frozen.
+std::vector<node_run*> runner::targets(const step& s) {
+  std::vector<node_run*> out;
+  for (const auto& name : s.nodes) {
+    if (name != leader_node) {
+      out.push_back(&nodes_.at(name));
+      continue;
+    }
+    auto leader =
+        scalar("SELECT CASE WHEN expires_at > now() THEN node END FROM taskmill.leadership");
+    if (!nodes_.count(leader)) throw step_failure{"no node of this scenario leads now"};
+    out.push_back(&nodes_.at(leader));
+  }
+  if (s.nodes.empty())
+    for (auto& [name, n] : nodes_)
+      if (s.kind == "heal" ? n.cut : n.frozen) out.push_back(&n);
+  return out;
+}
+
+void runner::cut_or_freeze(const step& s, step_report& r) {
+  std::string names;
+  for (auto* n : targets(s)) {
+    if (s.kind == "cut") {
+      n->database_link->go_silent();
+      n->cut = true;
+    } else {
+      if (!n->process) throw step_failure{"node " + n->spec.name + " is not running"};
+      if (kill(n->process->pid(), SIGSTOP) != 0)
+        throw step_failure{"cannot stop node " + n->spec.name + ": " + std::strerror(errno)};
+      n->frozen = true;
+    }
+    names += (names.empty() ? "" : ", ") + n->spec.name;
+  }
+  r.message = names + (s.kind == "cut" ? ": connections to PostgreSQL pass nothing and stay open"
+                                       : ": SIGSTOP");
+}
+
+void runner::heal_or_thaw(const step& s, step_report& r) {
+  std::string names;
+  for (auto* n : targets(s)) {
+    if (s.kind == "heal") {
+      n->database_link->restore();
+      n->cut = false;
+    } else {
+      thaw_node(*n);
+    }
+    names += (names.empty() ? "" : ", ") + n->spec.name;
+  }
+  r.message = names.empty() ? "none was " + std::string{s.kind == "heal" ? "cut" : "frozen"}
+                            : names + (s.kind == "heal" ? ": connected again" : ": SIGCONT");
 }
 
 std::string runner::task_json(const task_template& t, int64_t i) const {
@@ -678,6 +764,7 @@ void runner::run_step(const step& s, step_report& r) {
     for (const auto& name : s.nodes) {
       auto& n = nodes_.at(name);
       if (k == "restart" && n.process) {
+        thaw_node(n);
         if (s.hard)
           kill_node(n);
         else
@@ -690,6 +777,7 @@ void runner::run_step(const step& s, step_report& r) {
     for (const auto& name : s.nodes) {
       auto& n = nodes_.at(name);
       if (!n.process) throw step_failure{"node " + name + " is not running"};
+      thaw_node(n);
       auto code = n.process->stop(SIGTERM, std::chrono::seconds{30});
       retire(n);
       if (code != 0) throw step_failure{"node " + name + " exited with " + std::to_string(code)};
@@ -699,6 +787,10 @@ void runner::run_step(const step& s, step_report& r) {
   } else if (k == "kill") {
     for (const auto& name : s.nodes) kill_node(nodes_.at(name));
     r.message = "killed";
+  } else if (k == "cut" || k == "freeze") {
+    cut_or_freeze(s, r);
+  } else if (k == "heal" || k == "thaw") {
+    heal_or_thaw(s, r);
   } else if (k == "postgres") {
     postgres(s, r);
   } else if (k == "sql") {
@@ -729,7 +821,12 @@ std::string describe(const step& s) {
     return out;
   };
   const auto& k = s.kind;
-  if (k == "start" || k == "stop" || k == "kill") return k + " " + nodes();
+  if (k == "start" || k == "stop" || k == "kill" || k == "cut" || k == "freeze")
+    return k + " " + nodes();
+  if (k == "heal" || k == "thaw")
+    return k + " " +
+           (s.nodes.empty() ? std::string{k == "heal" ? "every node cut" : "every node frozen"}
+                            : nodes());
   if (k == "restart") return std::string{s.hard ? "kill -9 and restart " : "restart "} + nodes();
   if (k == "postgres") return "postgres " + s.action;
   if (k == "sql") return "sql" + (s.repeat > 1 ? " x" + std::to_string(s.repeat) : "");

@@ -49,6 +49,9 @@ struct latency_check {
 };
 
 /// One step; which fields count depends on `kind`.
+/// In the nodes of a cut or freeze step: the node that leads when it runs.
+inline constexpr const char* leader_node = "{leader}";
+
 struct step {
   std::string kind;
   int line = 0;

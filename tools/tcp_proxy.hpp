@@ -1,7 +1,7 @@
 #pragma once
 
-// A TCP forwarder on loopback, for tests that cut the network between two
-// live processes: while cut, every connection through it is closed and new
+// A TCP forwarder on loopback, for tests and scenarios that cut the network
+// between two live processes: while cut, every connection through it is closed and new
 // ones are refused, as a partition that resets connections would do; while
 // silent, nothing passes either way and nothing is closed, as a pulled
 // cable, a crashed host or a firewall that drops packets looks (no FIN, no
@@ -12,7 +12,7 @@
 #include <string>
 #include <thread>
 
-namespace taskmill::test {
+namespace taskmill {
 
 class tcp_proxy {
  public:
@@ -53,4 +53,4 @@ class tcp_proxy {
   std::thread loop_;
 };
 
-}  // namespace taskmill::test
+}  // namespace taskmill

@@ -1,4 +1,4 @@
-#include "tests/support/tcp_proxy.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -10,7 +10,7 @@
 #include <stdexcept>
 #include <vector>
 
-namespace taskmill::test {
+namespace taskmill {
 
 namespace {
 
@@ -166,4 +166,4 @@ void tcp_proxy::run() {
   for (const auto& p : pairs) close_pair(p);
 }
 
-}  // namespace taskmill::test
+}  // namespace taskmill
