@@ -247,6 +247,10 @@ struct silent_leader_case {
             5s),
         db.scalar("SELECT string_agg(status || ' ' || coalesce(picked_by, '-'), ', ') FROM "
                   "taskmill.tasks WHERE type = 'QUICK'"));
+    BOOST_CHECK_EQUAL(count(db,
+                            "SELECT count(*) FROM taskmill.tasks WHERE type = 'QUICK' AND "
+                            "(attempt > 1 OR picked_by = 'a')"),
+                      0);
     // a's long tasks were lost and run again on b.
     BOOST_CHECK(test::eventually(
         [&] {
