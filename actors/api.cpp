@@ -1,5 +1,6 @@
 #include "actors/api.hpp"
 
+#include "actors/http/browser_guard.hpp"
 #include "actors/http/web_assets.hpp"
 #include "actors/jobs/job_times.hpp"
 #include "actors/metrics/node_metrics.hpp"
@@ -28,6 +29,7 @@ namespace taskmill {
 struct api_state {
   static inline const char* name = "api";
   api_options options;
+  browser_policy browsers;
 };
 
 namespace {
@@ -57,6 +59,12 @@ int status_of(const caf::error& err) {
       return 404;
     case errc::method_not_allowed:
       return 405;
+    case errc::forbidden:
+      return 403;
+    case errc::misdirected:
+      return 421;
+    case errc::unsupported_media_type:
+      return 415;
     case errc::conflict:
       return 409;
     case errc::payload_too_large:
@@ -817,9 +825,17 @@ caf::error check_request_text(const call& c) {
   return caf::none;
 }
 
+errc code_of_refusal(int status) {
+  return status == 421   ? errc::misdirected
+         : status == 403 ? errc::forbidden
+                         : errc::unsupported_media_type;
+}
+
 void route(self_ptr self, call_ptr c) {
   const auto& p = c->path;
   if (auto err = check_request_text(*c)) return fail(self, *c, err);
+  if (auto refused = refuse_foreign_request(c->req, self->state.browsers))
+    return fail(self, *c, make_error(code_of_refusal(refused->status), refused->message));
   auto allowed = allowed_methods(p);
   if (!allowed)
     return fail(self, *c,
@@ -840,6 +856,8 @@ void route(self_ptr self, call_ptr c) {
                                                  " is not allowed here; allowed: " + allowed);
     return fail(self, *c, err, {{"Allow", allowed}});
   }
+  if (auto refused = refuse_content_type(c->req))
+    return fail(self, *c, make_error(code_of_refusal(refused->status), refused->message));
   // HEAD is GET without the body, which the HTTP server leaves out.
   const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
   if (p[0] == "ui" || (p.size() == 2 && p[1] == "openapi.json")) return serve_asset(self, *c);
@@ -869,6 +887,8 @@ void route(self_ptr self, call_ptr c) {
 
 api_actor::behavior_type api(self_ptr self, api_options options) {
   self->state.options = std::move(options);
+  const auto& api_cfg = self->state.options.cfg->api;
+  self->state.browsers = {api_cfg.allowed_hosts, api_cfg.allowed_origins};
   return {
       [self](http_atom, http_exchange& ex) {
         auto c = std::make_shared<call>();

@@ -25,6 +25,28 @@ caf::error config_error(const std::string& where, const std::string& what) {
   return make_error(errc::invalid_argument, "config: " + where + ": " + what);
 }
 
+bool is_host_name(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '-' || c == '_';
+  });
+}
+
+/// scheme://host[:port], as a browser's Origin header has it.
+bool is_origin(const std::string& text) {
+  for (std::string_view scheme : {"http://", "https://"})
+    if (text.starts_with(scheme)) {
+      auto authority = std::string_view{text}.substr(scheme.size());
+      auto host = authority.substr(0, authority.rfind(':'));
+      auto port = authority.substr(host.size());
+      return is_host_name(std::string{host}) &&
+             (port.empty() ||
+              (port.size() > 1 && std::all_of(port.begin() + 1, port.end(), [](char c) {
+                 return std::isdigit(static_cast<unsigned char>(c));
+               })));
+    }
+  return false;
+}
+
 /// Reads the keys of one TOML table into fields, remembering which keys it
 /// consumed so that misspelled options are reported instead of ignored.
 class table_reader {
@@ -341,6 +363,26 @@ std::string read_sections(const toml::table& root, config& cfg) {
     r.read("max_body_bytes", cfg.api.max_body_bytes, 1024, int64_t{1} << 31);
     if (auto addr = parse_listen_address(cfg.api.listen, "api.listen"); !addr)
       r.fail("listen", "must be host:port");
+    if (auto hosts = r.array("allowed_hosts"))
+      for (const auto& entry : *hosts) {
+        auto host = entry.value<std::string>();
+        if (!host || !is_host_name(*host)) {
+          r.fail("allowed_hosts", "must be a list of host names alone (no scheme, port or path)");
+          break;
+        }
+        cfg.api.allowed_hosts.push_back(*host);
+      }
+    if (auto origins = r.array("allowed_origins"))
+      for (const auto& entry : *origins) {
+        auto origin = entry.value<std::string>();
+        if (!origin || !is_origin(*origin)) {
+          r.fail("allowed_origins",
+                 "must be a list of origins, scheme://host[:port] (http or https, no path), as "
+                 "a browser sends them");
+          break;
+        }
+        cfg.api.allowed_origins.push_back(*origin);
+      }
     r.reject_unknown_keys();
     if (!r.error().empty()) return r.error();
   }

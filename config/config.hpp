@@ -109,6 +109,12 @@ struct config {
     std::string token;
     int64_t max_payload_bytes = 1 << 20;
     int64_t max_body_bytes = 64 << 20;
+    /// Host names the node is reached by besides IP addresses and localhost
+    /// (a reverse proxy's, say): any other Host header is refused.
+    std::vector<std::string> allowed_hosts;
+    /// Origins (scheme://host[:port]) whose pages may call the API besides
+    /// the node's own console.
+    std::vector<std::string> allowed_origins;
   } api;
 
   struct cluster_section {

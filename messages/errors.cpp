@@ -38,6 +38,12 @@ const char* to_string(errc code) {
       return "internal";
     case errc::method_not_allowed:
       return "method_not_allowed";
+    case errc::forbidden:
+      return "forbidden";
+    case errc::misdirected:
+      return "misdirected";
+    case errc::unsupported_media_type:
+      return "unsupported_media_type";
   }
   return "unknown";
 }

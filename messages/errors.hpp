@@ -23,6 +23,9 @@ enum class errc : uint8_t {
   unavailable,          // the node is starting or stopping
   internal,
   method_not_allowed,  // a known path, another method
+  forbidden,           // a request the node refuses to take from where it comes
+  misdirected,         // a request for another host (its Host header)
+  unsupported_media_type,
 };
 
 constexpr caf::atom_value error_category = caf::atom("taskmill");

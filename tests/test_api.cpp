@@ -710,9 +710,9 @@ BOOST_AUTO_TEST_CASE(nul_characters_name_the_field) {
 }
 
 BOOST_AUTO_TEST_CASE(wrong_methods_are_405_with_allow) {
-  auto raw =
-      test::raw_exchange(nodes.front().api_port(),
-                         "DELETE /v1/tasks/1 HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto raw = test::raw_exchange(
+      nodes.front().api_port(),
+      "DELETE /v1/tasks/1 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   BOOST_CHECK_EQUAL(test::first_status(raw), 405);
   BOOST_CHECK_MESSAGE(raw.find("\r\nAllow: GET, HEAD\r\n") != std::string::npos, raw);
   for (const auto& [method, path, allow] :
@@ -730,9 +730,10 @@ BOOST_AUTO_TEST_CASE(wrong_methods_are_405_with_allow) {
 }
 
 BOOST_AUTO_TEST_CASE(head_answers_carry_no_body_and_keep_the_connection_usable) {
-  auto raw = test::raw_exchange(nodes.front().api_port(),
-                                "HEAD /healthz HTTP/1.1\r\nHost: x\r\n\r\n"
-                                "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto raw =
+      test::raw_exchange(nodes.front().api_port(),
+                         "HEAD /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+                         "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
   auto second = raw.find("HTTP/1.1 200", 1);
   BOOST_REQUIRE_MESSAGE(raw.rfind("HTTP/1.1 200", 0) == 0 && second != std::string::npos, raw);
   auto head = raw.substr(0, second);
@@ -746,20 +747,20 @@ BOOST_AUTO_TEST_CASE(oversized_urls_and_headers_are_414_and_431) {
   auto port = nodes.front().api_port();
   auto long_target = "/v1/tasks?type=" + std::string(9000, 'a');
   BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(
-                        port, "GET " + long_target + " HTTP/1.1\r\nHost: x\r\n\r\n")),
+                        port, "GET " + long_target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")),
                     414);
   BOOST_CHECK_EQUAL(
-      test::first_status(test::raw_exchange(
-          port, "GET /v1/tasks?type=" + std::string(40000, 'a') + " HTTP/1.1\r\nHost: x\r\n\r\n")),
+      test::first_status(test::raw_exchange(port, "GET /v1/tasks?type=" + std::string(40000, 'a') +
+                                                      " HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")),
       414);
-  BOOST_CHECK_EQUAL(
-      test::first_status(test::raw_exchange(port, "GET /v1/stats HTTP/1.1\r\nHost: x\r\nX-Big: " +
-                                                      std::string(20000, 'b') + "\r\n\r\n")),
-      431);
+  BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(
+                        port, "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Big: " +
+                                  std::string(20000, 'b') + "\r\n\r\n")),
+                    431);
   std::string many;
   for (int i = 0; i < 2000; ++i) many += "X-H" + std::to_string(i) + ": v\r\n";
   BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(
-                        port, "GET /v1/stats HTTP/1.1\r\nHost: x\r\n" + many + "\r\n")),
+                        port, "GET /v1/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n" + many + "\r\n")),
                     431);
   BOOST_CHECK_EQUAL(test::first_status(test::raw_exchange(port, "NOT HTTP AT ALL\r\n\r\n")), 400);
   BOOST_CHECK_EQUAL(
@@ -790,6 +791,73 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_except_for_probes) {
   headers = {{"Authorization", "Bearer s3cret"}};
   BOOST_CHECK_EQUAL(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "x"})").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/v1/stats").status, 200);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// What a web page in the operator's browser could send (SPEC §8): simple
+// cross-origin requests, forms, and DNS rebinding. None changes or reads
+// anything; the node's own clients go on.
+BOOST_FIXTURE_TEST_SUITE(browsers, api_fixture)
+
+BOOST_AUTO_TEST_CASE(a_simple_or_form_request_changes_nothing) {
+  auto task = std::string{R"({"type": "NOOP", "key": "csrf"})"};
+  for (const char* type :
+       {"text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=b", ""})
+    expect_error(call("POST", "/v1/tasks", task, {{"Content-Type", type}}), 415,
+                 "Content-Type header must be application/json");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  // Body-less changes need the type too: a form could send them otherwise.
+  BOOST_REQUIRE_EQUAL(
+      call("PUT", "/v1/jobs/nightly", R"({"schedule": "0 3 * * *", "type": "NOOP"})").status, 201);
+  for (const char* change : {"/v1/jobs/nightly/trigger", "/v1/jobs/nightly/pause"})
+    expect_error(call("POST", change, "", {{"Content-Type", "text/plain"}}), 415, "Content-Type");
+  expect_error(call("DELETE", "/v1/jobs/nightly", "", {{"Content-Type", ""}}), 415, "Content-Type");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT enabled FROM taskmill.jobs WHERE name = 'nightly'"), "t");
+  // The node's own clients send the type, with or without a body.
+  BOOST_CHECK_EQUAL(call("POST", "/v1/jobs/nightly/pause").status, 200);
+  BOOST_CHECK_EQUAL(
+      call("POST", "/v1/tasks", task, {{"Content-Type", "application/json; charset=utf-8"}}).status,
+      200);
+}
+
+BOOST_AUTO_TEST_CASE(a_page_of_another_origin_is_refused) {
+  for (const char* origin : {"http://attacker.example", "http://127.0.0.1:1", "null"})
+    expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "o"})", {{"Origin", origin}}),
+                 403, "Origin header");
+  expect_error(call("GET", "/v1/stats", "", {{"Origin", "http://attacker.example"}}), 403,
+               "api.allowed_origins");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  // The console's own page.
+  auto own = base.substr(0, base.find('/', 7));
+  BOOST_CHECK_EQUAL(
+      call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "o"})", {{"Origin", own}}).status, 200);
+}
+
+BOOST_AUTO_TEST_CASE(a_host_that_is_not_the_node_is_refused_everywhere) {
+  for (const char* path :
+       {"/v1/stats", "/v1/tasks", "/healthz", "/readyz", "/metrics", "/ui/", "/v1/openapi.json"})
+    expect_error(call("GET", path, "", {{"Host", "rebound.attacker.example:8480"}}), 421,
+                 "api.allowed_hosts");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "h"})",
+                    {{"Host", "rebound.attacker.example"}}),
+               421, "Host header");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  BOOST_CHECK_EQUAL(call("GET", "/healthz", "", {{"Host", "localhost"}}).status, 200);
+}
+
+BOOST_AUTO_TEST_CASE(every_answer_carries_the_protective_headers) {
+  for (const char* path : {"/ui/", "/ui/console.js", "/v1/stats", "/v1/nowhere"}) {
+    auto raw = test::raw_exchange(
+        nodes.front().api_port(),
+        std::string{"GET "} + path + " HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    for (const char* header :
+         {"Content-Security-Policy: default-src 'none'; script-src 'self'; style-src 'self';",
+          "frame-ancestors 'none'", "X-Content-Type-Options: nosniff",
+          "Referrer-Policy: no-referrer"})
+      BOOST_CHECK_MESSAGE(raw.find(header) != std::string::npos, path << " lacks " << header);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -49,6 +49,8 @@ BOOST_AUTO_TEST_CASE(the_example_file_documents_the_defaults) {
   BOOST_CHECK(example->database.lock_timeout == defaults.database.lock_timeout);
   BOOST_CHECK_EQUAL(example->api.listen, defaults.api.listen);
   BOOST_CHECK_EQUAL(example->api.max_payload_bytes, defaults.api.max_payload_bytes);
+  BOOST_CHECK(example->api.allowed_hosts == defaults.api.allowed_hosts);
+  BOOST_CHECK(example->api.allowed_origins == defaults.api.allowed_origins);
   BOOST_CHECK_EQUAL(example->scheduling.batch_size, defaults.scheduling.batch_size);
   BOOST_CHECK_EQUAL(example->scheduling.node_limit, defaults.scheduling.node_limit);
   BOOST_CHECK(example->scheduling.poll_interval == defaults.scheduling.poll_interval);
@@ -211,6 +213,16 @@ BOOST_AUTO_TEST_CASE(errors_name_the_option) {
   BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"smtp\"\n"), "'types.X.executor'"));
   BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"http\"\n"), "'types.X.url'"));
   BOOST_CHECK(contains(error_of("[api]\nlisten = \"nohost\"\n"), "'api.listen'"));
+  BOOST_CHECK(contains(error_of("[api]\nallowed_hosts = [\"https://tasks.example.com\"]\n"),
+                       "'api.allowed_hosts' must be a list of host names alone"));
+  BOOST_CHECK(
+      contains(error_of("[api]\nallowed_hosts = \"tasks.example.com\"\n"), "'api.allowed_hosts'"));
+  for (const char* origin : {"ops.example.com", "https://ops.example.com/", "ftp://ops.example.com",
+                             "https://ops.example.com:port"})
+    BOOST_CHECK_MESSAGE(
+        contains(error_of(std::string{"[api]\nallowed_origins = [\""} + origin + "\"]\n"),
+                 "'api.allowed_origins' must be a list of origins"),
+        origin);
   BOOST_CHECK(contains(error_of("[scheduling]\nweights = [1, 2]\n"), "'scheduling.weights'"));
   BOOST_CHECK(contains(error_of("[[reconciler.rules]]\ntype = \"A\"\n"),
                        "'reconciler.rules[0].query' is required"));
@@ -219,6 +231,17 @@ BOOST_AUTO_TEST_CASE(errors_name_the_option) {
                        "'node.name' must not contain control characters"));
   auto syntax = error_of("[node\nname = 1\n");
   BOOST_CHECK_MESSAGE(contains(syntax, "line 1"), syntax);
+}
+
+BOOST_AUTO_TEST_CASE(the_api_takes_the_hosts_and_origins_it_is_told) {
+  temp_file file{
+      "[api]\nallowed_hosts = [\"tasks.example.com\", \"tasks\"]\n"
+      "allowed_origins = [\"https://ops.example.com\", \"http://127.0.0.1:3000\"]\n"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE_MESSAGE(cfg, error_message(cfg ? caf::error{} : cfg.error()));
+  BOOST_CHECK((cfg->api.allowed_hosts == std::vector<std::string>{"tasks.example.com", "tasks"}));
+  BOOST_CHECK((cfg->api.allowed_origins ==
+               std::vector<std::string>{"https://ops.example.com", "http://127.0.0.1:3000"}));
 }
 
 BOOST_AUTO_TEST_CASE(command_line_overrides_beat_the_environment_which_beats_the_file) {

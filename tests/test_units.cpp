@@ -6,6 +6,7 @@
 
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
+#include "actors/http/browser_guard.hpp"
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "messages/cluster_port.hpp"
@@ -840,6 +841,106 @@ BOOST_AUTO_TEST_CASE(frames_pass_in_any_slicing_until_one_is_unknown_or_too_long
 BOOST_AUTO_TEST_CASE(the_frame_bound_follows_the_payload_bound_and_stays_in_32_bits) {
   BOOST_CHECK_EQUAL(max_frame_payload(1 << 20), 5u << 20);
   BOOST_CHECK_EQUAL(max_frame_payload(int64_t{1} << 30), UINT32_MAX);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(browser_guard)
+
+namespace {
+
+http_request request(std::string method, std::vector<std::pair<std::string, std::string>> headers,
+                     std::string body = "") {
+  http_request r;
+  r.method = std::move(method);
+  r.target = "/v1/tasks";
+  r.headers = std::move(headers);
+  r.content_type = r.header("content-type");
+  r.body = std::move(body);
+  return r;
+}
+
+int refused_with(const http_request& r, const browser_policy& p = {}) {
+  if (auto refusal = refuse_foreign_request(r, p)) return refusal->status;
+  if (auto refusal = refuse_content_type(r)) return refusal->status;
+  return 0;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_host_must_name_the_node) {
+  for (const auto* host : {"127.0.0.1:8480", "127.0.0.1", "localhost:8480", "LOCALHOST",
+                           "[::1]:8480", "10.1.2.3:80", "[fe80::1]", ""})
+    BOOST_CHECK_MESSAGE(refused_with(request("GET", {{"host", host}})) == 0, host);
+  for (const auto* host : {"attacker.example:8480", "attacker.example", "127.0.0.1.nip.io",
+                           "localhost.attacker.example", "0x7f000001.example:8480"})
+    BOOST_CHECK_MESSAGE(refused_with(request("GET", {{"host", host}})) == 421, host);
+  auto refusal = refuse_foreign_request(request("GET", {{"host", "evil.example"}}), {});
+  BOOST_REQUIRE(refusal);
+  BOOST_CHECK(refusal->message.find("Host header") != std::string::npos);
+  BOOST_CHECK(refusal->message.find("api.allowed_hosts") != std::string::npos);
+  browser_policy behind_proxy{{"Tasks.Example.Com"}, {}};
+  BOOST_CHECK_EQUAL(refused_with(request("GET", {{"host", "tasks.example.com"}}), behind_proxy), 0);
+  BOOST_CHECK_EQUAL(refused_with(request("GET", {{"host", "other.example.com"}}), behind_proxy),
+                    421);
+}
+
+BOOST_AUTO_TEST_CASE(an_origin_other_than_the_nodes_own_or_a_listed_one_is_refused) {
+  auto get = [](const char* host, const char* origin) {
+    return request("GET", {{"host", host}, {"origin", origin}});
+  };
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "http://127.0.0.1:8480")), 0);
+  BOOST_CHECK_EQUAL(refused_with(get("localhost", "http://LOCALHOST:80")), 0);
+  // Behind a reverse proxy that ends TLS.
+  browser_policy proxy{{"tasks.example.com"}, {}};
+  BOOST_CHECK_EQUAL(refused_with(get("tasks.example.com", "https://tasks.example.com"), proxy), 0);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "http://127.0.0.1:9999")), 403);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "http://attacker.example")), 403);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "null")), 403);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "file://")), 403);
+  browser_policy listed{{}, {"https://Dashboard.Example.com:443", "http://127.0.0.1:3000"}};
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "https://dashboard.example.com"), listed),
+                    0);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "http://127.0.0.1:3000"), listed), 0);
+  BOOST_CHECK_EQUAL(refused_with(get("127.0.0.1:8480", "http://dashboard.example.com"), listed),
+                    403);
+}
+
+BOOST_AUTO_TEST_CASE(changes_need_a_json_or_protobuf_content_type) {
+  auto host = std::pair<std::string, std::string>{"host", "127.0.0.1:8480"};
+  auto with_type = [&](const char* method, const char* type, std::string body = "{}") {
+    std::vector<std::pair<std::string, std::string>> h{host};
+    if (*type) h.emplace_back("content-type", type);
+    return refused_with(request(method, h, std::move(body)));
+  };
+  BOOST_CHECK_EQUAL(with_type("POST", "application/json"), 0);
+  BOOST_CHECK_EQUAL(with_type("POST", "Application/JSON; charset=utf-8"), 0);
+  BOOST_CHECK_EQUAL(with_type("POST", "application/x-protobuf"), 0);
+  BOOST_CHECK_EQUAL(with_type("POST", "application/json", ""), 0);
+  for (const auto* method : {"POST", "PUT", "DELETE", "PATCH"}) {
+    BOOST_CHECK_EQUAL(with_type(method, "text/plain"), 415);
+    BOOST_CHECK_EQUAL(with_type(method, "application/x-www-form-urlencoded"), 415);
+    BOOST_CHECK_EQUAL(with_type(method, "multipart/form-data; boundary=x"), 415);
+    BOOST_CHECK_EQUAL(with_type(method, "", ""), 415);
+  }
+  BOOST_CHECK_EQUAL(with_type("POST", "application/jsonp"), 415);
+  BOOST_CHECK_EQUAL(with_type("GET", "", ""), 0);
+  BOOST_CHECK_EQUAL(with_type("GET", "text/plain", "x"), 415);
+  auto refusal = refuse_content_type(request("POST", {host, {"content-type", "text/plain"}}));
+  BOOST_REQUIRE(refusal);
+  BOOST_CHECK(refusal->message.find("Content-Type header") != std::string::npos);
+  BOOST_CHECK(refusal->message.find("text/plain") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(answers_carry_the_protective_headers) {
+  std::map<std::string, std::string> headers{protective_headers().begin(),
+                                             protective_headers().end()};
+  BOOST_CHECK(headers["Content-Security-Policy"].find("frame-ancestors 'none'") !=
+              std::string::npos);
+  BOOST_CHECK(headers["Content-Security-Policy"].find("script-src 'self'") != std::string::npos);
+  BOOST_CHECK(headers["Content-Security-Policy"].find("unsafe-inline") == std::string::npos);
+  BOOST_CHECK_EQUAL(headers["X-Content-Type-Options"], "nosniff");
+  BOOST_CHECK_EQUAL(headers["Referrer-Policy"], "no-referrer");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -82,5 +82,7 @@ cat <<HINT
   $bin --help
 Node log: $logs/node.log   Executor log: $logs/executor.log
 Ctrl-C stops the node and its PostgreSQL.
+This node has no api.token: anything that reaches 127.0.0.1:8480 may drive it.
+Set one (--set api.token=... or TASKMILL_API_TOKEN) before it listens beyond localhost.
 HINT
 wait "$node_pid"

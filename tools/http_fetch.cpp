@@ -39,7 +39,9 @@ caf::expected<fetched> http_fetch(const std::string& method, const std::string& 
     http::request<http::string_body> req{http::string_to_verb(method), target, 11};
     req.set(http::field::host, authority);
     req.set(http::field::user_agent, "taskmill");
-    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    // A node takes no POST, PUT or DELETE without it (a browser's forms
+    // cannot send it), body or not.
+    if (method != "GET" && method != "HEAD") req.set(http::field::content_type, "application/json");
     for (const auto& [name, value] : headers) req.set(name, value);
     req.body() = body;
     req.prepare_payload();
@@ -86,7 +88,7 @@ struct http_session::impl {
     http::request<http::string_body> req{http::string_to_verb(method), target, 11};
     req.set(http::field::host, host + ":" + port);
     req.keep_alive(true);
-    if (!body.empty()) req.set(http::field::content_type, "application/json");
+    if (method != "GET" && method != "HEAD") req.set(http::field::content_type, "application/json");
     req.body() = body;
     req.prepare_payload();
     http::write(*stream, req);

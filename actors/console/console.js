@@ -182,10 +182,9 @@
     const token = sessionStorage.getItem(TOKEN_KEY);
     if (token) headers.Authorization = `Bearer ${token}`;
     const init = { method, headers, cache: 'no-store' };
-    if (body !== undefined) {
-      headers['Content-Type'] = 'application/json';
-      init.body = typeof body === 'string' ? body : JSON.stringify(body);
-    }
+    // The node takes no change without it, body or not: no form can send it.
+    if (method !== 'GET') headers['Content-Type'] = 'application/json';
+    if (body !== undefined) init.body = typeof body === 'string' ? body : JSON.stringify(body);
     let res;
     try {
       res = await fetch(path, init);

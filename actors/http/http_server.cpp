@@ -1,5 +1,7 @@
 #include "actors/http/http_server.hpp"
 
+#include "actors/http/browser_guard.hpp"
+
 #include "messages/errors.hpp"
 
 #include <boost/asio/dispatch.hpp>
@@ -113,6 +115,7 @@ class session : public std::enable_shared_from_this<session> {
         static_cast<http::status>(res.status), 11);
     msg->set(http::field::server, "taskmill");
     msg->set(http::field::content_type, res.content_type);
+    for (const auto& [name, value] : protective_headers()) msg->set(name, value);
     for (auto& [name, value] : res.headers) msg->set(name, value);
     msg->keep_alive(keep_alive_);
     if (head_) {

@@ -243,7 +243,7 @@ class Checker:
         elif body is not None:
             data = json.dumps(body).encode("utf-8") if not isinstance(body, (bytes, str)) \
                 else (body.encode("utf-8") if isinstance(body, str) else body)
-        if data is not None or content_type:
+        if data is not None or content_type or method not in ("GET", "HEAD"):
             all_headers["Content-Type"] = content_type or "application/json"
         if token is True and self.token:
             all_headers["Authorization"] = "Bearer " + self.token

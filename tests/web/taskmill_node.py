@@ -44,7 +44,7 @@ class Node:
         """(status, parsed JSON or text) of one API call."""
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(self.base + path, data=data, method=method)
-        if data is not None:
+        if method != "GET":
             req.add_header("Content-Type", "application/json")
         if token and self.token:
             req.add_header("Authorization", "Bearer " + self.token)
