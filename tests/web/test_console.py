@@ -12,14 +12,13 @@ import tempfile
 import time
 import traceback
 
-from selenium import webdriver
 from selenium.common.exceptions import StaleElementReferenceException, TimeoutException
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.action_chains import ActionChains
 from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from chromium import browser
 from taskmill_node import running_node
 
 TOKEN = "console-test-token"
@@ -91,21 +90,6 @@ class Console:
     def banner(self):
         banner = self.driver.find_element(By.CSS_SELECTOR, sel("error"))
         return banner.text if banner.is_displayed() else ""
-
-
-def browser(width, height, mobile=False):
-    options = webdriver.ChromeOptions()
-    if mobile:
-        options.add_experimental_option(
-            "mobileEmulation", {"deviceMetrics": {"width": width, "height": height, "pixelRatio": 2}})
-    options.binary_location = "/usr/bin/chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--disable-quic", "--no-first-run", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync",
-                 "--user-data-dir=" + tempfile.mkdtemp(prefix="taskmill-chromium-"),
-                 "--window-size=%d,%d" % (width, height)):
-        options.add_argument(flag)
-    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
 
 
 def all_tasks(node, query):
