@@ -9,10 +9,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <random>
+#include <set>
 #include <stdexcept>
 #include <thread>
 
@@ -108,16 +112,34 @@ std::string node_process::log_tail() const {
 }
 
 uint16_t free_loopback_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  bool bound = fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-               getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
-  if (fd >= 0) close(fd);
-  if (!bound) throw std::runtime_error("cannot find a free loopback port");
-  return ntohs(addr.sin_port);
+  // Below the kernel's range for outgoing connections: a port found free
+  // here stays free for a node that binds it later, or again after a
+  // restart, where one from that range could meanwhile be the local end of
+  // any connection this machine makes.
+  int outgoing_from = 32768;
+  std::ifstream{"/proc/sys/net/ipv4/ip_local_port_range"} >> outgoing_from;
+  static std::mutex handed_out_mutex;
+  static std::set<uint16_t> handed_out;
+  static std::mt19937 rng{std::random_device{}()};
+  std::lock_guard<std::mutex> guard{handed_out_mutex};
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    auto port = static_cast<uint16_t>(
+        std::uniform_int_distribution<int>{10000, std::max(10001, outgoing_from - 1)}(rng));
+    // Handed out already: bound by now, or about to be.
+    if (handed_out.count(port)) continue;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) break;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    bool bound = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (!bound) continue;
+    handed_out.insert(port);
+    return port;
+  }
+  throw std::runtime_error("cannot find a free loopback port");
 }
 
 }  // namespace taskmill
