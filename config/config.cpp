@@ -341,6 +341,11 @@ std::string read_sections(const toml::table& root, config& cfg) {
     table_reader r{top.table("database"), "database"};
     r.read("url", cfg.database.url);
     r.read("listen", cfg.database.listen);
+    r.read("pooler", cfg.database.pooler);
+    if (cfg.database.pooler != "none" && cfg.database.pooler != "session" &&
+        cfg.database.pooler != "transaction")
+      r.fail("pooler", "must be none, session or transaction");
+    if (cfg.database.transaction_pooler()) cfg.database.listen = false;
     r.read("statement_timeout", cfg.database.statement_timeout, milliseconds{1});
     r.read("lock_timeout", cfg.database.lock_timeout, milliseconds{1});
     r.read("reconnect_min", cfg.database.reconnect_min, milliseconds{1});
@@ -661,6 +666,7 @@ caf::expected<config> load_config(const std::string& path,
   }
   // The environment overrides the file; the command line overrides both.
   set_from_environment(root, "database", "url", "TASKMILL_DATABASE_URL");
+  set_from_environment(root, "database", "pooler", "TASKMILL_DATABASE_POOLER");
   set_from_environment(root, "api", "token", "TASKMILL_API_TOKEN");
   set_from_environment(root, "cluster", "secret", "TASKMILL_CLUSTER_SECRET");
   for (const auto& o : overrides)

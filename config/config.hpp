@@ -93,6 +93,12 @@ struct config {
   struct database_section {
     std::string url;     // empty: run the embedded PostgreSQL
     bool listen = true;  // false: poll only (for poolers that break LISTEN)
+    /// "none" or "session": the node's sessions are its own. "transaction"
+    /// (PgBouncer's pool_mode, RDS Proxy, pgcat): a session lasts one
+    /// transaction, so the node keeps nothing in it (no named prepared
+    /// statements, no session settings, no LISTEN: listen is off).
+    std::string pooler = "none";
+    bool transaction_pooler() const { return pooler == "transaction"; }
     milliseconds statement_timeout{30000};
     milliseconds lock_timeout{2000};
     milliseconds reconnect_min{100};

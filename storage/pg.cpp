@@ -102,8 +102,8 @@ void connection::deleter::operator()(pg_conn* conn) const {
   PQfinish(conn);
 }
 
-connection::connection(pg_conn* conn, std::chrono::milliseconds io_timeout)
-    : conn_(conn), io_timeout_(io_timeout) {}
+connection::connection(pg_conn* conn, std::chrono::milliseconds io_timeout, bool pooled)
+    : conn_(conn), io_timeout_(io_timeout), pooled_(pooled) {}
 
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
@@ -111,7 +111,7 @@ connection::~connection() = default;
 
 caf::expected<connection> connection::open(const std::string& conninfo,
                                            std::chrono::milliseconds statement_timeout,
-                                           std::chrono::milliseconds lock_timeout) {
+                                           std::chrono::milliseconds lock_timeout, bool pooled) {
   // Later keywords override what the connection string says: every connection
   // gets a bounded connect and keepalives so a vanished server is noticed.
   const char* keys[] = {
@@ -126,7 +126,7 @@ caf::expected<connection> connection::open(const std::string& conninfo,
         raw, [](void*, const char* message) { spdlog::debug("PostgreSQL: {}", trimmed(message)); },
         nullptr);
   // The socket is silent for at most the statement timeout, plus slack.
-  connection conn{raw, statement_timeout + std::chrono::seconds{10}};
+  connection conn{raw, statement_timeout + std::chrono::seconds{10}, pooled};
   if (!raw || PQstatus(raw) != CONNECTION_OK)
     return make_error(
         errc::storage_unavailable,
@@ -145,6 +145,19 @@ caf::expected<connection> connection::open(const std::string& conninfo,
       // kernel's defaults took two hours.
       "; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5"
       "; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000";
+  if (pooled) {
+    // Times are read as UTC text: a session elsewhere cannot be told so.
+    auto zone = conn.exec("SELECT current_setting('TimeZone')");
+    if (!zone) return zone.error();
+    if (zone->string(0, 0) != "UTC" && zone->string(0, 0) != "Etc/UTC")
+      return make_error(errc::storage_error,
+                        "behind a transaction pooler (database.pooler) the node cannot set its "
+                        "sessions' TimeZone, which is " +
+                            zone->string(0, 0) +
+                            ": make it UTC for the node's role (ALTER ROLE ... SET TimeZone = "
+                            "'UTC') or database");
+    return conn;
+  }
   if (auto res = conn.exec(setup); !res) return res.error();
   return conn;
 }
@@ -172,7 +185,21 @@ caf::expected<result> connection::exec(const std::string& sql, const std::vector
 }
 
 caf::error connection::prepare_and_enter_pipeline(const std::vector<const statement*>& statements) {
+  // Behind a transaction pooler a named statement would stay on a server
+  // connection others get next: each is parsed where it runs instead. A
+  // parse is still made, and a wrong statement found, once at connect.
   for (auto stmt : statements) {
+    if (pooled_) {
+      PGresult* described = PQprepare(conn_.get(), "", stmt->sql, 0, nullptr);
+      if (!described) return lost("prepare failed");
+      auto ok = PQresultStatus(described) == PGRES_COMMAND_OK;
+      auto err = ok ? caf::error{} : error_of(described);
+      PQclear(described);
+      if (!ok)
+        return make_error(errc::storage_error, std::string{"cannot prepare statement "} +
+                                                   stmt->name + ": " + error_message(err));
+      continue;
+    }
     PGresult* raw = PQprepare(conn_.get(), stmt->name, stmt->sql, 0, nullptr);
     if (!raw) return lost("prepare failed");
     if (PQresultStatus(raw) != PGRES_COMMAND_OK) {
@@ -200,10 +227,12 @@ void connection::run(const std::vector<call>& calls,
   for (const auto& c : calls) {
     values.clear();
     for (const auto& p : c.params) values.push_back(p ? p->c_str() : nullptr);
-    if (!PQsendQueryPrepared(conn_.get(), c.stmt->name, static_cast<int>(values.size()),
-                             values.data(), nullptr, nullptr, 0) ||
-        !PQpipelineSync(conn_.get()))
-      return fail_rest(lost("cannot send"));
+    auto sent =
+        pooled_ ? PQsendQueryParams(conn_.get(), c.stmt->sql, static_cast<int>(values.size()),
+                                    nullptr, values.data(), nullptr, nullptr, 0)
+                : PQsendQueryPrepared(conn_.get(), c.stmt->name, static_cast<int>(values.size()),
+                                      values.data(), nullptr, nullptr, 0);
+    if (!sent || !PQpipelineSync(conn_.get())) return fail_rest(lost("cannot send"));
   }
   if (auto err = flush_all()) return fail_rest(err);
   // Each statement runs in a transaction of its own that commits at its

@@ -69,10 +69,14 @@ struct notification {
 class connection {
  public:
   /// Connects, sets the session up (UTC, timeouts) and leaves the connection in
-  /// ordinary (non-pipeline) mode.
+  /// ordinary (non-pipeline) mode. Behind a transaction pooler (`pooled`)
+  /// the session is whoever's the pooler hands it to next: nothing is set
+  /// in it, statements go unnamed, and the settings the node needs must be
+  /// the role's (TimeZone UTC is checked).
   static caf::expected<connection> open(const std::string& conninfo,
                                         std::chrono::milliseconds statement_timeout,
-                                        std::chrono::milliseconds lock_timeout);
+                                        std::chrono::milliseconds lock_timeout,
+                                        bool pooled = false);
 
   connection(connection&&) noexcept;
   connection& operator=(connection&&) noexcept;
@@ -101,7 +105,7 @@ class connection {
   std::vector<notification> take_notifications();
 
  private:
-  explicit connection(pg_conn* conn, std::chrono::milliseconds io_timeout);
+  connection(pg_conn* conn, std::chrono::milliseconds io_timeout, bool pooled);
   caf::error wait_for(bool write);
   caf::error flush_all();
   caf::expected<result> read_one_statement();
@@ -113,6 +117,8 @@ class connection {
   };
   std::unique_ptr<pg_conn, deleter> conn_;
   std::chrono::milliseconds io_timeout_;
+  /// Behind a transaction pooler: statements are sent unnamed.
+  bool pooled_ = false;
   bool broken_ = false;
 };
 

@@ -124,7 +124,7 @@ bool connect(self_ptr self) {
     return false;
   };
   auto conn = db::connection::open(st.options.conninfo, st.options.statement_timeout,
-                                   st.options.lock_timeout);
+                                   st.options.lock_timeout, st.options.transaction_pooler);
   if (!conn) return fail(conn.error());
   auto version = db::apply_migrations(*conn, db::all_migrations());
   if (!version) return fail(version.error());

@@ -22,6 +22,8 @@ struct storage_options {
   std::chrono::milliseconds reconnect_max{5000};
   /// LISTEN for wake-ups; off for connection poolers that break LISTEN.
   bool listen = true;
+  /// Behind a transaction pooler: nothing is kept in the session.
+  bool transaction_pooler = false;
   /// How far ahead a claim looks for the next task to become due: the
   /// pusher's poll interval, after which it looks again anyway.
   std::chrono::milliseconds next_due_horizon{1000};

@@ -46,6 +46,7 @@ BOOST_AUTO_TEST_CASE(the_example_file_documents_the_defaults) {
   BOOST_CHECK_EQUAL(example->node.data_dir, defaults.node.data_dir);
   BOOST_CHECK(example->node.shutdown_grace == defaults.node.shutdown_grace);
   BOOST_CHECK_EQUAL(example->database.url, defaults.database.url);
+  BOOST_CHECK_EQUAL(example->database.pooler, defaults.database.pooler);
   BOOST_CHECK(example->database.lock_timeout == defaults.database.lock_timeout);
   BOOST_CHECK_EQUAL(example->api.listen, defaults.api.listen);
   BOOST_CHECK_EQUAL(example->api.max_payload_bytes, defaults.api.max_payload_bytes);
@@ -213,6 +214,8 @@ BOOST_AUTO_TEST_CASE(errors_name_the_option) {
   BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"smtp\"\n"), "'types.X.executor'"));
   BOOST_CHECK(contains(error_of("[types.X]\nexecutor = \"http\"\n"), "'types.X.url'"));
   BOOST_CHECK(contains(error_of("[api]\nlisten = \"nohost\"\n"), "'api.listen'"));
+  BOOST_CHECK(contains(error_of("[database]\npooler = \"statement\"\n"),
+                       "'database.pooler' must be none, session or transaction"));
   BOOST_CHECK(contains(error_of("[api]\nallowed_hosts = [\"https://tasks.example.com\"]\n"),
                        "'api.allowed_hosts' must be a list of host names alone"));
   BOOST_CHECK(

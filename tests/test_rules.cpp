@@ -530,7 +530,7 @@ BOOST_AUTO_TEST_SUITE(transactional_enqueue)
 BOOST_AUTO_TEST_CASE(a_business_transaction_submits_atomically_and_wakes_on_commit) {
   task_database db{"txn"};
   db.exec("CREATE TABLE articles (id int PRIMARY KEY, state text)");
-  auto listener = db.connect();
+  auto listener = db.connect_direct();
   BOOST_REQUIRE(listener.exec("LISTEN taskmill_tasks"));
   auto business = db.connect();
   BOOST_REQUIRE(business.exec("BEGIN"));

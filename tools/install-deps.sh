@@ -8,6 +8,8 @@ packages=(
   libcaf-dev libssl-dev
   libprotobuf-dev protobuf-compiler
   libpq-dev postgresql
+  # Tests behind a connection pooler in transaction mode.
+  pgbouncer
   libboost-dev libboost-test-dev
   nlohmann-json3-dev libspdlog-dev libcli11-dev libtomlplusplus-dev prometheus-cpp-dev
   libhowardhinnant-date-dev tzdata

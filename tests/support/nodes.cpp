@@ -12,6 +12,10 @@ config test_node_config(const std::string& name) {
   cfg.api.listen = "127.0.0.1:0";
   cfg.cluster.listen = "127.0.0.1:0";
   cfg.scheduling.poll_interval = 500ms;
+  if (behind_pooler()) {
+    cfg.database.pooler = "transaction";
+    cfg.database.listen = false;
+  }
   for (auto [type, executor] : {std::pair{"NOOP", executor_kind::noop},
                                 {"SLEEP", executor_kind::sleep},
                                 {"FAIL", executor_kind::fail}}) {

@@ -25,7 +25,21 @@ std::string server_conninfo() {
   return conninfo;
 }
 
+bool behind_pooler() {
+  return std::getenv("TASKMILL_TEST_POOLER") != nullptr;
+}
+
 namespace {
+
+std::string pooler_conninfo() {
+  const char* file = std::getenv("TASKMILL_TEST_POOLER");
+  std::string conninfo;
+  std::getline(std::ifstream{file}, conninfo);
+  if (conninfo.empty())
+    throw std::runtime_error(std::string{"no connection string in "} + file +
+                             ": is PgBouncer (the Debian package pgbouncer) installed?");
+  return conninfo;
+}
 
 db::connection admin_connection() {
   auto conn =
@@ -47,7 +61,7 @@ scratch_database::scratch_database(const std::string& label) {
   auto admin = admin_connection();
   if (auto res = admin.exec("CREATE DATABASE " + name_); !res)
     throw std::runtime_error(error_message(res.error()));
-  conninfo_ = replace_dbname(server_conninfo(), name_);
+  conninfo_ = replace_dbname(behind_pooler() ? pooler_conninfo() : server_conninfo(), name_);
 }
 
 scratch_database::~scratch_database() {
@@ -57,7 +71,15 @@ scratch_database::~scratch_database() {
 }
 
 db::connection scratch_database::connect() const {
-  auto conn = db::connection::open(conninfo_, std::chrono::seconds{60}, std::chrono::seconds{10});
+  auto conn = db::connection::open(conninfo_, std::chrono::seconds{60}, std::chrono::seconds{10},
+                                   behind_pooler());
+  if (!conn) throw std::runtime_error(error_message(conn.error()));
+  return std::move(*conn);
+}
+
+db::connection scratch_database::connect_direct() const {
+  auto conn = db::connection::open(replace_dbname(server_conninfo(), name_),
+                                   std::chrono::seconds{60}, std::chrono::seconds{10});
   if (!conn) throw std::runtime_error(error_message(conn.error()));
   return std::move(*conn);
 }

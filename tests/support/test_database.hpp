@@ -22,6 +22,11 @@ namespace taskmill::test {
 /// The connection string of the throwaway server (from the CTest fixture).
 std::string server_conninfo();
 
+/// Behind PgBouncer in transaction mode (TASKMILL_TEST_POOLER names its
+/// connection string): test databases are reached through it, and nodes run
+/// with database.pooler = "transaction".
+bool behind_pooler();
+
 /// A fresh, empty database, dropped when this goes away.
 class scratch_database {
  public:
@@ -35,6 +40,8 @@ class scratch_database {
 
   /// A plain connection (not in pipeline mode).
   db::connection connect() const;
+  /// The same straight to the server, past any pooler (to LISTEN).
+  db::connection connect_direct() const;
 
   /// Runs SQL on a connection of its own; fails the test on error.
   db::result exec(const std::string& sql, const std::vector<db::param>& params = {}) const;

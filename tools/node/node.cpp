@@ -225,6 +225,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.reconnect_min = cfg->database.reconnect_min;
   storage_opts.reconnect_max = cfg->database.reconnect_max;
   storage_opts.listen = cfg->database.listen;
+  storage_opts.transaction_pooler = cfg->database.transaction_pooler();
   storage_opts.next_due_horizon = cfg->scheduling.poll_interval;
   storage_opts.rules = cfg->reconciler.rules;
   storage_opts.compensation_batch = cfg->watcher.batch_size;
@@ -390,6 +391,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   cron_options cron_opts;
   cron_opts.storage = node.storage;
   cron_opts.lease = lease;
+  // Without LISTEN no change of jobs is heard of: look as often as claims do.
+  if (!cfg->database.listen) cron_opts.longest_sleep = cfg->scheduling.poll_interval;
   cron_opts.misfire.threshold = cfg->cron.misfire_after;
   node.cron = spawn_cron(sys, cron_opts);
   watch("cron", node.cron);
