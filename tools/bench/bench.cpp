@@ -9,6 +9,7 @@
 #include "tools/node_process.hpp"
 #include "tools/percentile.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
+#include "tools/postgres/pgbouncer.hpp"
 
 #include <libpq-fe.h>
 #include <unistd.h>
@@ -211,6 +212,7 @@ class bench_database {
     }
     if (server_) {
       auto dir = server_->dir();
+      db::stop_pgbouncer(dir);
       server_->stop();
       server_.reset();
       std::error_code ignored;
@@ -223,6 +225,9 @@ class bench_database {
   bench_database& operator=(const bench_database&) = delete;
 
   const std::string& conninfo() const { return conninfo_; }
+  /// The same database through PgBouncer in transaction mode (20 server
+  /// connections), in front of the private server; empty without one.
+  const std::string& pooled_conninfo() const { return pooled_conninfo_; }
   std::string description() const {
     return server_
                ? "private PostgreSQL (durable settings) on port " + std::to_string(server_->port())
@@ -243,6 +248,11 @@ class bench_database {
     }
     server_.emplace(std::move(*started));
     conninfo_ = server_->conninfo();
+    auto pooler = db::start_pgbouncer(server_->dir(), server_->conninfo(), 20);
+    if (pooler)
+      pooled_conninfo_ = *pooler;
+    else
+      progress("  no PgBouncer, no measurement through it: " + error_message(pooler.error()));
   }
 
   std::optional<db::embedded_postgres> server_;
@@ -250,6 +260,7 @@ class bench_database {
   std::string admin_conninfo_;
   std::string name_;
   std::string conninfo_;
+  std::string pooled_conninfo_;
 };
 
 // -- the node --------------------------------------------------------------------
@@ -956,6 +967,12 @@ int measure(const bench_options& options) {
   bench_node limited{options.binary, database.conninfo(), mixed_node_types(true), "limited"};
   bench_node limited_beside{options.binary, database.conninfo(), mixed_node_types(true, true),
                             "limited-beside"};
+  bench_node pooled{
+      options.binary,
+      database.pooled_conninfo(),
+      {std::string{"types."} + backlog_type + ".executor=noop",
+       std::string{"types."} + noop_type + ".executor=noop", "database.pooler=transaction"},
+      "pooled"};
   node.start();
   run(conn, sql::create_raw_table);
 
@@ -968,7 +985,8 @@ int measure(const bench_options& options) {
       drain_ratio{"ratio"}, drain_unlimited{"tasks/s"}, drain_limited{"tasks/s"},
       limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"}, limits_beside_ratio{"ratio"},
       drain_stranded{"tasks/s"}, stranded_ratio{"ratio"}, drain_calendar{"tasks/s"},
-      calendar_ratio{"ratio"};
+      calendar_ratio{"ratio"}, pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"},
+      pooled_submit{"tasks/s"}, pooled_submit_ratio{"ratio"};
   auto peak_rss = [&] {
     return std::max(
         {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
@@ -1054,6 +1072,17 @@ int measure(const bench_options& options) {
         mixed_drain_rate(unlimited, conn, p.drain_tasks, r, stranded_backlog::beside));
     stranded_ratio.runs.push_back(drain_stranded.runs.back() / drain_unlimited.runs.back());
   }
+  for (int r = 0; r < p.runs && !database.pooled_conninfo().empty(); ++r) {
+    runs("drain of " + std::to_string(p.drain_tasks) + " through PgBouncer, transaction mode", r);
+    pooled_drain.runs.push_back(backlog_rate(pooled, conn, p.drain_tasks, p.drain_tasks, r));
+    pooled_drain_ratio.runs.push_back(pooled_drain.runs.back() / drain.runs[r]);
+    runs("submit, one task per request, 4 clients, through PgBouncer", r);
+    pooled.start();
+    pooled_submit.runs.push_back(
+        submit_rate(pooled, conn, 4, 1, p.submit_seconds, "p" + std::to_string(r)));
+    pooled.stop();
+    pooled_submit_ratio.runs.push_back(pooled_submit.runs.back() / submit_single.runs[r]);
+  }
   progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
   run(conn, sql::reset_tasks);
   run(conn, sql::load_calendar, {std::string{calendar_type}, std::to_string(p.calendar_tasks)});
@@ -1107,6 +1136,10 @@ int measure(const bench_options& options) {
       {"that drain / without them", stranded_ratio},
       {"drain: " + drains + " beside " + k(p.calendar_tasks) + " due later", drain_calendar},
       {"drain beside the calendar / plain drain", calendar_ratio},
+      {"drain: " + drains + " through PgBouncer (transaction)", pooled_drain},
+      {"that drain / direct drain", pooled_drain_ratio},
+      {"submit: 1 task/request, 4 clients, PgBouncer", pooled_submit},
+      {"that submit / direct submit", pooled_submit_ratio},
       {"node peak RSS", rss},
   };
   std::vector<target> targets{
