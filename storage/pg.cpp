@@ -145,6 +145,16 @@ caf::expected<connection> connection::open(const std::string& conninfo,
       // kernel's defaults took two hours.
       "; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5"
       "; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000";
+  // A standby (or a primary a failover demoted) answers, but takes no
+  // writes: a node must not start on one.
+  auto writable = conn.exec("SELECT current_setting('transaction_read_only')");
+  if (!writable) return writable.error();
+  if (writable->string(0, 0) == "on")
+    return make_error(errc::storage_unavailable,
+                      "cannot work on PostgreSQL at " + trimmed(PQhost(raw)) + ":" +
+                          trimmed(PQport(raw)) +
+                          ": it takes no writes (a standby?); with several hosts, add "
+                          "target_session_attrs=read-write to the connection string");
   if (pooled) {
     // Times are read as UTC text: a session elsewhere cannot be told so.
     auto zone = conn.exec("SELECT current_setting('TimeZone')");
@@ -311,11 +321,19 @@ caf::expected<result> connection::read_one_statement() {
       case PGRES_COMMAND_OK:
         res.emplace(raw);
         break;
-      case PGRES_FATAL_ERROR:
+      case PGRES_FATAL_ERROR: {
+        // A write refused as read-only: this server is a standby now (a
+        // primary demoted by a failover). Connecting again finds the
+        // primary (target_session_attrs=read-write) or waits for one.
+        auto sqlstate = PQresultErrorField(raw, PG_DIAG_SQLSTATE);
+        bool read_only = sqlstate && std::string_view{sqlstate} == "25006";
         err = error_of(raw);
         PQclear(raw);
+        if (read_only)
+          return lost("the server takes no writes (a standby, or a primary a failover demoted)");
         if (PQstatus(conn_.get()) == CONNECTION_BAD) return lost(error_message(err));
         break;
+      }
       default:
         err = make_error(errc::storage_error,
                          std::string{"unexpected result "} + PQresStatus(PQresultStatus(raw)));

@@ -3,6 +3,7 @@
 
 #include "messages/errors.hpp"
 #include "storage/migrations.hpp"
+#include "storage/statements.hpp"
 #include "storage/storage.hpp"
 #include "tests/support/task_sql.hpp"
 #include "tests/support/test_database.hpp"
@@ -150,6 +151,36 @@ BOOST_AUTO_TEST_CASE(sessions_ask_the_server_for_keepalives_and_a_tcp_user_timeo
       "current_setting('tcp_keepalives_count') || ' ' || current_setting('tcp_user_timeout')");
   BOOST_REQUIRE(res);
   BOOST_CHECK_EQUAL(res->string(0, 0), "10 5 3 25000");
+}
+
+// After a failover the old primary, back as a standby, still answers: a
+// node must notice that it takes no writes and look for the primary.
+BOOST_AUTO_TEST_CASE(a_server_that_takes_no_writes_is_left_for_another) {
+  test::scratch_database database{"readonly"};
+  {
+    auto conn = database.connect();
+    BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
+  }
+  // A connection that worked, whose server then refuses writes.
+  auto conn = database.connect();
+  BOOST_REQUIRE(conn.exec("SET default_transaction_read_only = on"));
+  BOOST_REQUIRE(!conn.prepare_and_enter_pipeline({&db::sql::heartbeat}));
+  std::optional<caf::error> answer;
+  conn.run({db::call{&db::sql::heartbeat, {"n1", "i1", "false"}}},
+           [&](caf::expected<db::result>&& r) { answer = r ? caf::error{} : r.error(); });
+  BOOST_REQUIRE(answer && *answer);
+  BOOST_CHECK(is(*answer, errc::storage_unavailable));
+  BOOST_CHECK_MESSAGE(error_message(*answer).find("takes no writes") != std::string::npos,
+                      error_message(*answer));
+  BOOST_CHECK(conn.broken());
+  // Nor does a node start on such a server.
+  database.exec("ALTER DATABASE " + database.name() + " SET default_transaction_read_only = on");
+  auto refused = db::connection::open(database.conninfo(), 30s, 2s);
+  BOOST_REQUIRE(!refused);
+  BOOST_CHECK_MESSAGE(
+      error_message(refused.error()).find("target_session_attrs=read-write") != std::string::npos,
+      error_message(refused.error()));
+  database.exec("ALTER DATABASE " + database.name() + " RESET default_transaction_read_only");
 }
 
 // A node that goes silent (network blackholed) while it migrates holds the
