@@ -5,6 +5,7 @@ binary as a child process, and both gone at the end whatever happened."""
 import contextlib
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -14,10 +15,26 @@ import urllib.error
 import urllib.request
 
 
+_handed_out = set()
+
+
 def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port free now, below the kernel's range for outgoing
+    connections, so that none takes it before the node binds it."""
+    with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+        outgoing_from = int(f.read().split()[0])
+    for _ in range(200):
+        port = random.randint(10000, max(10001, outgoing_from - 1))
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
+        return port
+    raise RuntimeError("cannot find a free loopback port")
 
 
 def _server_conninfo():
