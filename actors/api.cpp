@@ -825,17 +825,11 @@ caf::error check_request_text(const call& c) {
   return caf::none;
 }
 
-errc code_of_refusal(int status) {
-  return status == 421   ? errc::misdirected
-         : status == 403 ? errc::forbidden
-                         : errc::unsupported_media_type;
-}
-
 void route(self_ptr self, call_ptr c) {
   const auto& p = c->path;
   if (auto err = check_request_text(*c)) return fail(self, *c, err);
   if (auto refused = refuse_foreign_request(c->req, self->state.browsers))
-    return fail(self, *c, make_error(code_of_refusal(refused->status), refused->message));
+    return fail(self, *c, make_error(refused->code, refused->message));
   auto allowed = allowed_methods(p);
   if (!allowed)
     return fail(self, *c,
@@ -857,7 +851,7 @@ void route(self_ptr self, call_ptr c) {
     return fail(self, *c, err, {{"Allow", allowed}});
   }
   if (auto refused = refuse_content_type(c->req))
-    return fail(self, *c, make_error(code_of_refusal(refused->status), refused->message));
+    return fail(self, *c, make_error(refused->code, refused->message));
   // HEAD is GET without the body, which the HTTP server leaves out.
   const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
   if (p[0] == "ui" || (p.size() == 2 && p[1] == "openapi.json")) return serve_asset(self, *c);

@@ -860,10 +860,21 @@ http_request request(std::string method, std::vector<std::pair<std::string, std:
   return r;
 }
 
+/// The HTTP status the API answers a refusal with, 0 for none.
 int refused_with(const http_request& r, const browser_policy& p = {}) {
-  if (auto refusal = refuse_foreign_request(r, p)) return refusal->status;
-  if (auto refusal = refuse_content_type(r)) return refusal->status;
-  return 0;
+  auto refusal = refuse_foreign_request(r, p);
+  if (!refusal) refusal = refuse_content_type(r);
+  if (!refusal) return 0;
+  switch (refusal->code) {
+    case errc::misdirected:
+      return 421;
+    case errc::forbidden:
+      return 403;
+    case errc::unsupported_media_type:
+      return 415;
+    default:
+      return -1;
+  }
 }
 
 }  // namespace

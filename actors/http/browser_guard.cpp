@@ -82,9 +82,10 @@ std::optional<browser_refusal> refuse_foreign_request(const http_request& req,
                     std::any_of(policy.allowed_hosts.begin(), policy.allowed_hosts.end(),
                                 [&](const std::string& h) { return lower(h) == host; });
   if (!known_host)
-    return browser_refusal{421, "the Host header names " + quote_input(authority) +
-                                    ", which is not this node: reach it by an IP address or "
-                                    "localhost, or list the name in api.allowed_hosts"};
+    return browser_refusal{errc::misdirected,
+                           "the Host header names " + quote_input(authority) +
+                               ", which is not this node: reach it by an IP address or "
+                               "localhost, or list the name in api.allowed_hosts"};
   auto origin = std::string{trimmed(req.header("origin"))};
   if (!origin.empty()) {
     auto [scheme, origin_authority] = split_origin(origin);
@@ -95,9 +96,10 @@ std::optional<browser_refusal> refuse_foreign_request(const http_request& req,
                                 return split_origin(o) == std::pair{scheme, origin_authority};
                               });
     if (!own && !listed)
-      return browser_refusal{403, "the Origin header names " + quote_input(origin) +
-                                      ", a page of another site: this node answers its own "
-                                      "pages and those of api.allowed_origins only"};
+      return browser_refusal{errc::forbidden,
+                             "the Origin header names " + quote_input(origin) +
+                                 ", a page of another site: this node answers its own "
+                                 "pages and those of api.allowed_origins only"};
   }
   return std::nullopt;
 }
@@ -105,7 +107,7 @@ std::optional<browser_refusal> refuse_foreign_request(const http_request& req,
 std::optional<browser_refusal> refuse_content_type(const http_request& req) {
   if (changes_state(req) && !json_or_protobuf(req.content_type))
     return browser_refusal{
-        415,
+        errc::unsupported_media_type,
         "the Content-Type header must be application/json or application/x-protobuf "
         "(an empty JSON body where none is needed), found " +
             (req.content_type.empty() ? std::string{"none"} : quote_input(req.content_type))};

@@ -12,6 +12,7 @@
 // refused, and a request that changes something must say its body is JSON
 // or protobuf, which no form and no simple request can.
 
+#include "messages/errors.hpp"
 #include "messages/http.hpp"
 
 #include <optional>
@@ -31,8 +32,8 @@ struct browser_policy {
 };
 
 struct browser_refusal {
-  /// 421 (Host), 403 (Origin) or 415 (Content-Type).
-  int status;
+  /// misdirected (Host), forbidden (Origin) or unsupported_media_type.
+  errc code;
   std::string message;
 };
 
