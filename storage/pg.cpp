@@ -145,30 +145,29 @@ caf::expected<connection> connection::open(const std::string& conninfo,
       // kernel's defaults took two hours.
       "; SET tcp_keepalives_idle = 10; SET tcp_keepalives_interval = 5"
       "; SET tcp_keepalives_count = 3; SET tcp_user_timeout = 25000";
+  // One round trip: the settings (none behind a transaction pooler, where
+  // the session is whoever's next), then what the server says of itself.
+  auto state =
+      conn.exec((pooled ? std::string{} : setup + "; ") +
+                "SELECT current_setting('transaction_read_only'), current_setting('TimeZone')");
+  if (!state) return state.error();
   // A standby (or a primary a failover demoted) answers, but takes no
   // writes: a node must not start on one.
-  auto writable = conn.exec("SELECT current_setting('transaction_read_only')");
-  if (!writable) return writable.error();
-  if (writable->string(0, 0) == "on")
+  if (state->string(0, 0) == "on")
     return make_error(errc::storage_unavailable,
                       "cannot work on PostgreSQL at " + trimmed(PQhost(raw)) + ":" +
                           trimmed(PQport(raw)) +
                           ": it takes no writes (a standby?); with several hosts, add "
                           "target_session_attrs=read-write to the connection string");
-  if (pooled) {
-    // Times are read as UTC text: a session elsewhere cannot be told so.
-    auto zone = conn.exec("SELECT current_setting('TimeZone')");
-    if (!zone) return zone.error();
-    if (zone->string(0, 0) != "UTC" && zone->string(0, 0) != "Etc/UTC")
-      return make_error(errc::storage_error,
-                        "behind a transaction pooler (database.pooler) the node cannot set its "
-                        "sessions' TimeZone, which is " +
-                            zone->string(0, 0) +
-                            ": make it UTC for the node's role (ALTER ROLE ... SET TimeZone = "
-                            "'UTC') or database");
-    return conn;
-  }
-  if (auto res = conn.exec(setup); !res) return res.error();
+  // Times are read as UTC text; a pooled session cannot be told so.
+  auto zone = state->string(0, 1);
+  if (zone != "UTC" && zone != "Etc/UTC")
+    return make_error(errc::storage_error,
+                      "behind a transaction pooler (database.pooler) the node cannot set its "
+                      "sessions' TimeZone, which is " +
+                          zone +
+                          ": make it UTC for the node's role (ALTER ROLE ... SET TimeZone = "
+                          "'UTC') or database");
   return conn;
 }
 
