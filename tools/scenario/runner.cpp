@@ -138,8 +138,8 @@ class runner {
   void kill_node(node_run& n);
   void thaw_node(node_run& n);
   std::vector<node_run*> targets(const step& s);
-  void cut_or_freeze(const step& s, step_report& r);
-  void heal_or_thaw(const step& s, step_report& r);
+  /// cut, heal, freeze or thaw.
+  void set_apart(const step& s, step_report& r);
   void point_executors_at_a_node();
 
   void run_step(const step& s, step_report& r);
@@ -368,12 +368,14 @@ std::vector<node_run*> runner::targets(const step& s) {
   return out;
 }
 
-void runner::cut_or_freeze(const step& s, step_report& r) {
+void runner::set_apart(const step& s, step_report& r) {
   std::string names;
   for (auto* n : targets(s)) {
-    if (s.kind == "cut") {
-      n->database_link->go_silent();
-      n->cut = true;
+    if (s.kind == "cut" || s.kind == "heal") {
+      n->cut = s.kind == "cut";
+      n->cut ? n->database_link->go_silent() : n->database_link->restore();
+    } else if (s.kind == "thaw") {
+      thaw_node(*n);
     } else {
       if (!n->process) throw step_failure{"node " + n->spec.name + " is not running"};
       if (kill(n->process->pid(), SIGSTOP) != 0)
@@ -382,23 +384,13 @@ void runner::cut_or_freeze(const step& s, step_report& r) {
     }
     names += (names.empty() ? "" : ", ") + n->spec.name;
   }
-  r.message = names + (s.kind == "cut" ? ": connections to PostgreSQL pass nothing and stay open"
-                                       : ": SIGSTOP");
-}
-
-void runner::heal_or_thaw(const step& s, step_report& r) {
-  std::string names;
-  for (auto* n : targets(s)) {
-    if (s.kind == "heal") {
-      n->database_link->restore();
-      n->cut = false;
-    } else {
-      thaw_node(*n);
-    }
-    names += (names.empty() ? "" : ", ") + n->spec.name;
-  }
+  static const std::map<std::string, std::string> done{
+      {"cut", "connections to PostgreSQL pass nothing and stay open"},
+      {"heal", "connected again"},
+      {"freeze", "SIGSTOP"},
+      {"thaw", "SIGCONT"}};
   r.message = names.empty() ? "none was " + std::string{s.kind == "heal" ? "cut" : "frozen"}
-                            : names + (s.kind == "heal" ? ": connected again" : ": SIGCONT");
+                            : names + ": " + done.at(s.kind);
 }
 
 std::string runner::task_json(const task_template& t, int64_t i) const {
@@ -787,10 +779,8 @@ void runner::run_step(const step& s, step_report& r) {
   } else if (k == "kill") {
     for (const auto& name : s.nodes) kill_node(nodes_.at(name));
     r.message = "killed";
-  } else if (k == "cut" || k == "freeze") {
-    cut_or_freeze(s, r);
-  } else if (k == "heal" || k == "thaw") {
-    heal_or_thaw(s, r);
+  } else if (k == "cut" || k == "heal" || k == "freeze" || k == "thaw") {
+    set_apart(s, r);
   } else if (k == "postgres") {
     postgres(s, r);
   } else if (k == "sql") {
