@@ -51,6 +51,15 @@ int64_t count(const test::task_database& db, const std::string& sql,
   return std::stoll(db.scalar(sql, params));
 }
 
+/// How many (task, attempt) pairs reached the executor more than once.
+int deliveries_twice(test::scripted_executor& executor) {
+  std::set<std::pair<int64_t, int>> runs;
+  int twice = 0;
+  for (const auto& r : executor.all_requests())
+    if (!runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second) ++twice;
+  return twice;
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(processes)
@@ -100,11 +109,7 @@ BOOST_AUTO_TEST_CASE(a_killed_node_loses_no_task_and_none_runs_twice_under_one_a
   // Every task succeeded exactly once; no (task, attempt) ran twice.
   BOOST_CHECK_EQUAL(
       count(db, "SELECT count(*) FROM taskmill.attempt_history WHERE outcome = 'succeeded'"), n);
-  std::set<std::pair<int64_t, int>> runs;
-  int twice = 0;
-  for (const auto& r : executor.all_requests())
-    if (!runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second) ++twice;
-  BOOST_CHECK_EQUAL(twice, 0);
+  BOOST_CHECK_EQUAL(deliveries_twice(executor), 0);
   // What n1 held was recovered as lost attempts, within the lease and a sweep.
   auto lost =
       count(db, "SELECT count(*) FROM taskmill.attempts WHERE outcome = 'lost' AND node = 'n1'");
@@ -290,11 +295,7 @@ struct silent_leader_case {
     BOOST_CHECK_EQUAL(firings.int64(0, 0), firings.int64(0, 2));
     BOOST_CHECK_GE(firings.int64(0, 2), how_long.count());
     // No (task, attempt) went to the executor twice.
-    std::set<std::pair<int64_t, int>> runs;
-    int twice = 0;
-    for (const auto& r : executor.all_requests())
-      if (!runs.emplace(r.body["id"].get<int64_t>(), r.body["attempt"].get<int>()).second) ++twice;
-    BOOST_CHECK_EQUAL(twice, 0);
+    BOOST_CHECK_EQUAL(deliveries_twice(executor), 0);
     std::ifstream in{a->log_file()};
     int refused = 0;
     for (std::string line; std::getline(in, line);)

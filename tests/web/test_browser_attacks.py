@@ -20,20 +20,11 @@ import traceback
 
 from selenium.webdriver.common.by import By
 
+from checks import check, eventually, results
 from chromium import browser
 from taskmill_node import _free_port, running_node
 
 REBOUND = "rebound.attacker.test"
-results = {"passed": 0, "failed": 0}
-
-
-def check(what, condition, detail=""):
-    if condition:
-        results["passed"] += 1
-        print("PASS", what)
-    else:
-        results["failed"] += 1
-        print("FAIL", what, detail)
 
 
 def attacker_pages(node):
@@ -173,11 +164,7 @@ def attack(driver, node, attacker):
 
 def console_still_works(driver, node):
     driver.get(node.base + "/ui/#/overview")
-    deadline = time.monotonic() + 15
-    count = []
-    while time.monotonic() < deadline and not count:
-        count = driver.find_elements(By.CSS_SELECTOR, '[data-test="count"]')
-        time.sleep(0.2)
+    count = eventually(lambda: driver.find_elements(By.CSS_SELECTOR, '[data-test="count"]'))
     check("the console shows the counts from its own origin", bool(count))
     errors = [e for e in driver.get_log("browser") if "Content Security Policy" in e["message"]]
     check("the console breaks no rule of its Content-Security-Policy", not errors, errors)

@@ -18,29 +18,11 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.common.keys import Keys
 from selenium.webdriver.support.ui import WebDriverWait
 
+from checks import check, eventually, results
 from chromium import browser
 from taskmill_node import running_node
 
 TOKEN = "console-test-token"
-results = {"passed": 0, "failed": 0}
-
-
-def check(what, condition, detail=""):
-    if condition:
-        results["passed"] += 1
-        print("PASS", what)
-    else:
-        results["failed"] += 1
-        print("FAIL", what, detail)
-
-
-def eventually(predicate, seconds=15):
-    deadline = time.monotonic() + seconds
-    while True:
-        value = predicate()
-        if value or time.monotonic() > deadline:
-            return value
-        time.sleep(0.2)
 
 
 def sel(test, **attrs):
