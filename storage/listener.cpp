@@ -40,6 +40,11 @@ bool notification_listener::listen(connection& conn) {
   });
 }
 
+bool notification_listener::takes_writes(connection& conn) {
+  auto state = conn.exec("SELECT current_setting('transaction_read_only')");
+  return state && state->rows() == 1 && state->string(0, 0) == "off";
+}
+
 void notification_listener::run() {
   auto delay = reconnect_min_;
   for (;;) {
@@ -47,14 +52,25 @@ void notification_listener::run() {
     if (conn && listen(*conn)) {
       delay = reconnect_min_;
       on_notify_({}, true);
+      auto probe_at = std::chrono::steady_clock::now() + probe_interval;
       for (;;) {
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+            probe_at - std::chrono::steady_clock::now());
         pollfd fds[2] = {{stop_fd_, POLLIN, 0}, {conn->socket(), POLLIN, 0}};
-        if (::poll(fds, 2, -1) < 0) {
+        int ready = ::poll(fds, 2, static_cast<int>(std::max<int64_t>(wait.count(), 0)));
+        if (ready < 0) {
           if (errno == EINTR) continue;
           break;
         }
         if (fds[0].revents) return;
-        if (conn->consume_input()) break;
+        // A listener only reads: a server demoted under it (a failover)
+        // would keep it, deaf, while the node's writes went elsewhere.
+        if (ready == 0) {
+          if (!takes_writes(*conn)) break;
+          probe_at = std::chrono::steady_clock::now() + probe_interval;
+        } else if (conn->consume_input()) {
+          break;
+        }
         auto burst = conn->take_notifications();
         if (!burst.empty()) on_notify_(burst, false);
       }

@@ -3,7 +3,8 @@
 // LISTENs on its own connection, in its own thread (libpq blocks), and calls
 // `on_notify` with each burst of notifications, and with none and
 // `connected` set after every (re)connect, because notifications sent while
-// disconnected are lost.
+// disconnected are lost. Every `probe_interval` it asks whether the server
+// still takes writes, and connects again when it does not.
 
 #include "storage/pg.hpp"
 
@@ -24,6 +25,8 @@ class notification_listener {
                         std::chrono::milliseconds reconnect_max);
   ~notification_listener();
 
+  static constexpr std::chrono::seconds probe_interval{1};
+
   notification_listener(const notification_listener&) = delete;
   notification_listener& operator=(const notification_listener&) = delete;
 
@@ -32,6 +35,7 @@ class notification_listener {
   /// Waits up to `timeout` for the stop signal; true if it came.
   bool stop_requested(std::chrono::milliseconds timeout);
   bool listen(connection& conn);
+  static bool takes_writes(connection& conn);
 
   std::string conninfo_;
   std::vector<std::string> channels_;

@@ -205,15 +205,18 @@ caf::error init_cluster(const std::string& bin, const fs::path& dir,
   return caf::none;
 }
 
-/// pg_ctl start on `port`; answers pg_ctl's exit code.
+/// pg_ctl start on `port` with each of `settings` (name=value); answers
+/// pg_ctl's exit code.
 int start_server(const std::string& bin, const fs::path& dir,
-                 const std::optional<server_user>& user, uint16_t port, bool throwaway) {
+                 const std::optional<server_user>& user, uint16_t port, bool throwaway,
+                 const std::vector<std::string>& settings = {}) {
   auto log = dir / "postgres.log";
   std::string server_options = "-p " + std::to_string(port) +
                                " -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
                                " -c max_connections=200";
   if (throwaway)
     server_options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
+  for (const auto& s : settings) server_options += " -c " + s;
   return run({bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-l", log.string(), "-w", "-t",
               "60", "-o", server_options, "start"},
              user, log);
@@ -235,6 +238,33 @@ caf::error stop_server(const embedded_postgres_options& options, const char* mod
       run({*bin + "/pg_ctl", "-D", (dir / "pgdata").string(), "-m", mode, "-w", "-t", "60", "stop"},
           *user, log);
   if (rc != 0) return fail("pg_ctl stop failed (exit " + std::to_string(rc) + "):" + tail_of(log));
+  return caf::none;
+}
+
+/// Starts the server of `dir` on the configured port, or on a free one
+/// (three tries: another process may take a port found free).
+caf::expected<uint16_t> start_on_a_port(const std::string& bin, const fs::path& dir,
+                                        const std::optional<server_user>& user,
+                                        const embedded_postgres_options& options) {
+  for (int attempt = 0;; ++attempt) {
+    auto candidate = options.port != 0 ? caf::expected<uint16_t>{options.port} : free_port();
+    if (!candidate) return candidate.error();
+    int rc = start_server(bin, dir, user, *candidate, options.throwaway);
+    if (rc == 0) return *candidate;
+    if (options.port != 0 || attempt == 2)
+      return fail("the server did not start (exit " + std::to_string(rc) +
+                  "):" + tail_of(dir / "postgres.log"));
+  }
+}
+
+/// Makes `dir` for the server user, private to it.
+caf::error prepare_dir(const fs::path& dir, const std::optional<server_user>& user) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return fail("cannot create " + dir.string() + ": " + ec.message());
+  fs::permissions(dir, fs::perms::owner_all, ec);
+  if (user && chown(dir.c_str(), user->uid, user->gid) != 0)
+    return fail("cannot hand " + dir.string() + " to the server user");
   return caf::none;
 }
 
@@ -270,12 +300,7 @@ caf::expected<embedded_postgres> embedded_postgres::start(embedded_postgres_opti
   auto user = resolve_user(options.user);
   if (!user) return user.error();
   auto dir = cluster_dir(options.dir, *user);
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec) return fail("cannot create " + dir.string() + ": " + ec.message());
-  fs::permissions(dir, fs::perms::owner_all, ec);
-  if (*user && chown(dir.c_str(), (*user)->uid, (*user)->gid) != 0)
-    return fail("cannot hand " + dir.string() + " to the server user");
+  if (auto err = prepare_dir(dir, *user)) return err;
 
   auto password_file = dir / "password";
   std::string password;
@@ -292,29 +317,74 @@ caf::expected<embedded_postgres> embedded_postgres::start(embedded_postgres_opti
                   " has no password file; remove the directory to start afresh");
   }
 
-  auto log = dir / "postgres.log";
-  auto port = running_port(*bin, dir / "pgdata", *user, log);
-  for (int attempt = 0; !port && attempt < 3; ++attempt) {
-    auto candidate = options.port != 0 ? caf::expected<uint16_t>{options.port} : free_port();
-    if (!candidate) return candidate.error();
-    int rc = start_server(*bin, dir, *user, *candidate, options.throwaway);
-    if (rc == 0)
-      port = *candidate;
-    else if (options.port != 0 || attempt == 2)
-      return fail("the server did not start (exit " + std::to_string(rc) + "):" + tail_of(log));
+  auto port = running_port(*bin, dir / "pgdata", *user, dir / "postgres.log");
+  if (!port) {
+    auto started = start_on_a_port(*bin, dir, *user, options);
+    if (!started) return started.error();
+    port = *started;
   }
-
-  embedded_postgres pg;
-  pg.options_ = std::move(options);
-  pg.dir_ = dir.string();
-  pg.port_ = *port;
-  pg.running_ = true;
-  auto base =
-      "host=127.0.0.1 port=" + std::to_string(*port) + " user=taskmill password=" + password;
-  pg.server_conninfo_ = base + " dbname=postgres";
-  pg.conninfo_ = base + " dbname=taskmill";
+  auto pg = running(std::move(options), dir.string(), *port, password);
   if (auto err = ensure_database(pg.server_conninfo_)) return err;
   return pg;
+}
+
+embedded_postgres embedded_postgres::running(embedded_postgres_options options, std::string dir,
+                                             uint16_t port, const std::string& password) {
+  embedded_postgres pg;
+  pg.options_ = std::move(options);
+  pg.dir_ = std::move(dir);
+  pg.port_ = port;
+  pg.running_ = true;
+  auto base = "host=127.0.0.1 port=" + std::to_string(port) + " user=taskmill password=" + password;
+  pg.server_conninfo_ = base + " dbname=postgres";
+  pg.conninfo_ = base + " dbname=taskmill";
+  return pg;
+}
+
+caf::expected<embedded_postgres> embedded_postgres::start_standby(embedded_postgres_options options,
+                                                                  const std::string& name) const {
+  auto bin = find_bin_dir(options.bin_dir);
+  if (!bin) return bin.error();
+  auto user = resolve_user(options.user);
+  if (!user) return user.error();
+  auto dir = cluster_dir(options.dir, *user);
+  if (fs::exists(dir / "pgdata")) return fail(dir.string() + " holds a cluster already");
+  if (auto err = prepare_dir(dir, *user)) return err;
+  std::string password;
+  std::ifstream{fs::path{dir_} / "password"} >> password;
+  if (auto err = write_private_file(dir / "password", password, std::nullopt)) return err;
+  // -R writes the primary's connection string, name included, for the
+  // standby to stream from; the copy brings the superuser's password along.
+  auto log = dir / "basebackup.log";
+  int rc = run({*bin + "/pg_basebackup", "-D", (dir / "pgdata").string(), "-R", "-X", "stream",
+                "-c", "fast", "-d",
+                "host=127.0.0.1 port=" + std::to_string(port_) +
+                    " user=taskmill password=" + password + " application_name=" + name},
+               *user, log);
+  if (rc != 0)
+    return fail("pg_basebackup failed (exit " + std::to_string(rc) + "):" + tail_of(log));
+  auto port = start_on_a_port(*bin, dir, *user, options);
+  if (!port) return port.error();
+  return running(std::move(options), dir.string(), *port, password);
+}
+
+caf::error embedded_postgres::promote() {
+  auto bin = find_bin_dir(options_.bin_dir);
+  if (!bin) return bin.error();
+  auto user = resolve_user(options_.user);
+  if (!user) return user.error();
+  auto log = fs::path{dir_} / "postgres.log";
+  int rc = run(
+      {*bin + "/pg_ctl", "-D", (fs::path{dir_} / "pgdata").string(), "-w", "-t", "60", "promote"},
+      *user, log);
+  if (rc != 0)
+    return fail("pg_ctl promote failed (exit " + std::to_string(rc) + "):" + tail_of(log));
+  auto conn = connection::open(server_conninfo_, std::chrono::seconds{30}, std::chrono::seconds{5});
+  if (!conn) return conn.error();
+  for (const char* sql :
+       {"ALTER SYSTEM RESET synchronous_standby_names", "SELECT pg_reload_conf()"})
+    if (auto res = conn->exec(sql); !res) return res.error();
+  return caf::none;
 }
 
 caf::error embedded_postgres::stop() {
@@ -333,13 +403,13 @@ caf::error embedded_postgres::crash() {
   return stop_server(opts, "immediate");
 }
 
-caf::error embedded_postgres::restart() {
+caf::error embedded_postgres::restart(const std::vector<std::string>& settings) {
   if (running_) return caf::none;
   auto bin = find_bin_dir(options_.bin_dir);
   if (!bin) return bin.error();
   auto user = resolve_user(options_.user);
   if (!user) return user.error();
-  int rc = start_server(*bin, dir_, *user, port_, options_.throwaway);
+  int rc = start_server(*bin, dir_, *user, port_, options_.throwaway, settings);
   if (rc != 0)
     return fail("the server did not start again (exit " + std::to_string(rc) +
                 "):" + tail_of(fs::path{dir_} / "postgres.log"));

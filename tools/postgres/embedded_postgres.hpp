@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace taskmill::db {
 
@@ -49,13 +50,27 @@ class embedded_postgres {
   /// Stops the server at once, as a crash would (pg_ctl stop -m immediate);
   /// the next start recovers from the write-ahead log.
   caf::error crash();
-  /// Starts the server again, on the same port, after stop() or crash().
-  caf::error restart();
+  /// Starts the server again, on the same port, after stop() or crash(),
+  /// with each of `settings` (name=value) besides its own.
+  caf::error restart(const std::vector<std::string>& settings = {});
+
+  /// Copies this running server into a streaming standby in `options.dir`
+  /// (pg_basebackup -R) that replicates under the name `name` (the one
+  /// synchronous_standby_names lists), and starts it.
+  caf::expected<embedded_postgres> start_standby(embedded_postgres_options options,
+                                                 const std::string& name) const;
+  /// Makes a standby the primary (pg_ctl promote) and clears the
+  /// synchronous standbys it may have inherited, as failover managers do:
+  /// with none left to confirm them, its commits would wait forever.
+  caf::error promote();
   /// Leaves the server running when this object goes away.
   void release() { running_ = false; }
 
  private:
   embedded_postgres() = default;
+  /// A started server in `dir` on `port`, reached with `password`.
+  static embedded_postgres running(embedded_postgres_options options, std::string dir,
+                                   uint16_t port, const std::string& password);
 
   embedded_postgres_options options_;
   std::string dir_;
