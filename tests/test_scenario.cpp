@@ -95,6 +95,27 @@ recovered_within = "2s"
   BOOST_CHECK_EQUAL(sc->steps[3].recovered_within->count(), 2000);
 }
 
+BOOST_AUTO_TEST_CASE(a_cut_is_from_postgres_and_peers_unless_it_says_which) {
+  auto sc = parse_scenario(head + R"([[step]]
+do = "cut"
+node = "n1"
+[[step]]
+do = "cut"
+node = "n1"
+from = ["peers"]
+[[step]]
+do = "cut"
+node = "n1"
+from = ["postgres"]
+)",
+                           "cut.toml");
+  BOOST_REQUIRE_MESSAGE(sc, (sc ? "" : error_message(sc.error())));
+  BOOST_REQUIRE_EQUAL(sc->steps.size(), 3u);
+  BOOST_CHECK(sc->steps[0].cut_postgres && sc->steps[0].cut_peers);
+  BOOST_CHECK(!sc->steps[1].cut_postgres && sc->steps[1].cut_peers);
+  BOOST_CHECK(sc->steps[2].cut_postgres && !sc->steps[2].cut_peers);
+}
+
 BOOST_AUTO_TEST_CASE(executor_delays_follow_the_configured_distribution) {
   std::mt19937_64 random{7};
   executor_behaviour tail;
@@ -138,6 +159,12 @@ BOOST_AUTO_TEST_CASE(bad_files_are_refused_naming_the_line_and_the_key) {
   check_refused(head + "[[step]]\ndo = \"cut\"\n", "a 'cut' step needs node or nodes");
   check_refused(head + "[[step]]\ndo = \"freeze\"\nnodes = [\"n1\", \"n7\"]\n",
                 "node 'n7' is not a [[node]] of this scenario");
+  check_refused(head + "[[step]]\ndo = \"cut\"\nnode = \"n1\"\nfrom = [\"disk\"]\n",
+                "s.toml:9: step: from must list \"postgres\", \"peers\" or both");
+  check_refused(head + "[[step]]\ndo = \"cut\"\nnode = \"n1\"\nfrom = []\n",
+                "step: from must list");
+  check_refused(head + "[[step]]\ndo = \"heal\"\nfrom = [\"peers\"]\n",
+                "step: from is not a key of a 'heal' step");
   check_refused(head + "[[step]]\ndo = \"heal\"\nnode = \"{leader}\"\n",
                 "a 'heal' step takes {leader} only to cut or freeze");
   BOOST_CHECK_EQUAL(refusal(head + "[[step]]\ndo = \"cut\"\nnode = \"{leader}\"\n[[step]]\ndo = "

@@ -20,14 +20,23 @@
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
 #include "storage/hand_off_notice.hpp"
+#include "tools/tcp_proxy.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <random>
+#include <thread>
 
 using namespace taskmill;
 using namespace std::chrono_literals;
@@ -952,6 +961,108 @@ BOOST_AUTO_TEST_CASE(answers_carry_the_protective_headers) {
   BOOST_CHECK(headers["Content-Security-Policy"].find("unsafe-inline") == std::string::npos);
   BOOST_CHECK_EQUAL(headers["X-Content-Type-Options"], "nosniff");
   BOOST_CHECK_EQUAL(headers["Referrer-Policy"], "no-referrer");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The harness's cut between two nodes: the proxy in front of one node's
+// cluster port silences the connections another process dialled, and only
+// those (tools/tcp_proxy.cpp).
+BOOST_AUTO_TEST_SUITE(tcp_proxy_silence)
+
+namespace {
+
+int dial(const std::string& address) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1))));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Sends one byte on `fd` and answers whether it comes back within `wait`.
+bool echoed(int fd, char byte, std::chrono::milliseconds wait) {
+  if (write(fd, &byte, 1) != 1) return false;
+  pollfd p{fd, POLLIN, 0};
+  char back = 0;
+  return poll(&p, 1, static_cast<int>(wait.count())) == 1 && read(fd, &back, 1) == 1 &&
+         back == byte;
+}
+
+/// Echoes what each connection sends, until the listener closes.
+struct echo_server {
+  echo_server() {
+    listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    BOOST_REQUIRE(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
+                  listen(listener, 16) == 0 &&
+                  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port = ntohs(addr.sin_port);
+    loop = std::thread{[this] {
+      for (int fd; (fd = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC)) >= 0;)
+        workers.emplace_back([fd] {
+          char c;
+          while (read(fd, &c, 1) == 1 && write(fd, &c, 1) == 1) {
+          }
+          close(fd);
+        });
+    }};
+  }
+  ~echo_server() {
+    shutdown(listener, SHUT_RDWR);
+    close(listener);
+    loop.join();
+    for (auto& w : workers) w.detach();
+  }
+  int listener = -1;
+  uint16_t port = 0;
+  std::thread loop;
+  std::vector<std::thread> workers;
+};
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(silence_for_one_process_leaves_the_others_connections_alone) {
+  echo_server echo;
+  tcp_proxy proxy{"127.0.0.1:" + std::to_string(echo.port)};
+  int before = dial(proxy.address());
+  BOOST_REQUIRE(before >= 0);
+  BOOST_REQUIRE(echoed(before, 'a', 2s));
+
+  proxy.go_silent_for(getpid());
+  // Its connections, the open one and a new one, pass nothing.
+  int during = dial(proxy.address());
+  BOOST_REQUIRE(during >= 0);
+  BOOST_CHECK(!echoed(before, 'b', 300ms));
+  BOOST_CHECK(!echoed(during, 'c', 300ms));
+  // Another process's pass as before.
+  pid_t child = fork();
+  if (child == 0) {
+    int fd = dial(proxy.address());
+    _exit(fd >= 0 && echoed(fd, 'x', 2s) ? 0 : 1);
+  }
+  int status = -1;
+  waitpid(child, &status, 0);
+  BOOST_CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+
+  // Restored, what was held comes through, in order, and nothing closed.
+  proxy.restore_for(getpid());
+  pollfd p{before, POLLIN, 0};
+  char back = 0;
+  BOOST_CHECK(poll(&p, 1, 2000) == 1 && read(before, &back, 1) == 1 && back == 'b');
+  p.fd = during;
+  BOOST_CHECK(poll(&p, 1, 2000) == 1 && read(during, &back, 1) == 1 && back == 'c');
+  BOOST_CHECK(echoed(before, 'd', 2s));
+  close(before);
+  close(during);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

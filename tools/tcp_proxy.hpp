@@ -5,10 +5,17 @@
 // ones are refused, as a partition that resets connections would do; while
 // silent, nothing passes either way and nothing is closed, as a pulled
 // cable, a crashed host or a firewall that drops packets looks (no FIN, no
-// RST). Restored, it forwards again, what it held first.
+// RST). Restored, it forwards again, what it held first. Silence can also
+// be chosen by the process at the client end: a cut between two nodes that
+// both dial (a cluster link) silences one node's connections to the other's
+// port, not everyone's.
+
+#include <sys/types.h>
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -33,6 +40,12 @@ class tcp_proxy {
   /// Passes nothing on, either way, on any connection, new ones included
   /// (they are accepted by the kernel and wait), and closes nothing.
   void go_silent();
+  /// The same for the connections whose client end process `client`
+  /// holds, new ones included; others pass as before.
+  void go_silent_for(pid_t client);
+  /// Lifts go_silent_for(client).
+  void restore_for(pid_t client);
+  /// Lifts every cut, hold and silence.
   void restore();
   /// Connections accepted and forwarded so far.
   int forwarded() const { return forwarded_; }
@@ -49,6 +62,9 @@ class tcp_proxy {
   std::atomic<bool> holding_{false};
   std::atomic<bool> silent_{false};
   std::atomic<bool> stopping_{false};
+  std::mutex silenced_mutex_;
+  std::set<pid_t> silenced_;
+  std::atomic<bool> silenced_changed_{false};
   std::atomic<int> forwarded_{0};
   std::thread loop_;
 };

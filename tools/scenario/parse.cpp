@@ -237,7 +237,7 @@ const std::map<std::string, std::set<std::string>>& step_keys() {
       {"start", {"node", "nodes", "set"}},
       {"stop", {"node", "nodes"}},
       {"kill", {"node", "nodes"}},
-      {"cut", {"node", "nodes"}},
+      {"cut", {"node", "nodes", "from"}},
       {"heal", {"node", "nodes"}},
       {"freeze", {"node", "nodes"}},
       {"thaw", {"node", "nodes"}},
@@ -295,6 +295,14 @@ std::string read_step(table_reader& r, const toml::table& t, step& s) {
   if (!s.node.empty() && acts_on_nodes(s.kind)) s.nodes.push_back(s.node);
   if (auto v = r.texts("set")) s.set = *v;
   if (auto v = r.boolean("hard")) s.hard = *v;
+  if (auto from = r.texts("from")) {
+    s.cut_postgres = std::count(from->begin(), from->end(), "postgres") > 0;
+    s.cut_peers = std::count(from->begin(), from->end(), "peers") > 0;
+    auto known = static_cast<size_t>(std::count(from->begin(), from->end(), "postgres") +
+                                     std::count(from->begin(), from->end(), "peers"));
+    if (from->empty() || known != from->size())
+      r.fail(*r.get("from"), "from", "must list \"postgres\", \"peers\" or both");
+  }
   if (auto v = r.text("action")) {
     s.action = *v;
     if (s.action != "stop" && s.action != "crash" && s.action != "start" && s.action != "restart")

@@ -94,10 +94,16 @@ struct node_run {
   uint16_t cluster_port = 0;
   std::vector<std::string> extra;
   std::unique_ptr<node_process> process;
-  /// Where its connections to PostgreSQL pass, in a scenario that cuts
-  /// nodes off: a cut makes it silent, across restarts, until healed.
+  /// Where its connections to PostgreSQL pass, and where the other nodes
+  /// reach it (its advertised cluster address), in a scenario that cuts
+  /// nodes off: a cut makes them silent, across restarts, until healed.
   std::unique_ptr<tcp_proxy> database_link;
+  std::unique_ptr<tcp_proxy> cluster_link;
+  /// Cut from PostgreSQL; cut from the other nodes.
   bool cut = false;
+  bool cut_off_peers = false;
+  /// Its processes whose links to the other nodes' ports are silenced.
+  std::vector<pid_t> silenced;
   bool frozen = false;
   std::string api() const { return "http://127.0.0.1:" + std::to_string(api_port); }
 };
@@ -137,6 +143,10 @@ class runner {
   void start_node(node_run& n, const std::vector<std::string>& set);
   void kill_node(node_run& n);
   void thaw_node(node_run& n);
+  void cut_node(node_run& n, bool from_postgres, bool from_peers);
+  void heal_node(node_run& n);
+  /// Silences the links n's process dials to the other nodes.
+  void silence_dialled_links(node_run& n);
   std::vector<node_run*> targets(const step& s);
   /// cut, heal, freeze or thaw.
   void set_apart(const step& s, step_report& r);
@@ -213,7 +223,10 @@ void runner::set_up() {
     n.spec = spec;
     n.api_port = free_loopback_port();
     n.cluster_port = free_loopback_port();
-    if (cuts) n.database_link = std::make_unique<tcp_proxy>("127.0.0.1:" + port[1].str());
+    if (cuts) {
+      n.database_link = std::make_unique<tcp_proxy>("127.0.0.1:" + port[1].str());
+      n.cluster_link = std::make_unique<tcp_proxy>("127.0.0.1:" + std::to_string(n.cluster_port));
+    }
     nodes_.emplace(spec.name, std::move(n));
   }
 }
@@ -309,6 +322,7 @@ void runner::start_node(node_run& n, const std::vector<std::string>& set) {
   std::vector<std::string> options{"api.listen=127.0.0.1:" + std::to_string(n.api_port),
                                    "cluster.listen=127.0.0.1:" + std::to_string(n.cluster_port),
                                    "node.log_level=info"};
+  if (n.cluster_link) options.push_back("cluster.advertise=" + n.cluster_link->address());
   for (const auto& o : n.spec.set) options.push_back(expand(o, 0));
   for (const auto& o : n.extra) options.push_back(expand(o, 0));
   auto conninfo = conninfo_;
@@ -318,6 +332,7 @@ void runner::start_node(node_run& n, const std::vector<std::string>& set) {
                                   "port=" + link.substr(link.rfind(':') + 1));
   }
   n.process = std::make_unique<node_process>(options_.binary, n.spec.name, conninfo, options);
+  if (n.cut_off_peers) silence_dialled_links(n);
   auto deadline = steady::now() + std::chrono::seconds{60};
   // Cut off, it cannot be ready before it is healed.
   while (!n.cut) {
@@ -347,6 +362,35 @@ void runner::thaw_node(node_run& n) {
   n.frozen = false;
 }
 
+void runner::cut_node(node_run& n, bool from_postgres, bool from_peers) {
+  if (from_postgres) {
+    n.cut = true;
+    n.database_link->go_silent();
+  }
+  if (from_peers) {
+    n.cut_off_peers = true;
+    n.cluster_link->go_silent();
+    silence_dialled_links(n);
+  }
+}
+
+void runner::silence_dialled_links(node_run& n) {
+  if (!n.process) return;
+  n.silenced.push_back(n.process->pid());
+  for (auto& [name, other] : nodes_)
+    if (&other != &n) other.cluster_link->go_silent_for(n.process->pid());
+}
+
+void runner::heal_node(node_run& n) {
+  n.cut = n.cut_off_peers = false;
+  n.database_link->restore();
+  n.cluster_link->restore();
+  for (auto pid : n.silenced)
+    for (auto& [name, other] : nodes_)
+      if (&other != &n) other.cluster_link->restore_for(pid);
+  n.silenced.clear();
+}
+
 /// The nodes a cut, heal, freeze or thaw acts on: those named ({leader}:
 /// the one that leads now), or for heal and thaw without any, every node
 /// cut or frozen.
@@ -364,16 +408,17 @@ std::vector<node_run*> runner::targets(const step& s) {
   }
   if (s.nodes.empty())
     for (auto& [name, n] : nodes_)
-      if (s.kind == "heal" ? n.cut : n.frozen) out.push_back(&n);
+      if (s.kind == "heal" ? n.cut || n.cut_off_peers : n.frozen) out.push_back(&n);
   return out;
 }
 
 void runner::set_apart(const step& s, step_report& r) {
   std::string names;
   for (auto* n : targets(s)) {
-    if (s.kind == "cut" || s.kind == "heal") {
-      n->cut = s.kind == "cut";
-      n->cut ? n->database_link->go_silent() : n->database_link->restore();
+    if (s.kind == "cut") {
+      cut_node(*n, s.cut_postgres, s.cut_peers);
+    } else if (s.kind == "heal") {
+      heal_node(*n);
     } else if (s.kind == "thaw") {
       thaw_node(*n);
     } else {
@@ -384,8 +429,11 @@ void runner::set_apart(const step& s, step_report& r) {
     }
     names += (names.empty() ? "" : ", ") + n->spec.name;
   }
-  static const std::map<std::string, std::string> done{
-      {"cut", "connections to PostgreSQL pass nothing and stay open"},
+  auto cut_from = std::string{s.cut_postgres ? "PostgreSQL" : ""} +
+                  (s.cut_postgres && s.cut_peers ? " and " : "") +
+                  (s.cut_peers ? "the other nodes" : "");
+  const std::map<std::string, std::string> done{
+      {"cut", "connections to " + cut_from + " pass nothing and stay open"},
       {"heal", "connected again"},
       {"freeze", "SIGSTOP"},
       {"thaw", "SIGCONT"}};

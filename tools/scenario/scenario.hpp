@@ -69,6 +69,9 @@ struct step {
   task_template task;
   std::string action;  // postgres: stop, crash, start, restart
   bool hard = false;   // restart with SIGKILL
+  // cut: from PostgreSQL, from the other nodes (cluster links), or both
+  bool cut_postgres = true;
+  bool cut_peers = true;
   milliseconds duration{0};
   milliseconds every{0};
   milliseconds down_for{0};
