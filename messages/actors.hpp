@@ -192,9 +192,10 @@ using claim_waker_actor = wake_listener_actor::extend<caf::reacts_to<adopt_atom,
                                                       caf::reacts_to<adopt_atom>>;
 
 // -- storage: one actor type, several narrow views -----------------------------
-// A node runs three storage actors (claims and the rest; submissions;
-// outcomes), each owning one PostgreSQL connection. Every other actor holds
-// only the view it needs, so that, say, the inserter cannot claim.
+// A node runs five storage actors (reads, the leader's duties and the
+// listeners; submissions; claims; outcomes; heartbeats), each owning one
+// PostgreSQL connection. Every other actor holds only the view it needs, so
+// that, say, the inserter cannot claim.
 
 /// Applies the rules of SPEC §3 (the inserter's view).
 using submission_storage_actor = caf::typed_actor<

@@ -3,6 +3,8 @@
 # PostgreSQL that the test suite starts and stops itself.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+began=$SECONDS
+took() { echo "$(( (SECONDS - $1) / 60 )) min $(( (SECONDS - $1) % 60 )) s"; }
 
 tools/install-deps.sh
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
@@ -16,4 +18,8 @@ stop_test_server() {
 trap stop_test_server EXIT
 
 cd build
-ctest --output-on-failure --timeout 900 "$@"
+tested=$SECONDS
+status=0
+ctest --output-on-failure --timeout 900 "$@" || status=$?
+echo "tests took $(took $tested); with the install and the build, $(took $began)"
+exit $status
