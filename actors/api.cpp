@@ -512,9 +512,10 @@ void next_fire_times(self_ptr self, call_ptr c, const std::string& name) {
   auto count = count_parameter(*c, "count", 5, 100);
   if (!count) return fail(self, *c, count.error());
   with_job(self, c, name, [self, c, n = *count](const call&, const pb::Job& job) {
-    auto times = upcoming_fire_times(job, seconds_now(), job.enabled() ? n : 0);
+    auto times = upcoming_fire_times(job, seconds_now(), n);
     if (!times) return fail(self, *c, times.error());
     pb::FireTimes out;
+    out.set_paused(!job.enabled());
     for (auto t : *times)
       set_micros(
           out.add_times(),

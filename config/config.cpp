@@ -207,6 +207,7 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   table_reader r{node.as_table(), prefix};
   r.read("name", job.name);
   r.read("schedule", job.schedule);
+  r.read("dialect", job.dialect);
   r.read("time_zone", job.time_zone);
   r.read("type", job.type);
   if (auto payload = r.node("payload")) {
@@ -245,7 +246,7 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   if (job.schedule.empty()) r.fail("schedule", "is required");
   r.reject_unknown_keys();
   if (!r.error().empty()) return r.error();
-  if (auto schedule = cron::parse(job.schedule); !schedule)
+  if (auto schedule = cron::parse(job.schedule, job.dialect); !schedule)
     return "'" + prefix + "' " + error_message(schedule.error());
   if (auto zone = cron::find_zone(job.time_zone); !zone)
     return "'" + prefix + "' " + error_message(zone.error());

@@ -58,6 +58,7 @@ struct compensation_rule {
 struct job_config {
   std::string name;
   std::string schedule;
+  std::string dialect;
   std::string time_zone;
   std::string type;
   std::string payload;  // JSON text; empty: none

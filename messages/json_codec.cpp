@@ -601,6 +601,7 @@ caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name
   if (auto v = r.text("name"); v && *v != name)
     r.fail("name " + quote_input(*v) + " differs from the name in the path");
   if (auto v = r.text("schedule")) out.set_schedule(*v);
+  if (auto v = r.text("dialect")) out.set_dialect(*v);
   if (auto v = r.text("time_zone")) out.set_time_zone(*v);
   if (auto v = r.text("type")) out.set_type(*v);
   if (auto v = r.raw("payload")) out.set_payload(*v);
@@ -650,6 +651,7 @@ json job_json(const pb::Job& j) {
   return json{
       {"name", j.name()},
       {"schedule", j.schedule()},
+      {"dialect", j.dialect()},
       {"time_zone", j.time_zone()},
       {"type", j.type()},
       {"payload", raw_or_null(j.payload())},
@@ -730,7 +732,7 @@ std::string encode(const pb::JobFirings& firings) {
 std::string encode(const pb::FireTimes& times) {
   json out = json::array();
   for (const auto& t : times.times()) out.push_back(format_rfc3339(to_micros(t)));
-  return dump(json{{"times", out}});
+  return dump(json{{"times", out}, {"paused", times.paused()}});
 }
 
 std::string encode(const pb::Alert& alert) {

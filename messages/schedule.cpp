@@ -38,6 +38,8 @@ constexpr field day_field{"day-of-month", 1, 31};
 constexpr field month_field{"month", 1, 12, &month_names};
 // 7 is Sunday as well as 0.
 constexpr field weekday_field{"day-of-week", 0, 7, &day_names};
+// 1 is Sunday, 7 Saturday.
+constexpr field quartz_weekday_field{"day-of-week", 1, 7, &day_names};
 
 caf::error bad(const field& f, std::string_view token, const std::string& why) {
   return make_error(errc::invalid_argument, std::string{"schedule: "} + quote_input(token) +
@@ -114,7 +116,7 @@ caf::error add_part(const field& f, std::string_view part, std::bitset<N>& bits)
       to = from;
     }
   }
-  for (int v = from; v <= to; v += step) bits.set(static_cast<size_t>(v == 7 && N == 7 ? 0 : v));
+  for (int v = from; v <= to; v += step) bits.set(static_cast<size_t>(v));
   return {};
 }
 
@@ -149,24 +151,29 @@ caf::error parse_month_days(std::string_view text, month_days& out) {
   return {};
 }
 
-caf::error parse_week_days(std::string_view text, week_days& out) {
+caf::error parse_week_days(std::string_view text, week_days& out, dialect d) {
   if (is_any(text)) return {};
   out.any = false;
+  const auto& f = d == dialect::quartz ? quartz_weekday_field : weekday_field;
+  // A value of the field as a weekday, 0 (Sunday) to 6.
+  auto weekday = [d](int v) { return d == dialect::quartz ? v - 1 : v % 7; };
   for (auto part : split(text, ',')) {
     auto token = upper(part);
     auto hash = token.find('#');
     if (hash != std::string::npos) {
-      auto day = value_of(weekday_field, std::string_view{token}.substr(0, hash));
+      auto day = value_of(f, std::string_view{token}.substr(0, hash));
       auto nth = number(std::string_view{token}.substr(hash + 1));
-      if (!day || !nth || *nth < 1 || *nth > 5)
-        return bad(weekday_field, part, "is not a weekday # 1 to 5");
-      out.nth_of_month.emplace_back(*day % 7, *nth);
+      if (!day || !nth || *nth < 1 || *nth > 5) return bad(f, part, "is not a weekday # 1 to 5");
+      out.nth_of_month.emplace_back(weekday(*day), *nth);
     } else if (token.size() > 1 && token.back() == 'L') {
-      auto day = value_of(weekday_field, std::string_view{token}.substr(0, token.size() - 1));
-      if (!day) return bad(weekday_field, part, "is not a weekday followed by L");
-      out.last_of_month.push_back(*day % 7);
-    } else if (auto err = add_part(weekday_field, part, out.days)) {
-      return err;
+      auto day = value_of(f, std::string_view{token}.substr(0, token.size() - 1));
+      if (!day) return bad(f, part, "is not a weekday followed by L");
+      out.last_of_month.push_back(weekday(*day));
+    } else {
+      std::bitset<8> values;
+      if (auto err = add_part(f, part, values)) return err;
+      for (int v = f.min; v <= f.max; ++v)
+        if (values[static_cast<size_t>(v)]) out.days.set(static_cast<size_t>(weekday(v)));
     }
   }
   return {};
@@ -360,7 +367,20 @@ bool matches_day(const schedule& s, int year, unsigned month, unsigned day) {
   return month_day_matches(d, year, month, day) || week_day_matches(w, year, month, day);
 }
 
-caf::expected<schedule> parse(const std::string& text) {
+caf::expected<dialect> dialect_named(const std::string& name) {
+  if (name == "unix") return dialect::unix_cron;
+  if (name == "quartz") return dialect::quartz;
+  return make_error(errc::invalid_argument,
+                    "dialect must be one of unix, quartz (got " + quote_input(name) + ")");
+}
+
+caf::expected<schedule> parse(const std::string& text, const std::string& dialect_name) {
+  auto d = dialect_named(dialect_name.empty() ? default_dialect : dialect_name);
+  if (!d) return d.error();
+  return parse(text, *d);
+}
+
+caf::expected<schedule> parse(const std::string& text, dialect d) {
   schedule out;
   out.text = text;
   auto fields = fields_of(text);
@@ -383,6 +403,8 @@ caf::expected<schedule> parse(const std::string& text) {
                             "@midnight, @hourly, @every");
     expanded = expression;
     fields = fields_of(expanded);
+    // A macro means the same in every dialect; its expansion is unix cron.
+    d = dialect::unix_cron;
   }
   if (fields.size() != 5 && fields.size() != 6)
     return make_error(errc::invalid_argument,
@@ -399,7 +421,7 @@ caf::expected<schedule> parse(const std::string& text) {
   if (auto err = parse_bits(hour_field, fields[rest + 1], out.hours)) return err;
   if (auto err = parse_month_days(fields[rest + 2], out.days)) return err;
   if (auto err = parse_bits(month_field, fields[rest + 3], out.months)) return err;
-  if (auto err = parse_week_days(fields[rest + 4], out.weekdays)) return err;
+  if (auto err = parse_week_days(fields[rest + 4], out.weekdays, d)) return err;
   return out;
 }
 

@@ -51,8 +51,21 @@ struct schedule {
   week_days weekdays;
 };
 
+/// How the day-of-week field counts. Unix cron: 0 (or 7) is Sunday, 5 is
+/// Friday. Quartz (and XXL-JOB, whose 6- and 7-field expressions people
+/// paste): 1 is Sunday, 6 is Friday, 0 is no day. Names mean the same in
+/// both.
+enum class dialect { unix_cron, quartz };
+/// A job's dialect when it names none.
+inline constexpr const char* default_dialect = "unix";
+
+/// The dialect called `name` ("unix" or "quartz"); an error names the field.
+caf::expected<dialect> dialect_named(const std::string& name);
+
 /// Parses a schedule; an error names the field and the token at fault.
-caf::expected<schedule> parse(const std::string& text);
+caf::expected<schedule> parse(const std::string& text, dialect d);
+/// The same in the dialect called `dialect_name` (empty: the default).
+caf::expected<schedule> parse(const std::string& text, const std::string& dialect_name);
 
 /// The time zone of an IANA name; an error names it.
 caf::expected<const date::time_zone*> find_zone(const std::string& name);

@@ -104,6 +104,7 @@ caf::error validate(const pb::ResultReport& report, const input_limits& limits) 
 
 caf::error validate(const pb::Job& job, const input_limits& limits) {
   for (const auto& [field, text] : {std::pair{"schedule", &job.schedule()},
+                                    {"dialect", &job.dialect()},
                                     {"time_zone", &job.time_zone()},
                                     {"type", &job.type()},
                                     {"routing", &job.routing()},

@@ -1,6 +1,7 @@
 #include "storage/job_rows.hpp"
 
 #include "messages/names.hpp"
+#include "messages/schedule.hpp"
 #include "messages/time.hpp"
 #include "storage/rows.hpp"
 
@@ -53,6 +54,7 @@ std::vector<param> job_params(const pb::Job& j) {
       j.source().empty() ? param{"api"} : param{j.source()},
       j.has_next_fire_at() ? timestamp_param(j.next_fire_at()) : param{},
       timestamp_param(j.anchor_at()),
+      j.has_dialect() ? param{j.dialect()} : param{cron::default_dialect},
   };
 }
 
@@ -60,6 +62,7 @@ void read_job(const result& res, int row, pb::Job* out) {
   auto col = [&](const char* name) { return res.column(name); };
   out->set_name(res.string(row, col("name")));
   out->set_schedule(res.string(row, col("schedule")));
+  out->set_dialect(res.string(row, col("dialect")));
   out->set_time_zone(res.string(row, col("time_zone")));
   out->set_type(res.string(row, col("type")));
   out->set_payload(res.string(row, col("payload")));
@@ -154,6 +157,7 @@ pb::DueJobs read_due_jobs(const result& due, const result& next_due) {
     j->set_catch_up_limit(due.int32(row, 4));
     j->set_next_fire_at_us(due.micros(row, 5));
     j->set_anchor_at_us(due.micros(row, 6));
+    j->set_dialect(due.string(row, 8));
   }
   if (due.rows() > 0) out.set_db_now_us(due.micros(0, 7));
   if (next_due.rows() > 0 && !next_due.is_null(0, 0)) out.set_next_due_in_ms(next_due.int64(0, 0));

@@ -218,7 +218,7 @@ const statement put_job{
     "SELECT p.created, (p.job).* FROM taskmill.put_job($1::text, $2::text, $3::text, $4::text, "
     "$5::jsonb, $6::int, $7::int, $8::int, $9::text, $10::int, $11::int, $12::real, $13::boolean, "
     "$14::text, $15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
-    "$22::timestamptz) p"};
+    "$22::timestamptz, $23::text) p"};
 
 const statement get_job{"get_job",
                         "SELECT false AS created, j.* FROM taskmill.jobs j WHERE j.name = $1"};
@@ -244,8 +244,8 @@ const statement job_firings{
 
 const statement due_jobs{
     "due_jobs",
-    "SELECT name, schedule, time_zone, misfire, catch_up_limit, next_fire_at, anchor_at, now FROM "
-    "taskmill.due_jobs($1::int)"};
+    "SELECT name, schedule, time_zone, misfire, catch_up_limit, next_fire_at, anchor_at, now, "
+    "dialect FROM taskmill.due_jobs($1::int)"};
 
 const statement next_job_due{"next_job_due", "SELECT taskmill.next_job_due_in_ms()"};
 

@@ -118,7 +118,8 @@ timeout = "2m"
 
 [[jobs]]
 name = "nightly"
-schedule = "@daily"
+schedule = "0 0 9 ? * 6#3"
+dialect = "quartz"
 type = "COUNT"
 enabled = false
 )"};
@@ -134,6 +135,14 @@ enabled = false
   BOOST_CHECK(*sync.timeout == 2min);
   BOOST_CHECK(!sync.priority);
   BOOST_CHECK(!cfg->jobs[1].enabled);
+  BOOST_CHECK_EQUAL(cfg->jobs[1].dialect, "quartz");
+  BOOST_CHECK(
+      contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"0 0 * * 0\"\n"
+                        "dialect = \"quartz\"\n"),
+               "'jobs[0]' schedule: \"0\" in the day-of-week field is not between 1 and 7"));
+  BOOST_CHECK(contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"@daily\"\n"
+                                "dialect = \"cron\"\n"),
+                       "'jobs[0]' dialect must be one of unix, quartz (got \"cron\")"));
   BOOST_CHECK(
       contains(error_of("[[jobs]]\nname = \"x\"\ntype = \"T\"\nschedule = \"61 * * * *\"\n"),
                "'jobs[0]' schedule: \"61\" in the minute field"));

@@ -314,7 +314,7 @@ BOOST_AUTO_TEST_CASE(cron_schedules_and_zones) {
   auto after = cron::seconds_time{std::chrono::seconds{1'800'000'000}};
   for (int i = 0; i < rounds; ++i) {
     auto in = f.input(seeds, 60);
-    auto schedule = cron::parse(in);
+    auto schedule = cron::parse(in, i % 2 == 0 ? cron::dialect::unix_cron : cron::dialect::quartz);
     if (!schedule) {
       auto message = error_message(schedule.error());
       FUZZ_CHECK(message.rfind("schedule: ", 0) == 0 && is_utf8(message), in,

@@ -188,7 +188,24 @@ BOOST_AUTO_TEST_CASE(bad_jobs_are_refused_naming_the_field) {
   BOOST_CHECK(contains(put("ok", "any", "allow", "later", "1"), "misfire must be"));
   BOOST_CHECK(contains(put("ok", "any", "allow", "skip", "0"), "catch_up_limit must be"));
   BOOST_CHECK(contains(put("ok", "any", "allow", "skip", "1", "9"), "priority must be"));
+  BOOST_CHECK(contains(db.error_of("SELECT taskmill.put_job('ok', '* * * * *', 'UTC', 'T', NULL, "
+                                   "NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, 'any', NULL, "
+                                   "'allow', 'skip', 1, '', 'api', now(), now(), 'cron')"),
+                       "dialect must be one of unix, quartz (got \"cron\")"));
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.jobs"), "0");
+  // The call of a node of the release before dialects stores unix.
+  db.exec(
+      "SELECT taskmill.put_job('old', '* * * * *', 'UTC', 'T', NULL, NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, true, 'any', NULL, 'allow', 'skip', 1, '', 'api', now(), now())");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT dialect FROM taskmill.jobs WHERE name = 'old'"), "unix");
+  db.exec(
+      "SELECT taskmill.put_job('new', '0 0 9 ? * 6#3', 'UTC', 'T', NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, true, 'any', NULL, 'allow', 'skip', 1, '', 'api', now(), now(), "
+      "'quartz')");
+  // The leader plans each due job in its dialect.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name || ' ' || dialect, ', ' ORDER BY name) "
+                              "FROM taskmill.due_jobs(10)"),
+                    "new quartz, old unix");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -299,6 +316,55 @@ BOOST_AUTO_TEST_CASE(trigger_next_and_listing) {
                            "taskmill_job_last_fired_seconds{job=\"nightly\"} ",
                            "taskmill_job_next_fire_seconds{job=\"nightly\"} "})
     BOOST_CHECK_MESSAGE(contains(metrics, line), "no " << line << " in /metrics");
+}
+
+// An XXL-JOB expression pasted in: the third Friday at 09:00 in quartz, the
+// third Saturday in unix cron. A paused job still previews its times.
+BOOST_AUTO_TEST_CASE(a_quartz_job_counts_sunday_as_one_and_a_paused_one_previews_its_times) {
+  auto put = call("PUT", "/v1/jobs/report",
+                  R"({"schedule": "0 0 9 ? * 6#3", "dialect": "quartz", "type": "NOOP"})");
+  BOOST_REQUIRE_EQUAL(put.status, 201);
+  BOOST_CHECK_EQUAL(put.body["job"]["dialect"], "quartz");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT dialect FROM taskmill.jobs WHERE name = 'report'"), "quartz");
+  auto weekday_of = [&](const json& times) {
+    std::string days;
+    for (const auto& t : times)
+      days += db.scalar("SELECT to_char($1::timestamptz AT TIME ZONE 'UTC', 'Dy DD')",
+                        {t.get<std::string>()}) +
+              ";";
+    return days;
+  };
+  auto next = call("GET", "/v1/jobs/report/next?count=3");
+  BOOST_REQUIRE_EQUAL(next.status, 200);
+  BOOST_CHECK_EQUAL(next.body["paused"], false);
+  auto quartz_days = weekday_of(next.body["times"]);
+  BOOST_CHECK_MESSAGE(
+      quartz_days.find("Fri") != std::string::npos && quartz_days.find("Sat") == std::string::npos,
+      quartz_days);
+  // The same text in unix cron: Saturdays, and a new next fire time.
+  auto before = db.scalar("SELECT next_fire_at FROM taskmill.jobs WHERE name = 'report'");
+  BOOST_REQUIRE_EQUAL(
+      call("PUT", "/v1/jobs/report", R"({"schedule": "0 0 9 ? * 6#3", "type": "NOOP"})").status,
+      200);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT dialect FROM taskmill.jobs WHERE name = 'report'"), "unix");
+  BOOST_CHECK_NE(db.scalar("SELECT next_fire_at FROM taskmill.jobs WHERE name = 'report'"), before);
+  auto unix_days = weekday_of(call("GET", "/v1/jobs/report/next?count=3").body["times"]);
+  BOOST_CHECK_MESSAGE(
+      unix_days.find("Sat") != std::string::npos && unix_days.find("Fri") == std::string::npos,
+      unix_days);
+  // Paused: the times it would fire at, were it resumed now.
+  BOOST_REQUIRE_EQUAL(call("POST", "/v1/jobs/report/pause").status, 200);
+  auto paused = call("GET", "/v1/jobs/report/next?count=2");
+  BOOST_REQUIRE_EQUAL(paused.status, 200);
+  BOOST_CHECK_EQUAL(paused.body["paused"], true);
+  BOOST_CHECK_EQUAL(paused.body["times"].size(), 2u);
+  expect_error(call("PUT", "/v1/jobs/report",
+                    R"({"schedule": "0 0 9 ? * 0", "dialect": "quartz", "type": "NOOP"})"),
+               400, "\"0\" in the day-of-week field is not between 1 and 7");
+  expect_error(
+      call("PUT", "/v1/jobs/report", R"({"schedule": "@daily", "dialect": "cron", "type": "T"})"),
+      400, "dialect must be one of unix, quartz");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT dialect FROM taskmill.jobs WHERE name = 'report'"), "unix");
 }
 
 BOOST_AUTO_TEST_CASE(bad_schedules_zones_and_fields_are_400_naming_them) {

@@ -489,8 +489,9 @@ std::string text(cron::seconds_time t) {
 /// The next `n` fire times of `expression` in `zone` after `after`.
 std::vector<std::string> fires(const std::string& expression, const std::string& zone,
                                const std::string& after, int n = 1,
-                               const std::string& anchor = "1970-01-01T00:00:00Z") {
-  auto s = cron::parse(expression);
+                               const std::string& anchor = "1970-01-01T00:00:00Z",
+                               cron::dialect dialect = cron::dialect::unix_cron) {
+  auto s = cron::parse(expression, dialect);
   BOOST_REQUIRE_MESSAGE(s, expression << ": " << (s ? "" : error_of(s.error())));
   auto z = cron::find_zone(zone);
   BOOST_REQUIRE_MESSAGE(z, zone);
@@ -595,7 +596,7 @@ BOOST_AUTO_TEST_CASE(leap_years_last_days_weekdays_and_nth_weekdays) {
           joined(fires(r.expression, "UTC", r.after, static_cast<int>(r.expected.size()))),
           joined(r.expected));
     }
-  auto never = cron::parse("0 0 30 2 *");
+  auto never = cron::parse("0 0 30 2 *", cron::dialect::unix_cron);
   BOOST_REQUIRE(never);
   BOOST_CHECK(!cron::next_after(*never, *cron::find_zone("UTC"), utc("2026-01-01T00:00:00Z")));
 }
@@ -658,6 +659,39 @@ BOOST_AUTO_TEST_CASE(every_fires_at_a_fixed_rate_from_its_anchor) {
                times{"2026-01-01T10:00:00Z"}));
 }
 
+// Quartz and XXL-JOB count Sunday as 1: pasted in as unix cron, "6#3" (the
+// third Friday there) fires on the third Saturday. In January 2026 the
+// Fridays are the 2nd, 9th, 16th, 23rd and 30th.
+BOOST_AUTO_TEST_CASE(quartz_counts_sunday_as_one_and_unix_as_zero) {
+  struct row {
+    const char* expression;
+    cron::dialect dialect;
+    times expected;
+  };
+  using enum cron::dialect;
+  const row table[] = {
+      {"0 0 9 ? * 6#3", quartz, {"2026-01-16T09:00:00Z"}},
+      {"0 0 9 ? * 6#3", unix_cron, {"2026-01-17T09:00:00Z"}},
+      {"0 0 9 ? * 1", quartz, {"2026-01-04T09:00:00Z"}},
+      {"0 0 9 ? * 1", unix_cron, {"2026-01-05T09:00:00Z"}},
+      {"0 0 9 ? * 2-6", quartz, {"2026-01-01T09:00:00Z", "2026-01-02T09:00:00Z"}},
+      {"0 0 9 ? * 1,7", quartz, {"2026-01-03T09:00:00Z", "2026-01-04T09:00:00Z"}},
+      {"0 0 9 ? * 7L", quartz, {"2026-01-31T09:00:00Z"}},
+      {"0 0 9 ? * */2", quartz, {"2026-01-01T09:00:00Z", "2026-01-03T09:00:00Z"}},
+      {"0 0 9 ? * SUN", quartz, {"2026-01-04T09:00:00Z"}},
+      {"0 0 9 ? * FRI#3", quartz, {"2026-01-16T09:00:00Z"}},
+      // A macro means the same in both.
+      {"@weekly", quartz, {"2026-01-04T00:00:00Z"}},
+  };
+  for (const auto& r : table)
+    BOOST_TEST_CONTEXT(r.expression << (r.dialect == quartz ? " (quartz)" : " (unix)")) {
+      BOOST_CHECK_EQUAL(
+          joined(fires(r.expression, "UTC", "2026-01-01T00:00:00Z",
+                       static_cast<int>(r.expected.size()), "1970-01-01T00:00:00Z", r.dialect)),
+          joined(r.expected));
+    }
+}
+
 BOOST_AUTO_TEST_CASE(bad_schedules_and_zones_name_the_field_and_token) {
   struct row {
     const char* expression;
@@ -681,7 +715,7 @@ BOOST_AUTO_TEST_CASE(bad_schedules_and_zones_name_the_field_and_token) {
       {"", {"empty"}},
   };
   for (const auto& r : table) {
-    auto parsed = cron::parse(r.expression);
+    auto parsed = cron::parse(r.expression, cron::dialect::unix_cron);
     BOOST_TEST_CONTEXT(r.expression) {
       BOOST_REQUIRE(!parsed);
       auto message = error_message(parsed.error());
@@ -690,6 +724,14 @@ BOOST_AUTO_TEST_CASE(bad_schedules_and_zones_name_the_field_and_token) {
         BOOST_CHECK_MESSAGE(message.find(part) != std::string::npos, message);
     }
   }
+  auto quartz = cron::parse("0 0 9 ? * 0", cron::dialect::quartz);
+  BOOST_REQUIRE(!quartz);
+  BOOST_CHECK_EQUAL(error_message(quartz.error()),
+                    "schedule: \"0\" in the day-of-week field is not between 1 and 7");
+  auto unknown = cron::parse("0 0 * * *", "cron");
+  BOOST_REQUIRE(!unknown);
+  BOOST_CHECK_EQUAL(error_message(unknown.error()),
+                    "dialect must be one of unix, quartz (got \"cron\")");
   auto zone = cron::find_zone("Mars/Olympus_Mons");
   BOOST_REQUIRE(!zone);
   BOOST_CHECK_EQUAL(error_message(zone.error()),
@@ -774,6 +816,22 @@ BOOST_AUTO_TEST_CASE(a_schedule_that_no_longer_parses_is_an_error) {
   auto job = every_minute("skip", "2026-01-01T00:00:00Z");
   job.set_time_zone("Gone/Zone");
   BOOST_CHECK(!plan_firings(job, us("2026-01-01T00:00:30Z")));
+}
+
+// A leader plans in the job's dialect: after the third Friday of January
+// 2026 (the 16th) a quartz "6#3" fires next on February's (the 20th); read
+// as unix cron, on the third Saturday, the next day.
+BOOST_AUTO_TEST_CASE(the_next_fire_time_is_read_in_the_jobs_dialect) {
+  auto job = every_minute("skip", "2026-01-16T09:00:00Z");
+  job.set_schedule("0 0 9 ? * 6#3");
+  for (auto [dialect, next] :
+       {std::pair{"quartz", "2026-02-20T09:00:00Z"}, std::pair{"unix", "2026-01-17T09:00:00Z"}})
+    BOOST_TEST_CONTEXT(dialect) {
+      job.set_dialect(dialect);
+      auto plan = plan_firings(job, us("2026-01-16T09:00:01Z"));
+      BOOST_REQUIRE(plan);
+      BOOST_CHECK_EQUAL(plan->new_next_us(), us(next));
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

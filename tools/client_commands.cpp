@@ -694,11 +694,11 @@ void add_batch(CLI::App& app, client_command& chosen) {
 
 // -- recurring jobs (SPEC §6) ---------------------------------------------------------
 
-constexpr const char* job_fields[] = {"name",    "schedule",     "time_zone",      "type",
-                                      "payload", "priority",     "max_retries",    "timeout_ms",
-                                      "backoff", "enabled",      "routing",        "shards",
-                                      "overlap", "misfire",      "catch_up_limit", "description",
-                                      "source",  "next_fire_at", "created_at",     "updated_at"};
+constexpr const char* job_fields[] = {
+    "name",         "schedule",    "dialect",    "time_zone",      "type",        "payload",
+    "priority",     "max_retries", "timeout_ms", "backoff",        "enabled",     "routing",
+    "shards",       "overlap",     "misfire",    "catch_up_limit", "description", "source",
+    "next_fire_at", "created_at",  "updated_at"};
 
 void print_job(const json& job) {
   table listing;
@@ -745,6 +745,7 @@ void print_firings(const json& doc) {
 }
 
 void print_times(const json& doc) {
+  if (doc.value("paused", false)) std::cout << "paused; were it resumed now:\n";
   for (const auto& t : array_field(doc, "times")) std::cout << shown(t) << "\n";
 }
 
@@ -768,12 +769,14 @@ struct job_options {
   std::string misfire;
   std::optional<int64_t> catch_up_limit;
   std::string description;
+  std::string dialect;
   bool disabled = false;
   std::optional<int64_t> count;
 };
 
 json job_body(const job_options& o) {
   json body{{"schedule", o.schedule}, {"type", o.type}};
+  if (!o.dialect.empty()) body["dialect"] = o.dialect;
   if (!o.time_zone.empty()) body["time_zone"] = o.time_zone;
   if (!o.payload.empty()) body["payload"] = json::parse(o.payload);
   if (o.priority) body["priority"] = *o.priority;
@@ -822,6 +825,9 @@ void add_job_put(CLI::App& jobs, client_command& chosen) {
   sub->add_option("--schedule", o->schedule,
                   "Cron (5 or 6 fields), @daily and the like, or @every 90s")
       ->required();
+  sub->add_option("--dialect", o->dialect,
+                  "unix (default: 0 and 7 are Sunday) or quartz (1 is Sunday, as Quartz and "
+                  "XXL-JOB count)");
   sub->add_option("--type", o->type, "Type of the tasks it fires")->required();
   sub->add_option("--time-zone", o->time_zone, "IANA time zone (default UTC)");
   sub->add_option("--payload", o->payload, "Payload of its tasks, JSON")

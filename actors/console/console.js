@@ -373,19 +373,27 @@
     return parts.every(Boolean) ? joinWords(parts) : null;
   }
 
-  function describeDays(dom, month, dow) {
+  // Unix cron counts Sunday as 0 (and 7); Quartz and XXL-JOB as 1.
+  const WEEK = {
+    unix: { first: 0, weekdays: ['1-5', 'MON-FRI'], weekends: ['0,6', '6,0', 'SAT,SUN', 'SUN,SAT'] },
+    quartz: { first: 1, weekdays: ['2-6', 'MON-FRI'], weekends: ['1,7', '7,1', 'SAT,SUN', 'SUN,SAT'] },
+  };
+
+  function describeDays(dom, month, dow, dialect) {
     const ofMonth = isAny(month) ? 'of every month' : 'of the month';
+    const week = WEEK[dialect] || WEEK.unix;
+    const day = (token) => named(token, DAYS, week.first);
     let days;
     if (isAny(dom) && isAny(dow)) days = '';
     else if (isAny(dom)) {
       const up = dow.toUpperCase();
       let m;
-      if (up === '1-5' || up === 'MON-FRI') days = 'on weekdays';
-      else if (['0,6', '6,0', 'SAT,SUN', 'SUN,SAT'].includes(up)) days = 'on weekends';
-      else if ((m = /^(\w+)L$/.exec(up)) && named(m[1], DAYS, 0)) days = `on the last ${named(m[1], DAYS, 0)} ${ofMonth}`;
-      else if ((m = /^(\w+)#([1-5])$/.exec(up)) && named(m[1], DAYS, 0)) days = `on the ${ORDINALS[m[2]]} ${named(m[1], DAYS, 0)} ${ofMonth}`;
-      else if (/^\w+$/.test(dow) && named(dow, DAYS, 0)) days = `every ${named(dow, DAYS, 0)}`;
-      else if (namedSet(dow, DAYS, 0)) days = `on ${namedSet(dow, DAYS, 0)}`;
+      if (week.weekdays.includes(up)) days = 'on weekdays';
+      else if (week.weekends.includes(up)) days = 'on weekends';
+      else if ((m = /^(\w+)L$/.exec(up)) && day(m[1])) days = `on the last ${day(m[1])} ${ofMonth}`;
+      else if ((m = /^(\w+)#([1-5])$/.exec(up)) && day(m[1])) days = `on the ${ORDINALS[m[2]]} ${day(m[1])} ${ofMonth}`;
+      else if (/^\w+$/.test(dow) && day(dow)) days = `every ${day(dow)}`;
+      else if (namedSet(dow, DAYS, week.first)) days = `on ${namedSet(dow, DAYS, week.first)}`;
       else return null;
     } else if (isAny(dow)) {
       let m;
@@ -435,7 +443,8 @@
     return null;
   }
 
-  function describeSchedule(expr) {
+  // `dialect`: how the day-of-week field counts (unix, the default, or quartz).
+  function describeSchedule(expr, dialect) {
     const raw = String(expr || '').trim();
     const every = /^@every\s+((?:\d+[smhd])+)$/i.exec(raw);
     if (every) {
@@ -444,12 +453,13 @@
       if (parts.length === 1) return `every ${plural(...parts[0])}`;
       return `every ${parts.map(([n, u]) => `${n} ${u}${n === 1 ? '' : 's'}`).join(' ')}`;
     }
-    const fields = (MACROS[raw.toLowerCase()] || raw).split(/\s+/);
+    const macro = MACROS[raw.toLowerCase()];
+    const fields = (macro || raw).split(/\s+/);
     if (fields.length === 5) fields.unshift('0');
     if (fields.length !== 6) return null;
     const [sec, min, hour, dom, month, dow] = fields;
     const time = describeTime(sec, min, hour);
-    const days = describeDays(dom, month, dow);
+    const days = describeDays(dom, month, dow, macro ? 'unix' : dialect);
     if (!time || days == null) return null;
     if (!days) return time.frequent ? time.text : `${time.text} every day`;
     return `${time.text} ${days}`;
@@ -917,7 +927,7 @@
         ? tableOf('Jobs', ['Name', 'Schedule', 'Time zone', 'Type', 'State', 'Next fire'], jobs.map((j) => h('tr',
           { 'data-test': 'job-row', 'data-name': j.name },
           h('td', null, h('a', { href: jobHref(j.name) }, j.name)),
-          h('td', null, h('code', null, j.schedule), h('div', { class: 'muted small', 'data-test': 'schedule-words' }, describeSchedule(j.schedule) || '')),
+          h('td', null, h('code', null, j.schedule), h('div', { class: 'muted small', 'data-test': 'schedule-words' }, describeSchedule(j.schedule, j.dialect) || '')),
           h('td', null, j.time_zone || 'UTC'),
           h('td', null, h('a', { href: hashFor('tasks', { type: j.type }) }, j.type)),
           h('td', null, jobState(j)),
@@ -993,10 +1003,11 @@
       if (!ctx.alive()) return;
       fill(head, [j.enabled], () => jobState(j));
       fill(fields, j, () => {
-        const words = describeSchedule(j.schedule);
+        const words = describeSchedule(j.schedule, j.dialect);
         return [fieldList([
           ['schedule', 'Schedule', [h('code', null, j.schedule), h('div', { 'data-test': 'schedule-words' },
             words ? `${words}${j.time_zone && j.time_zone !== 'UTC' ? ` (${j.time_zone} time)` : ' (UTC)'}` : 'as written')]],
+          ['dialect', 'Day numbers', j.dialect === 'quartz' ? 'Quartz: 1 is Sunday, 7 Saturday' : 'Unix: 0 and 7 are Sunday'],
           ['time_zone', 'Time zone', j.time_zone || 'UTC'],
           ['type', 'Task type', h('a', { href: hashFor('tasks', { type: j.type }) }, j.type)],
           ['enabled', 'State', jobState(j, false)],
@@ -1014,9 +1025,10 @@
           ['updated_at', 'Updated', timeEl(j.updated_at)],
         ]), h('h4', null, 'Payload'), jsonBlock(j.payload, 'job-payload')];
       }, true);
-      fill(next, times.times, (list) => (list && list.length
-        ? h('ol', { class: 'times' }, list.map((t) => h('li', { 'data-test': 'next-fire' }, timeEl(t, true))))
-        : h('p', { class: 'muted' }, j.enabled ? 'It never fires again.' : 'Paused: no fire times.')), true);
+      fill(next, [times.times, times.paused], ([list, paused]) => (list && list.length
+        ? [paused ? h('p', { class: 'muted', 'data-test': 'next-paused' }, 'Paused; were it resumed now:') : null,
+          h('ol', { class: 'times' }, list.map((t) => h('li', { 'data-test': 'next-fire' }, timeEl(t, true))))]
+        : h('p', { class: 'muted' }, 'It never fires again.')), true);
       fill(firings, f.firings, (list) => (list && list.length
         ? tableOf('Last firings', ['Fire time', 'Kind', 'Outcome', 'Batch', 'Tasks', ''], list.map((x) => h('tr',
           { 'data-test': 'firing-row', 'data-batch': x.batch },

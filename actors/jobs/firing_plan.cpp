@@ -29,7 +29,7 @@ void add(pb::JobPlan& plan, cron::seconds_time at, const char* kind, bool missed
 
 caf::expected<pb::JobPlan> plan_firings(const pb::DueJob& job, int64_t now_us,
                                         const misfire_rules& rules) {
-  auto schedule = cron::parse(job.schedule());
+  auto schedule = cron::parse(job.schedule(), job.dialect());
   if (!schedule) return schedule.error();
   auto zone = cron::find_zone(job.time_zone());
   if (!zone) return zone.error();

@@ -27,7 +27,7 @@ cron::seconds_time seconds_now() {
 }
 
 caf::error schedule_job(pb::Job& job, cron::seconds_time now) {
-  auto schedule = cron::parse(job.schedule());
+  auto schedule = cron::parse(job.schedule(), job.dialect());
   if (!schedule) return schedule.error();
   auto zone = cron::find_zone(job.time_zone());
   if (!zone) return zone.error();
@@ -44,7 +44,7 @@ caf::error schedule_job(pb::Job& job, cron::seconds_time now) {
 caf::expected<std::vector<cron::seconds_time>> upcoming_fire_times(const pb::Job& job,
                                                                    cron::seconds_time now,
                                                                    int count) {
-  auto schedule = cron::parse(job.schedule());
+  auto schedule = cron::parse(job.schedule(), job.dialect());
   if (!schedule) return schedule.error();
   auto zone = cron::find_zone(job.time_zone());
   if (!zone) return zone.error();

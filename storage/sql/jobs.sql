@@ -9,7 +9,7 @@ CREATE FUNCTION taskmill.job_problem(
   p_name text, p_type text, p_priority integer, p_max_retries integer, p_timeout_ms integer,
   p_backoff_kind text, p_backoff_base_ms integer, p_backoff_cap_ms integer,
   p_backoff_jitter real, p_routing text, p_shards integer, p_overlap text, p_misfire text,
-  p_catch_up_limit integer, p_description text) RETURNS text
+  p_catch_up_limit integer, p_description text, p_dialect text) RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT CASE
     WHEN p_name IS NULL OR p_name !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$'
@@ -27,6 +27,8 @@ LANGUAGE sql STABLE AS $$
     WHEN p_catch_up_limit IS NULL OR p_catch_up_limit NOT BETWEEN 1 AND 1000
       THEN 'catch_up_limit must be between 1 and 1000'
     WHEN length(p_description) > 2000 THEN 'description must be at most 2000 characters'
+    WHEN p_dialect IS NULL OR p_dialect NOT IN ('unix', 'quartz')
+      THEN format('dialect must be one of unix, quartz (got "%s")', p_dialect)
   END
 $$;
 
@@ -42,16 +44,18 @@ LANGUAGE sql IMMUTABLE AS $$
 $$;
 
 -- PUT /v1/jobs/{name}, and a node's [[jobs]] at start. A job that keeps its
--- schedule and time zone keeps its next fire time (so a restart neither
--- skips nor repeats a firing); otherwise it fires next at p_next_fire_at,
--- which the node worked out from p_anchor_at (the start of @every's rate).
+-- schedule, dialect and time zone keeps its next fire time (so a restart
+-- neither skips nor repeats a firing); otherwise it fires next at
+-- p_next_fire_at, which the node worked out from p_anchor_at (the start of
+-- @every's rate). p_dialect's default answers the calls of nodes of the
+-- release before dialects (drop it after the release that follows).
 CREATE FUNCTION taskmill.put_job(
   p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
   p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,
   p_backoff_base_ms integer, p_backoff_cap_ms integer, p_backoff_jitter real,
   p_enabled boolean, p_routing text, p_shards integer, p_overlap text, p_misfire text,
   p_catch_up_limit integer, p_description text, p_source text,
-  p_next_fire_at timestamptz, p_anchor_at timestamptz,
+  p_next_fire_at timestamptz, p_anchor_at timestamptz, p_dialect text DEFAULT 'unix',
   OUT created boolean, OUT job taskmill.jobs)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -59,7 +63,7 @@ DECLARE
     taskmill.job_problem(p_name, p_type, p_priority, p_max_retries, p_timeout_ms,
                          p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter,
                          p_routing, p_shards, p_overlap, p_misfire, p_catch_up_limit,
-                         p_description),
+                         p_description, p_dialect),
     taskmill.task_problem(p_type, 'key', NULL, NULL, p_priority, p_max_retries, p_timeout_ms,
                           p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
                           p_backoff_jitter, NULL, NULL, NULL, NULL));
@@ -72,19 +76,20 @@ BEGIN
   SELECT * INTO cur FROM taskmill.jobs j WHERE j.name = p_name FOR UPDATE;
   created := cur.name IS NULL;
   keeps := NOT created AND cur.enabled AND p_enabled AND cur.schedule = p_schedule
-           AND cur.time_zone = p_time_zone;
+           AND cur.dialect = p_dialect AND cur.time_zone = p_time_zone;
   INSERT INTO taskmill.jobs AS j (name, schedule, time_zone, type, payload, priority,
                                   max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                   backoff_cap_ms, backoff_jitter, enabled, routing, shards,
                                   overlap, misfire, catch_up_limit, description, source,
-                                  next_fire_at, anchor_at, created_at, updated_at)
+                                  next_fire_at, anchor_at, created_at, updated_at, dialect)
   VALUES (p_name, p_schedule, p_time_zone, p_type, coalesce(p_payload, '{}'::jsonb), p_priority,
           p_max_retries, p_timeout_ms, p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
           p_backoff_jitter, p_enabled, p_routing, p_shards, p_overlap, p_misfire,
           p_catch_up_limit, coalesce(p_description, ''), p_source,
-          CASE WHEN p_enabled THEN p_next_fire_at END, p_anchor_at, now(), now())
+          CASE WHEN p_enabled THEN p_next_fire_at END, p_anchor_at, now(), now(), p_dialect)
   ON CONFLICT (name) DO UPDATE
-     SET schedule = excluded.schedule, time_zone = excluded.time_zone, type = excluded.type,
+     SET schedule = excluded.schedule, dialect = excluded.dialect,
+         time_zone = excluded.time_zone, type = excluded.type,
          payload = excluded.payload, priority = excluded.priority,
          max_retries = excluded.max_retries, timeout_ms = excluded.timeout_ms,
          backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
@@ -143,10 +148,10 @@ $$;
 -- Jobs due by now, oldest first, with the database's now.
 CREATE FUNCTION taskmill.due_jobs(p_limit integer)
 RETURNS TABLE (name text, schedule text, time_zone text, misfire text, catch_up_limit integer,
-               next_fire_at timestamptz, anchor_at timestamptz, now timestamptz)
+               next_fire_at timestamptz, anchor_at timestamptz, now timestamptz, dialect text)
 LANGUAGE sql STABLE AS $$
   SELECT j.name, j.schedule, j.time_zone, j.misfire, j.catch_up_limit, j.next_fire_at,
-         j.anchor_at, now()
+         j.anchor_at, now(), j.dialect
     FROM taskmill.jobs j
    WHERE j.enabled AND j.next_fire_at <= now()
    ORDER BY j.next_fire_at

@@ -852,6 +852,10 @@ def check_jobs(c, run, st):
         "schedule": "*/5 * * * * *", "time_zone": "Europe/Berlin", "type": noop, "priority": "2",
         "max_retries": 1, "timeout_ms": 10000, "backoff": {"kind": "fixed", "base_ms": 500},
         "overlap": "skip", "misfire": "skip", "catch_up_limit": 3, "enabled": True})
+    c.call("(quartz dialect)", "PUT", JN, {"name": "oa-quartz-" + run}, expect=201,
+           body={"schedule": "0 0 9 ? * 6#3", "dialect": "quartz", "type": noop})
+    c.call("(unknown dialect)", "PUT", JN, {"name": "oa-quartz-" + run}, expect=400,
+           body={"schedule": "@daily", "dialect": "cron", "type": noop})
     c.call("", "GET", JN, {"name": cron}, expect=200)
     c.call("", "HEAD", JN, {"name": cron}, expect=200)
     ans = c.call("", "GET", J, expect=200)
@@ -894,7 +898,8 @@ def check_jobs(c, run, st):
     c.check(ans.get("enabled") is False and ans.get("next_fire_at") is None,
             "a paused job is disabled, with no next fire time")
     ans = c.call("(paused)", "GET", N, {"name": cron}, expect=200)
-    c.check(ans.get("times") == [], "a paused job has no next fire times")
+    c.check(ans.get("paused") is True and len(ans.get("times", default=[])) == 5,
+            "a paused job previews the times it would fire at, were it resumed now")
     ans = c.call("", "POST", JN + "/resume", {"name": cron}, expect=200)
     c.check(ans.get("enabled") is True, "a resumed job is enabled")
     for action in ("pause", "resume"):

@@ -206,6 +206,12 @@ def walk(console, node, doomed, later, unwanted, shots):
     console.follow("job-row", name="hourly-report")
     words = console.text("schedule-words")
     check("job: schedule in words", "hour" in words, words)
+    # The XXL-JOB expression of the third Friday, read in each dialect.
+    describe = "return window.taskmillConsole.describeSchedule(arguments[0], arguments[1])"
+    for dialect, day in (("quartz", "Friday"), ("unix", "Saturday")):
+        said = driver.execute_script(describe, "0 0 9 ? * 6#3", dialect)
+        check("job: the words of a %s schedule" % dialect,
+              said == "at 09:00 on the third %s of every month" % day, said)
     check("job: next fire times", console.find("next-fire") is not None)
     payload = console.find("trigger-payload")
     payload.send_keys('{"scope": "one"')
@@ -232,6 +238,8 @@ def walk(console, node, doomed, later, unwanted, shots):
     console.confirm()
     check("job: paused (by the API)",
           eventually(lambda: node.call("GET", "/v1/jobs/hourly-report")[1]["enabled"] is False))
+    check("job: a paused job previews its fire times",
+          console.find("next-paused") is not None and console.find("next-fire") is not None)
     console.click("resume")
     console.confirm()
     check("job: resumed (by the API)",

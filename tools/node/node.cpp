@@ -123,6 +123,7 @@ pb::Job job_of(const job_config& j) {
   if (j.shards) job.set_shards(*j.shards);
   if (!j.overlap.empty()) job.set_overlap(j.overlap);
   if (!j.misfire.empty()) job.set_misfire(j.misfire);
+  if (!j.dialect.empty()) job.set_dialect(j.dialect);
   if (j.catch_up_limit) job.set_catch_up_limit(*j.catch_up_limit);
   job.set_description(j.description);
   job.set_source("config");
