@@ -19,6 +19,7 @@
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
+#include <algorithm>
 #include <charconv>
 #include <map>
 
@@ -346,18 +347,35 @@ void list(self_ptr self, call_ptr c) {
       std::move(req));
 }
 
-void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
-  const auto& o = self->state.options;
-  auto sub = c->path.size() == 4 ? c->path[3] : std::string{};
-  if (c->path.size() == 3) {
+/// Calls `f` with the task id of the path, or fails the call.
+template <class F>
+void with_task_id(self_ptr self, call_ptr c, F&& f) {
+  auto id = task_id(c->path[2]);
+  if (!id) return fail(self, *c, id.error());
+  f(*id);
+}
+
+void get_task(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
     ask_or<pb::Task>(
-        self, c, o.storage, [self](const call& c, const pb::Task& t) { answer(self, c, t); },
-        fail_task_read, caf::get_atom_v, id);
-  } else if (sub == "attempts") {
+        self, c, self->state.options.storage,
+        [self](const call& c, const pb::Task& t) { answer(self, c, t); }, fail_task_read,
+        caf::get_atom_v, id);
+  });
+}
+
+void task_attempts(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
     ask<pb::AttemptList>(
-        self, c, o.storage, [self](const call& c, const pb::AttemptList& a) { answer(self, c, a); },
-        attempts_atom_v, id);
-  } else if (sub == "result") {
+        self, c, self->state.options.storage,
+        [self](const call& c, const pb::AttemptList& a) { answer(self, c, a); }, attempts_atom_v,
+        id);
+  });
+}
+
+void task_result(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
+    const auto& o = self->state.options;
     auto report = c->protobuf_in ? decode_protobuf<pb::ResultReport>(*c)
                                  : json::decode_result_report(c->req.body);
     if (!report) return fail(self, *c, report.error());
@@ -367,37 +385,40 @@ void task_endpoint(self_ptr self, call_ptr c, int64_t id) {
         self, c, o.dispatcher,
         [self](const call& c, const pb::ResultAck& a) { answer(self, c, a); }, result_atom_v, id,
         std::move(*report));
-  } else {
+  });
+}
+
+void retry_task(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
     ask<pb::Task>(
-        self, c, o.storage,
+        self, c, self->state.options.storage,
         [self](const call& c, const pb::Task& t) {
           wake_pusher(self);
           answer(self, c, t);
         },
         retry_atom_v, id);
-  }
+  });
 }
 
-void batch_endpoint(self_ptr self, call_ptr c) {
-  const auto& batch = c->path[2];
-  const auto& o = self->state.options;
-  if (c->path.size() == 3) {
-    ask<pb::BatchCounts>(
-        self, c, o.storage, [self](const call& c, const pb::BatchCounts& b) { answer(self, c, b); },
-        batch_atom_v, batch);
-  } else {
-    ask<int32_t>(
-        self, c, o.storage,
-        [self](const call& c, int32_t n) {
-          if (n > 0) wake_pusher(self);
-          pb::Count count;
-          count.set_count(n);
-          answer(self, c, count, [](const pb::Count& m) {
-            return "{\"retried\":" + std::to_string(m.count()) + "}";
-          });
-        },
-        retry_atom_v, batch);
-  }
+void get_batch(self_ptr self, call_ptr c) {
+  ask<pb::BatchCounts>(
+      self, c, self->state.options.storage,
+      [self](const call& c, const pb::BatchCounts& b) { answer(self, c, b); }, batch_atom_v,
+      c->path[2]);
+}
+
+void retry_batch(self_ptr self, call_ptr c) {
+  ask<int32_t>(
+      self, c, self->state.options.storage,
+      [self](const call& c, int32_t n) {
+        if (n > 0) wake_pusher(self);
+        pb::Count count;
+        count.set_count(n);
+        answer(self, c, count, [](const pb::Count& m) {
+          return "{\"retried\":" + std::to_string(m.count()) + "}";
+        });
+      },
+      retry_atom_v, c->path[2]);
 }
 
 /// The use of each running limit, from the running counts in `stats` and
@@ -464,8 +485,9 @@ caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t 
   return fallback;
 }
 
-void put_job(self_ptr self, call_ptr c, const std::string& name) {
+void put_job(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
+  const auto& name = c->path[2];
   auto job = c->protobuf_in ? decode_protobuf<pb::Job>(*c) : json::decode_job(c->req.body, name);
   if (!job) return fail(self, *c, job.error());
   job->set_name(name);
@@ -494,7 +516,8 @@ void with_job(self_ptr self, call_ptr c, const std::string& name, Done&& done) {
   ask<pb::Job>(self, c, self->state.options.jobs, std::forward<Done>(done), job_atom_v, name);
 }
 
-void resume_job(self_ptr self, call_ptr c, const std::string& name) {
+void resume_job(self_ptr self, call_ptr c) {
+  const auto& name = c->path[2];
   with_job(self, c, name, [self, c, name](const call&, const pb::Job& job) {
     auto next = upcoming_fire_times(job, seconds_now(), 1);
     if (!next) return fail(self, *c, next.error());
@@ -508,10 +531,10 @@ void resume_job(self_ptr self, call_ptr c, const std::string& name) {
   });
 }
 
-void next_fire_times(self_ptr self, call_ptr c, const std::string& name) {
+void next_fire_times(self_ptr self, call_ptr c) {
   auto count = count_parameter(*c, "count", 5, 100);
   if (!count) return fail(self, *c, count.error());
-  with_job(self, c, name, [self, c, n = *count](const call&, const pb::Job& job) {
+  with_job(self, c, c->path[2], [self, c, n = *count](const call&, const pb::Job& job) {
     auto times = upcoming_fire_times(job, seconds_now(), n);
     if (!times) return fail(self, *c, times.error());
     pb::FireTimes out;
@@ -524,8 +547,9 @@ void next_fire_times(self_ptr self, call_ptr c, const std::string& name) {
   });
 }
 
-void trigger_job(self_ptr self, call_ptr c, const std::string& name) {
+void trigger_job(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
+  const auto& name = c->path[2];
   auto req =
       c->protobuf_in ? decode_protobuf<pb::TriggerRequest>(*c) : json::decode_trigger(c->req.body);
   if (!req) return fail(self, *c, req.error());
@@ -542,37 +566,39 @@ void trigger_job(self_ptr self, call_ptr c, const std::string& name) {
       static_cast<int64_t>(o.lease.count()));
 }
 
-void job_endpoint(self_ptr self, call_ptr c, const std::string& method) {
-  const auto& o = self->state.options;
-  const auto& p = c->path;
-  if (p.size() == 2)
-    return ask<pb::JobList>(
-        self, c, o.jobs, [self](const call& c, const pb::JobList& l) { answer(self, c, l); },
-        jobs_atom_v);
-  const auto& name = p[2];
-  if (p.size() == 3) {
-    if (method == "PUT") return put_job(self, c, name);
-    if (method == "DELETE")
-      return ask<bool>(
-          self, c, o.jobs,
-          [self, name](const call& c, bool deleted) {
-            if (!deleted) return fail(self, c, make_error(errc::not_found, "no job " + name));
-            send(self, c, http_response{200, "application/json", R"({"deleted":true})"});
-          },
-          drop_atom_v, name);
-    return with_job(self, c, name, job_answer(self));
-  }
-  const auto& action = p[3];
-  if (action == "trigger") return trigger_job(self, c, name);
-  if (action == "pause")
-    return ask<pb::Job>(self, c, o.jobs, job_answer(self), enable_atom_v, name, false, int64_t{0});
-  if (action == "resume") return resume_job(self, c, name);
-  if (action == "next") return next_fire_times(self, c, name);
+void list_jobs(self_ptr self, call_ptr c) {
+  ask<pb::JobList>(
+      self, c, self->state.options.jobs,
+      [self](const call& c, const pb::JobList& l) { answer(self, c, l); }, jobs_atom_v);
+}
+
+void get_job(self_ptr self, call_ptr c) {
+  with_job(self, c, c->path[2], job_answer(self));
+}
+
+void delete_job(self_ptr self, call_ptr c) {
+  const auto& name = c->path[2];
+  ask<bool>(
+      self, c, self->state.options.jobs,
+      [self, name](const call& c, bool deleted) {
+        if (!deleted) return fail(self, c, make_error(errc::not_found, "no job " + name));
+        send(self, c, http_response{200, "application/json", R"({"deleted":true})"});
+      },
+      drop_atom_v, name);
+}
+
+void pause_job(self_ptr self, call_ptr c) {
+  ask<pb::Job>(self, c, self->state.options.jobs, job_answer(self), enable_atom_v, c->path[2],
+               false, int64_t{0});
+}
+
+void job_firings(self_ptr self, call_ptr c) {
   auto limit = count_parameter(*c, "limit", 50, 1000);
   if (!limit) return fail(self, *c, limit.error());
   ask<pb::JobFirings>(
-      self, c, o.jobs, [self](const call& c, const pb::JobFirings& f) { answer(self, c, f); },
-      firings_atom_v, name, *limit);
+      self, c, self->state.options.jobs,
+      [self](const call& c, const pb::JobFirings& f) { answer(self, c, f); }, firings_atom_v,
+      c->path[2], *limit);
 }
 
 // -- alerts (SPEC §6) -------------------------------------------------------------------
@@ -755,45 +781,105 @@ void serve_asset(self_ptr self, const call& c) {
                      {{"Cache-Control", "no-cache"}}});
 }
 
-/// The methods the endpoint at `p` answers, or nullptr when there is none.
-const char* allowed_methods(const std::vector<std::string>& p) {
-  constexpr const char* get = "GET, HEAD";
-  constexpr const char* post = "POST";
-  if (p.size() == 1 && (p[0] == "healthz" || p[0] == "readyz" || p[0] == "metrics")) return get;
-  if (!p.empty() && p[0] == "ui") return get;
-  if (p.size() < 2 || p[0] != "v1") return nullptr;
-  if (p.size() == 2 && p[1] == "openapi.json") return get;
-  if (p[1] == "tasks") {
-    if (p.size() == 2) return "GET, HEAD, POST";
-    if (p.size() == 3 && (p[2] == "reschedule" || p[2] == "cancel")) return post;
-    if (p.size() == 3) return get;
-    if (p.size() == 4 && p[3] == "attempts") return get;
-    if (p.size() == 4 && (p[3] == "result" || p[3] == "retry")) return post;
-    return nullptr;
-  }
-  if (p[1] == "batches") {
-    if (p.size() == 3) return get;
-    if (p.size() == 4 && p[3] == "retry-failed") return post;
-    return nullptr;
-  }
-  if (p.size() == 2 && (p[1] == "stats" || p[1] == "nodes" || p[1] == "alerts")) return get;
-  if (p[1] == "jobs") {
-    if (p.size() == 2) return get;
-    if (p.size() == 3) return "GET, HEAD, PUT, DELETE";
-    if (p.size() == 4 && (p[3] == "trigger" || p[3] == "pause" || p[3] == "resume")) return post;
-    if (p.size() == 4 && (p[3] == "firings" || p[3] == "next")) return get;
-  }
-  return nullptr;
+void healthz(self_ptr self, call_ptr c) {
+  send(self, *c, http_response{200, "application/json", R"({"status":"ok"})"});
 }
 
-bool allows(std::string_view allowed, const std::string& method) {
-  for (size_t start = 0; start < allowed.size();) {
-    auto end = allowed.find(", ", start);
-    if (allowed.substr(start, end - start) == method) return true;
-    if (end == std::string_view::npos) break;
-    start = end + 2;
+void list_nodes(self_ptr self, call_ptr c) {
+  ask<pb::NodeList>(
+      self, c, self->state.options.storage,
+      [self, c](const call&, const pb::NodeList& n) { answer_nodes(self, c, n); }, nodes_atom_v,
+      self->state.options.lease.count());
+}
+
+/// One endpoint. A segment in braces matches any one segment (the handler
+/// reads it from the call's path), a final `*` whatever follows; GET routes
+/// answer HEAD too. Open routes answer without the token: the probes, and
+/// the console's files, which hold no data (the page asks for the token).
+struct route {
+  std::string_view method;
+  std::string_view path;
+  bool open;
+  void (*handle)(self_ptr, call_ptr);
+};
+
+constexpr bool anyone = true;
+constexpr bool with_token = false;
+
+const route routes[] = {
+    {"GET", "/healthz", anyone, healthz},
+    {"GET", "/readyz", anyone, ready},
+    {"GET", "/metrics", anyone, metrics},
+    {"GET", "/ui/*", anyone, [](self_ptr self, call_ptr c) { serve_asset(self, *c); }},
+    {"GET", "/v1/openapi.json", with_token,
+     [](self_ptr self, call_ptr c) { serve_asset(self, *c); }},
+    {"GET", "/v1/tasks", with_token, list},
+    {"POST", "/v1/tasks", with_token, submit},
+    {"POST", "/v1/tasks/reschedule", with_token, reschedule},
+    {"POST", "/v1/tasks/cancel", with_token, cancel},
+    {"GET", "/v1/tasks/{id}", with_token, get_task},
+    {"GET", "/v1/tasks/{id}/attempts", with_token, task_attempts},
+    {"POST", "/v1/tasks/{id}/result", with_token, task_result},
+    {"POST", "/v1/tasks/{id}/retry", with_token, retry_task},
+    {"GET", "/v1/batches/{batch}", with_token, get_batch},
+    {"POST", "/v1/batches/{batch}/retry-failed", with_token, retry_batch},
+    {"GET", "/v1/stats", with_token, stats},
+    {"GET", "/v1/nodes", with_token, list_nodes},
+    {"GET", "/v1/alerts", with_token, list_alerts},
+    {"GET", "/v1/jobs", with_token, list_jobs},
+    {"GET", "/v1/jobs/{name}", with_token, get_job},
+    {"PUT", "/v1/jobs/{name}", with_token, put_job},
+    {"DELETE", "/v1/jobs/{name}", with_token, delete_job},
+    {"POST", "/v1/jobs/{name}/trigger", with_token, trigger_job},
+    {"POST", "/v1/jobs/{name}/pause", with_token, pause_job},
+    {"POST", "/v1/jobs/{name}/resume", with_token, resume_job},
+    {"GET", "/v1/jobs/{name}/firings", with_token, job_firings},
+    {"GET", "/v1/jobs/{name}/next", with_token, next_fire_times},
+};
+
+/// How many literal segments of `pattern` name `path`: -1 when it does not
+/// match, else the more, the more specific (`/v1/tasks/cancel` over
+/// `/v1/tasks/{id}`).
+int literal_match(std::string_view pattern, const std::vector<std::string>& path) {
+  size_t i = 0;
+  int literals = 0;
+  for (auto rest = pattern.substr(1); !rest.empty();) {
+    auto slash = rest.find('/');
+    auto segment = rest.substr(0, slash);
+    rest = slash == std::string_view::npos ? std::string_view{} : rest.substr(slash + 1);
+    if (segment == "*") return literals;
+    if (i >= path.size()) return -1;
+    if (segment.front() != '{') {
+      if (segment != path[i]) return -1;
+      ++literals;
+    }
+    ++i;
   }
-  return false;
+  return i == path.size() ? literals : -1;
+}
+
+/// The routes of the most specific path that names `path`.
+std::vector<const route*> routes_of(const std::vector<std::string>& path) {
+  std::vector<const route*> found;
+  int best = -1;
+  for (const auto& r : routes) {
+    auto m = literal_match(r.path, path);
+    if (m < best) continue;
+    if (m > best) found.clear();
+    best = m;
+    found.push_back(&r);
+  }
+  return best < 0 ? std::vector<const route*>{} : found;
+}
+
+/// The Allow header of a path's routes.
+std::string allowed_methods(const std::vector<const route*>& named) {
+  std::string out;
+  for (const auto* r : named) {
+    out += (out.empty() ? "" : ", ") + std::string{r->method};
+    if (r->method == "GET") out += ", HEAD";
+  }
+  return out;
 }
 
 /// Whether `authorization` carries `token` as a bearer credential; the
@@ -826,26 +912,28 @@ caf::error check_request_text(const call& c) {
   return caf::none;
 }
 
-void route(self_ptr self, call_ptr c) {
-  const auto& p = c->path;
+void dispatch(self_ptr self, call_ptr c) {
   if (auto err = check_request_text(*c)) return fail(self, *c, err);
   if (auto refused = refuse_foreign_request(c->req, self->state.browsers))
     return fail(self, *c, make_error(refused->code, refused->message));
-  auto allowed = allowed_methods(p);
-  if (!allowed)
+  auto named = routes_of(c->path);
+  // Without the token nothing but the open routes answers, not even whether
+  // a path exists.
+  bool open = !named.empty() && named.front()->open;
+  const auto& token = self->state.options.cfg->api.token;
+  if (!open && !token.empty() && !has_bearer_token(c->req.authorization, token))
+    return fail(self, *c,
+                make_error(errc::unauthorized, "a valid Authorization: Bearer token is required"));
+  if (named.empty())
     return fail(self, *c,
                 make_error(errc::not_found, "no such endpoint: " + quote_input(c->req.method) +
                                                 " " + quote_input(c->req.target)));
-  // The console's files hold no data: the page asks for the token itself.
-  bool public_endpoint = p.size() == 1 || p[0] == "ui";
-  if (!public_endpoint) {
-    const auto& token = self->state.options.cfg->api.token;
-    if (!token.empty() && !has_bearer_token(c->req.authorization, token))
-      return fail(
-          self, *c,
-          make_error(errc::unauthorized, "a valid Authorization: Bearer token is required"));
-  }
-  if (!allows(allowed, c->req.method)) {
+  // HEAD is GET without the body, which the HTTP server leaves out.
+  const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
+  auto r =
+      std::find_if(named.begin(), named.end(), [&](const route* r) { return r->method == method; });
+  if (r == named.end()) {
+    auto allowed = allowed_methods(named);
     auto err =
         make_error(errc::method_not_allowed, "method " + quote_input(c->req.method) +
                                                  " is not allowed here; allowed: " + allowed);
@@ -853,31 +941,7 @@ void route(self_ptr self, call_ptr c) {
   }
   if (auto refused = refuse_content_type(c->req))
     return fail(self, *c, make_error(refused->code, refused->message));
-  // HEAD is GET without the body, which the HTTP server leaves out.
-  const auto& method = c->req.method == "HEAD" ? std::string{"GET"} : c->req.method;
-  if (p[0] == "ui" || (p.size() == 2 && p[1] == "openapi.json")) return serve_asset(self, *c);
-  if (p.size() == 1) {
-    if (p[0] == "healthz")
-      return send(self, *c, http_response{200, "application/json", R"({"status":"ok"})"});
-    if (p[0] == "readyz") return ready(self, c);
-    return metrics(self, c);
-  }
-  if (p[1] == "tasks") {
-    if (p.size() == 2) return method == "POST" ? submit(self, c) : list(self, c);
-    if (p.size() == 3 && p[2] == "reschedule") return reschedule(self, c);
-    if (p.size() == 3 && p[2] == "cancel") return cancel(self, c);
-    auto id = task_id(p[2]);
-    if (!id) return fail(self, *c, id.error());
-    return task_endpoint(self, c, *id);
-  }
-  if (p[1] == "batches") return batch_endpoint(self, c);
-  if (p[1] == "stats") return stats(self, c);
-  if (p[1] == "jobs") return job_endpoint(self, c, method);
-  if (p[1] == "alerts") return list_alerts(self, c);
-  return ask<pb::NodeList>(
-      self, c, self->state.options.storage,
-      [self, c](const call&, const pb::NodeList& n) { answer_nodes(self, c, n); }, nodes_atom_v,
-      self->state.options.lease.count());
+  (*r)->handle(self, c);
 }
 
 api_actor::behavior_type api(self_ptr self, api_options options) {
@@ -896,12 +960,18 @@ api_actor::behavior_type api(self_ptr self, api_options options) {
             c->req.accept.find("application/x-protobuf") != std::string::npos ||
             (c->protobuf_in && c->req.accept.find("application/json") == std::string::npos);
         split_target(*c);
-        guarded(self, *c, [&] { route(self, c); });
+        guarded(self, *c, [&] { dispatch(self, c); });
       },
   };
 }
 
 }  // namespace
+
+std::vector<api_endpoint> api_endpoints() {
+  std::vector<api_endpoint> out;
+  for (const auto& r : routes) out.push_back({std::string{r.method}, std::string{r.path}, r.open});
+  return out;
+}
 
 api_actor spawn_api(caf::actor_system& sys, api_options options) {
   return sys.spawn(api, std::move(options));

@@ -36,4 +36,15 @@ struct api_options {
 
 api_actor spawn_api(caf::actor_system& sys, api_options options);
 
+/// An endpoint the API answers: a method, a path ("/v1/tasks/{id}"; a final
+/// "*" for the console's files), and whether it answers without the token.
+struct api_endpoint {
+  std::string method;
+  std::string path;
+  bool open;
+};
+
+/// The API's route table, for the check against messages/openapi.json.
+std::vector<api_endpoint> api_endpoints();
+
 }  // namespace taskmill

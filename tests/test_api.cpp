@@ -782,6 +782,15 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_except_for_probes) {
   BOOST_CHECK_EQUAL(call("GET", "/healthz").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/readyz").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/metrics").status, 200);
+  BOOST_CHECK_EQUAL(call("GET", "/ui/").status, 200);
+  // Without the token nothing says which paths exist, or which methods.
+  for (const auto& [method, path] :
+       std::vector<std::pair<std::string, std::string>>{{"GET", "/v1/nothing-here"},
+                                                        {"GET", "/nothing-here"},
+                                                        {"GET", "/"},
+                                                        {"PATCH", "/v1/stats"},
+                                                        {"GET", "/v1/tasks/1/nothing"}})
+    BOOST_CHECK_MESSAGE(call(method, path).status == 401, method << " " << path);
   for (const char* scheme : {"bearer s3cret", "BEARER s3cret", "Bearer   s3cret"})
     BOOST_CHECK_MESSAGE(call("GET", "/v1/stats", {}, {{"Authorization", scheme}}).status == 200,
                         scheme);
@@ -791,6 +800,9 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_except_for_probes) {
   headers = {{"Authorization", "Bearer s3cret"}};
   BOOST_CHECK_EQUAL(call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "x"})").status, 200);
   BOOST_CHECK_EQUAL(call("GET", "/v1/stats").status, 200);
+  expect_error(call("GET", "/v1/nothing-here"), 404, "no such endpoint");
+  auto wrong_method = call("PATCH", "/v1/stats");
+  BOOST_CHECK_EQUAL(wrong_method.status, 405);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

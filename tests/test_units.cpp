@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE units
 #include <boost/test/unit_test.hpp>
 
+#include "actors/api.hpp"
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
 #include "actors/http/browser_guard.hpp"
@@ -32,10 +33,12 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <numeric>
 #include <random>
+#include <set>
 #include <thread>
 
 using namespace taskmill;
@@ -1121,6 +1124,39 @@ BOOST_AUTO_TEST_CASE(silence_for_one_process_leaves_the_others_connections_alone
   BOOST_CHECK(echoed(before, 'd', 2s));
   close(before);
   close(during);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The API's route table is the document's list of operations: each route is
+// documented, each documented operation routed, and the routes that answer
+// without the token are those the document says need none.
+BOOST_AUTO_TEST_SUITE(api_routes)
+
+BOOST_AUTO_TEST_CASE(the_route_table_is_the_documents_operations) {
+  std::ifstream in{std::string{TASKMILL_SOURCE_DIR} + "/messages/openapi.json"};
+  auto doc = nlohmann::json::parse(in);
+  std::set<std::string> documented, documented_open;
+  for (const auto& [path, operations] : doc["paths"].items())
+    for (const auto& [method, operation] : operations.items()) {
+      if (method == "parameters") continue;
+      auto upper = method;
+      for (auto& ch : upper) ch = static_cast<char>(std::toupper(static_cast<unsigned char>(ch)));
+      documented.insert(upper + " " + path);
+      if (operation.contains("security") && operation["security"].empty())
+        documented_open.insert(upper + " " + path);
+    }
+  std::set<std::string> routed, routed_open;
+  for (const auto& e : api_endpoints()) {
+    if (e.path.back() == '*') continue;  // the console's files
+    routed.insert(e.method + " " + e.path);
+    if (e.open) routed_open.insert(e.method + " " + e.path);
+  }
+  for (const auto& op : documented) BOOST_CHECK_MESSAGE(routed.count(op), op << " is not routed");
+  for (const auto& op : routed)
+    BOOST_CHECK_MESSAGE(documented.count(op), op << " is not documented");
+  BOOST_CHECK(routed_open == documented_open);
+  BOOST_CHECK_EQUAL(routed.size(), 26u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
