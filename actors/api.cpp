@@ -8,6 +8,7 @@
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
 #include "messages/peer_proof.hpp"
+#include "messages/protobuf_codec.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
@@ -15,7 +16,6 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
-#include <google/protobuf/stubs/logging.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 
@@ -225,43 +225,9 @@ caf::expected<int64_t> task_id(const std::string& text) {
   return id;
 }
 
-// What libprotobuf last complained of on this thread; it names the field of
-// a string that is not UTF-8, which the parse result does not.
-thread_local std::string last_protobuf_complaint;
-
-void keep_protobuf_complaint(google::protobuf::LogLevel, const char*, int,
-                             const std::string& message) {
-  spdlog::debug("libprotobuf: {}", quote_input(message, 400));
-  last_protobuf_complaint = message;
-}
-
-/// The field a complaint of libprotobuf names ("String field
-/// 'taskmill.pb.SubmitTask.key' contains invalid UTF-8 ..."), or empty.
-std::string invalid_utf8_field(const std::string& complaint) {
-  constexpr std::string_view marker = "String field '";
-  auto start = complaint.find(marker);
-  if (start == std::string::npos || complaint.find("invalid UTF-8") == std::string::npos) return {};
-  start += marker.size();
-  auto end = complaint.find('\'', start);
-  if (end == std::string::npos) return {};
-  auto name = complaint.substr(start, end - start);
-  return name.substr(name.rfind('.') + 1);
-}
-
 template <class Message>
 caf::expected<Message> decode_protobuf(const call& c) {
-  static const bool complaints_kept = [] {
-    google::protobuf::SetLogHandler(&keep_protobuf_complaint);
-    return true;
-  }();
-  (void)complaints_kept;
-  last_protobuf_complaint.clear();
-  Message msg;
-  if (msg.ParseFromString(c.req.body)) return msg;
-  auto what = "the body is not a valid protobuf " + Message::descriptor()->full_name();
-  if (auto field = invalid_utf8_field(last_protobuf_complaint); !field.empty())
-    what += ": " + field + " must be valid UTF-8";
-  return make_error(errc::invalid_argument, what);
+  return protobuf::decode<Message>(c.req.body);
 }
 
 void wake_pusher(self_ptr self) {

@@ -4,6 +4,7 @@
 #include "messages/json_parse.hpp"
 #include "messages/schedule.hpp"
 #include "messages/text.hpp"
+#include "messages/url.hpp"
 #include "messages/validate.hpp"
 
 #include <toml++/toml.h>
@@ -196,7 +197,7 @@ void read_type(table_reader& r, task_type_config& t) {
   if (kind != "exponential" && kind != "fixed")
     r.fail("backoff", "must be \"fixed\" or \"exponential\"");
   t.backoff.exponential = kind == "exponential";
-  if (t.executor == executor_kind::http && t.url.rfind("http://", 0) != 0)
+  if (t.executor == executor_kind::http && !parse_http_url(t.url))
     r.fail("url", "must be an http:// URL when executor = \"http\"");
 }
 
@@ -283,7 +284,7 @@ std::string read_alerts(table_reader& top, config::alerts_section& alerts) {
   if (auto hooks = r.array("webhooks")) {
     for (const auto& hook : *hooks) {
       auto url = hook.value<std::string>();
-      if (!url || url->rfind("http://", 0) != 0 || url->size() <= 7) {
+      if (!url || !parse_http_url(*url)) {
         r.fail("webhooks", "must be a list of http:// URLs");
         break;
       }

@@ -19,6 +19,7 @@
 #include "messages/schedule.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
+#include "messages/url.hpp"
 #include "messages/validate.hpp"
 #include "storage/hand_off_notice.hpp"
 #include "tools/tcp_proxy.hpp"
@@ -1157,6 +1158,26 @@ BOOST_AUTO_TEST_CASE(the_route_table_is_the_documents_operations) {
     BOOST_CHECK_MESSAGE(documented.count(op), op << " is not documented");
   BOOST_CHECK(routed_open == documented_open);
   BOOST_CHECK_EQUAL(routed.size(), 26u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(urls)
+
+BOOST_AUTO_TEST_CASE(http_urls_are_taken_apart_once) {
+  auto full = parse_http_url("http://10.0.0.5:9000/work?x=1");
+  BOOST_REQUIRE(full);
+  BOOST_CHECK_EQUAL(full->authority, "10.0.0.5:9000");
+  BOOST_CHECK_EQUAL(full->host, "10.0.0.5");
+  BOOST_CHECK_EQUAL(full->port, "9000");
+  BOOST_CHECK_EQUAL(full->target, "/work?x=1");
+  auto bare = parse_http_url("http://example.com");
+  BOOST_REQUIRE(bare);
+  BOOST_CHECK_EQUAL(bare->port, "80");
+  BOOST_CHECK_EQUAL(bare->target, "/");
+  for (const char* bad :
+       {"https://example.com/", "http://", "http://:80/", "http://h:/x", "ftp://h/", "example.com"})
+    BOOST_CHECK_MESSAGE(!parse_http_url(bad), bad);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

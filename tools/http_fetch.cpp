@@ -1,6 +1,7 @@
 #include "tools/http_fetch.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/url.hpp"
 
 #include <boost/asio/connect.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -20,16 +21,9 @@ caf::expected<fetched> http_fetch(const std::string& method, const std::string& 
                                   const std::string& body,
                                   const std::vector<std::pair<std::string, std::string>>& headers,
                                   std::chrono::milliseconds timeout) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0)
-    return make_error(errc::invalid_argument, "only http:// URLs: " + url);
-  auto rest = url.substr(scheme.size());
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  auto target = slash == std::string::npos ? std::string{"/"} : rest.substr(slash);
-  auto colon = authority.rfind(':');
-  auto host = authority.substr(0, colon);
-  auto port = colon == std::string::npos ? std::string{"80"} : authority.substr(colon + 1);
+  auto where = parse_http_url(url);
+  if (!where) return make_error(errc::invalid_argument, "only http:// URLs: " + url);
+  const auto& [authority, host, port, target] = *where;
   try {
     net::io_context ioc;
     tcp::resolver resolver{ioc};
@@ -105,10 +99,11 @@ struct http_session::impl {
 };
 
 http_session::http_session(const std::string& base) : impl_(std::make_unique<impl>()) {
-  auto authority = base.substr(base.find("//") + 2);
-  auto colon = authority.rfind(':');
-  impl_->host = authority.substr(0, colon);
-  impl_->port = colon == std::string::npos ? "80" : authority.substr(colon + 1);
+  // A bad base fails each call at connect.
+  if (auto where = parse_http_url(base)) {
+    impl_->host = where->host;
+    impl_->port = where->port;
+  }
 }
 
 http_session::~http_session() = default;

@@ -1,5 +1,7 @@
 #include "actors/http/http_client.hpp"
 
+#include "messages/url.hpp"
+
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
@@ -27,32 +29,6 @@ namespace {
 constexpr auto max_idle = std::chrono::seconds{20};
 constexpr size_t max_idle_per_host = 256;
 constexpr uint64_t max_answer_bytes = 16 << 20;
-
-struct target {
-  std::string host;
-  std::string port = "80";
-  std::string path = "/";
-  std::string pool_key() const { return host + ":" + port; }
-};
-
-std::optional<target> parse_url(const std::string& url) {
-  const std::string scheme = "http://";
-  if (url.rfind(scheme, 0) != 0) return std::nullopt;
-  auto rest = url.substr(scheme.size());
-  target t;
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  if (slash != std::string::npos) t.path = rest.substr(slash);
-  auto colon = authority.rfind(':');
-  if (colon != std::string::npos) {
-    t.host = authority.substr(0, colon);
-    t.port = authority.substr(colon + 1);
-  } else {
-    t.host = authority;
-  }
-  if (t.host.empty() || t.port.empty()) return std::nullopt;
-  return t;
-}
 
 struct idle_connection {
   std::unique_ptr<beast::tcp_stream> stream;
@@ -93,7 +69,7 @@ namespace {
 /// One request and its answer, on a pooled or a new connection.
 class exchange : public std::enable_shared_from_this<exchange> {
  public:
-  exchange(http_client::impl* client, http_call call, target where,
+  exchange(http_client::impl* client, http_call call, http_url where,
            std::function<void(http_answer)> done)
       : client_(client),
         call_(std::move(call)),
@@ -102,7 +78,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
         deadline_(steady::now() + call_.timeout) {
     http::request<http::string_body> request;
     request.method(http::verb::post);
-    request.target(where_.path);
+    request.target(where_.target);
     request.version(11);
     request.set(http::field::host, where_.host + ":" + where_.port);
     request.set(http::field::content_type, "application/json");
@@ -120,7 +96,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
   /// connection, without waiting, so that the executor has the request
   /// before the I/O thread wakes up to read the answer.
   void send_on_pooled() {
-    stream_ = client_->take_idle(where_.pool_key());
+    stream_ = client_->take_idle(pool_key());
     reused_ = stream_ != nullptr;
     if (!reused_) return;
     beast::error_code ec;
@@ -200,7 +176,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
     answer.body = std::move(res.body());
     if (res.keep_alive()) {
       stream_->expires_never();
-      client_->give_back(where_.pool_key(), std::move(stream_));
+      client_->give_back(pool_key(), std::move(stream_));
     }
     done_(std::move(answer));
   }
@@ -225,7 +201,8 @@ class exchange : public std::enable_shared_from_this<exchange> {
   // Outlives every exchange: pending ones are destroyed with its io_context.
   http_client::impl* client_;
   http_call call_;
-  target where_;
+  http_url where_;
+  std::string pool_key() const { return where_.host + ":" + where_.port; }
   std::function<void(http_answer)> done_;
   steady::time_point deadline_;
   std::unique_ptr<beast::tcp_stream> stream_;
@@ -251,7 +228,7 @@ http_client::~http_client() {
 }
 
 void http_client::post(http_call call, std::function<void(http_answer)> done) {
-  auto where = parse_url(call.url);
+  auto where = parse_http_url(call.url);
   if (!where) {
     http_answer answer;
     answer.error = "bad URL " + call.url;
