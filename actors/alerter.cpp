@@ -1,5 +1,7 @@
 #include "actors/alerter.hpp"
 
+#include "config/config.hpp"
+
 #include "actors/http/http_client.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
@@ -152,6 +154,23 @@ alerter_actor::behavior_type alerter(self_ptr self, alerter_options options) {
 }
 
 }  // namespace
+
+alerter_options alerter_options_from(const config& cfg) {
+  const auto& a = cfg.alerts;
+  alerter_options o;
+  o.rules = alert_rules_json(a);
+  o.webhooks = a.webhooks;
+  o.interval = a.interval;
+  o.overdue_check_interval = a.overdue_check_interval;
+  o.delivery_timeout = a.delivery_timeout;
+  o.delivery_attempts = a.delivery_attempts;
+  o.delivery_backoff = a.delivery_backoff;
+  o.delivery_backoff_cap = a.delivery_backoff_cap;
+  // Enough for a pass to keep up with a burst of dead tasks, few enough
+  // for one statement to stay short.
+  o.batch_size = 100;
+  return o;
+}
 
 alerter_actor spawn_alerter(caf::actor_system& sys, alerter_options options) {
   return sys.spawn(alerter, std::move(options));

@@ -11,6 +11,8 @@
 
 namespace taskmill {
 
+struct config;
+
 class http_client;
 
 struct alerter_options {
@@ -19,15 +21,18 @@ struct alerter_options {
   /// The rules, as storage/sql/alerts.sql reads them (config's alert_rules_json).
   std::string rules;
   std::vector<std::string> webhooks;
-  std::chrono::milliseconds interval{1000};
-  std::chrono::milliseconds overdue_check_interval{10000};
-  std::chrono::milliseconds delivery_timeout{5000};
-  int32_t delivery_attempts = 12;
-  std::chrono::milliseconds delivery_backoff{1000};
-  std::chrono::milliseconds delivery_backoff_cap{std::chrono::minutes{5}};
+  std::chrono::milliseconds interval{};
+  std::chrono::milliseconds overdue_check_interval{};
+  std::chrono::milliseconds delivery_timeout{};
+  int32_t delivery_attempts{};
+  std::chrono::milliseconds delivery_backoff{};
+  std::chrono::milliseconds delivery_backoff_cap{};
   /// Inbox rows, batches and deliveries taken per pass.
-  int32_t batch_size = 100;
+  int32_t batch_size{};
 };
+
+/// The options of its config; the handles are the caller's to set.
+alerter_options alerter_options_from(const config& cfg);
 
 alerter_actor spawn_alerter(caf::actor_system& sys, alerter_options options);
 

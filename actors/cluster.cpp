@@ -1,5 +1,7 @@
 #include "actors/cluster.hpp"
 
+#include "config/config.hpp"
+
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 
@@ -225,6 +227,17 @@ std::string new_incarnation() {
   std::string out(16, '0');
   for (int i = 15; i >= 0; --i, value >>= 4) out[i] = "0123456789abcdef"[value & 15];
   return out;
+}
+
+cluster_options cluster_options_from(const config& cfg) {
+  cluster_options o;
+  o.node = cfg.node.name;
+  o.heartbeat_interval = cfg.heartbeat.interval;
+  o.lease = cfg.lease();
+  auto run_here = types_run_here(cfg);
+  o.any_type = run_here.any;
+  o.types = run_here.types;
+  return o;
 }
 
 cluster_actor spawn_cluster(caf::actor_system& sys, cluster_options options) {

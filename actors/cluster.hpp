@@ -11,18 +11,20 @@
 
 namespace taskmill {
 
+struct config;
+
 struct node_metrics;
 
 struct cluster_options {
   std::string node;
   std::string incarnation;
   std::string address;
-  std::chrono::milliseconds heartbeat_interval{1000};
+  std::chrono::milliseconds heartbeat_interval{};
   /// A node silent this long is dead (heartbeat interval x missed beats).
-  std::chrono::milliseconds lease{5000};
+  std::chrono::milliseconds lease{};
   /// The task types this node runs (any, or these), told to the database
   /// when it registers again.
-  bool any_type = false;
+  bool any_type{};
   std::vector<std::string> types;
   /// Where the heartbeat goes: a connection of its own, so that no slow
   /// statement of another holds it up.
@@ -36,6 +38,9 @@ struct cluster_options {
   /// Its outcome counters go to the database with each heartbeat.
   std::shared_ptr<node_metrics> metrics;
 };
+
+/// The options of its config; the handles are the caller's to set.
+cluster_options cluster_options_from(const config& cfg);
 
 cluster_actor spawn_cluster(caf::actor_system& sys, cluster_options options);
 

@@ -1,5 +1,7 @@
 #include "actors/cron.hpp"
 
+#include "config/config.hpp"
+
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -143,6 +145,18 @@ cron_actor::behavior_type cron(self_ptr self, cron_options options) {
 }
 
 }  // namespace
+
+cron_options cron_options_from(const config& cfg) {
+  cron_options o;
+  o.lease = cfg.lease();
+  o.batch_size = 1000;
+  // Without LISTEN no change of jobs is heard of: look as often as claims
+  // do; with it, a NOTIFY lost with a connection is made up within 30 s.
+  o.longest_sleep = cfg.database.listen ? std::chrono::milliseconds{std::chrono::seconds{30}}
+                                        : cfg.scheduling.poll_interval;
+  o.misfire.threshold = cfg.cron.misfire_after;
+  return o;
+}
 
 cron_actor spawn_cron(caf::actor_system& sys, cron_options options) {
   return sys.spawn(cron, std::move(options));

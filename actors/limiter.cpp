@@ -1,5 +1,7 @@
 #include "actors/limiter.hpp"
 
+#include "config/config.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -105,6 +107,18 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
 }
 
 }  // namespace
+
+limiter_options limiter_options_from(const config& cfg) {
+  limiter_options o;
+  o.node_limit = cfg.scheduling.node_limit;
+  o.global_limit = cfg.scheduling.global_limit;
+  for (const auto& [name, t] : cfg.types)
+    if (t.running_limit > 0) o.type_limits.emplace(name, t.running_limit);
+  auto run_here = types_run_here(cfg);
+  o.any_type = run_here.any;
+  o.types = run_here.types;
+  return o;
+}
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options) {
   return sys.spawn(limiter, std::move(options));

@@ -10,15 +10,20 @@
 
 namespace taskmill {
 
+struct config;
+
 struct limiter_options {
-  int64_t node_limit = 2048;
-  int32_t global_limit = 0;
+  int64_t node_limit{};
+  int32_t global_limit{};
   /// Cluster-wide running limits per type.
   std::map<std::string, int32_t> type_limits;
   /// The types this node runs by configuration; any type when `any_type`.
-  bool any_type = false;
+  bool any_type{};
   std::vector<std::string> types;
 };
+
+/// The options of its config; the handles are the caller's to set.
+limiter_options limiter_options_from(const config& cfg);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);
 

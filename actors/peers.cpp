@@ -381,6 +381,18 @@ void report_refusal(node_metrics* metrics, refusal_log& log, const cluster_refus
     spdlog::warn("{}", line);
 }
 
+peers_options peers_options_from(const config& cfg) {
+  peers_options o;
+  o.node = cfg.node.name;
+  o.secret = cfg.cluster.secret;
+  o.seeds = cfg.cluster.seeds;
+  o.tls = cfg.cluster.tls();
+  o.interval = cfg.heartbeat.interval;
+  o.max_backoff = std::chrono::seconds{10};
+  o.lease = cfg.lease();
+  return o;
+}
+
 peers_actor spawn_peers(caf::actor_system& sys, peers_options options) {
   return sys.spawn(peers, std::move(options));
 }

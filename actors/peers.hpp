@@ -11,6 +11,8 @@
 
 namespace taskmill {
 
+struct config;
+
 struct cluster_refusal;
 struct node_metrics;
 class refusal_log;
@@ -22,13 +24,13 @@ struct peers_options {
   std::string secret;
   std::vector<std::string> seeds;
   /// Link over TLS (CAF's OpenSSL module, loaded with the certificates).
-  bool tls = false;
+  bool tls{};
   /// How often to look for nodes to link to (and retry failed links, with
   /// backoff up to max_backoff).
-  std::chrono::milliseconds interval{1000};
-  std::chrono::milliseconds max_backoff{std::chrono::seconds{10}};
+  std::chrono::milliseconds interval{};
+  std::chrono::milliseconds max_backoff{};
   /// Nodes silent this long are not linked to.
-  std::chrono::milliseconds lease{5000};
+  std::chrono::milliseconds lease{};
   query_storage_actor storage;
   wake_listener_actor pusher;
   dispatcher_actor dispatcher;
@@ -36,6 +38,9 @@ struct peers_options {
   std::shared_ptr<node_metrics> metrics;
   std::shared_ptr<refusal_log> refusals;
 };
+
+/// The options of its config; the handles are the caller's to set.
+peers_options peers_options_from(const config& cfg);
 
 /// Counts a caller refused on the cluster port (by reason) and logs it, once
 /// per interval for each address and reason; a link this node dialled that

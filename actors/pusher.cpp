@@ -1,5 +1,7 @@
 #include "actors/pusher.hpp"
 
+#include "config/config.hpp"
+
 #include "actors/limits/fair_shares.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
@@ -580,6 +582,19 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
 }
 
 }  // namespace
+
+pusher_options pusher_options_from(const config& cfg) {
+  pusher_options o;
+  o.node = cfg.node.name;
+  o.batch_size = cfg.scheduling.batch_size;
+  // A node that does not LISTEN would not hear of the tasks handed to it.
+  o.hand_off_permits = cfg.database.listen ? cfg.scheduling.hand_off_permits : 0;
+  // A node that missed two heartbeats is handed nothing more.
+  o.offer_fresh = 3 * cfg.heartbeat.interval;
+  o.poll_interval = cfg.scheduling.poll_interval;
+  o.weights = cfg.scheduling.weights;
+  return o;
+}
 
 pusher_actor spawn_pusher(caf::actor_system& sys, pusher_options options) {
   return sys.spawn(pusher, std::move(options));

@@ -1,5 +1,7 @@
 #include "actors/reconciler.hpp"
 
+#include "config/config.hpp"
+
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -59,6 +61,13 @@ reconciler_actor::behavior_type reconciler(self_ptr self, reconciler_options opt
 }
 
 }  // namespace
+
+reconciler_options reconciler_options_from(const config& cfg) {
+  reconciler_options o;
+  o.interval = cfg.reconciler.interval;
+  for (const auto& rule : cfg.reconciler.rules) o.rules.push_back(rule.name);
+  return o;
+}
 
 reconciler_actor spawn_reconciler(caf::actor_system& sys, reconciler_options options) {
   return sys.spawn(reconciler, std::move(options));

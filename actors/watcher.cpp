@@ -1,5 +1,7 @@
 #include "actors/watcher.hpp"
 
+#include "config/config.hpp"
+
 #include "messages/errors.hpp"
 
 #include <caf/actor_system.hpp>
@@ -74,6 +76,16 @@ watcher_actor::behavior_type watcher(self_ptr self, watcher_options options) {
 }
 
 }  // namespace
+
+watcher_options watcher_options_from(const config& cfg) {
+  watcher_options o;
+  o.interval = cfg.watcher.interval;
+  o.lease = cfg.lease();
+  o.success_retention = cfg.watcher.success_retention;
+  o.purge_retention = cfg.watcher.purge_retention;
+  o.batch_size = cfg.watcher.batch_size;
+  return o;
+}
 
 watcher_actor spawn_watcher(caf::actor_system& sys, watcher_options options) {
   return sys.spawn(watcher, std::move(options));

@@ -8,16 +8,21 @@
 
 namespace taskmill {
 
+struct config;
+
 struct watcher_options {
-  std::chrono::milliseconds interval{1000};
+  std::chrono::milliseconds interval{};
   /// A node silent this long is dead; also the grace the node's own
   /// timeouts get before the watcher's.
-  std::chrono::milliseconds lease{5000};
-  std::chrono::milliseconds success_retention{std::chrono::hours{24}};
-  std::chrono::milliseconds purge_retention{std::chrono::hours{24 * 7}};
-  int32_t batch_size = 1000;
+  std::chrono::milliseconds lease{};
+  std::chrono::milliseconds success_retention{};
+  std::chrono::milliseconds purge_retention{};
+  int32_t batch_size{};
   sweep_storage_actor storage;
 };
+
+/// The options of its config; the handles are the caller's to set.
+watcher_options watcher_options_from(const config& cfg);
 
 watcher_actor spawn_watcher(caf::actor_system& sys, watcher_options options);
 

@@ -596,6 +596,17 @@ const char* executor_name(executor_kind kind) {
   return "";
 }
 
+types_run types_run_here(const config& cfg) {
+  auto runs_here = [](executor_kind executor) {
+    return executor != executor_kind::none && executor != executor_kind::caf;
+  };
+  types_run out;
+  out.any = runs_here(cfg.default_type.executor);
+  for (const auto& [name, t] : cfg.types)
+    if (runs_here(t.executor)) out.types.push_back(name);
+  return out;
+}
+
 std::string alert_rules_json(const config::alerts_section& alerts) {
   auto rule_json = [](const alert_rule& rule) {
     nlohmann::json out = nlohmann::json::object();

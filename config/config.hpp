@@ -157,6 +157,10 @@ struct config {
     int missed = 5;
   } heartbeat;
 
+  /// A node silent this long is dead, and a leader that cannot renew the
+  /// lead loses it: heartbeat.interval x heartbeat.missed.
+  milliseconds lease() const { return heartbeat.interval * heartbeat.missed; }
+
   struct watcher_section {
     milliseconds interval{1000};
     milliseconds success_retention{std::chrono::hours{24}};
@@ -206,6 +210,14 @@ caf::expected<config> load_config(const std::string& path,
 
 /// The alert rules as storage/sql/alerts.sql reads them (JSON).
 std::string alert_rules_json(const config::alerts_section& alerts);
+
+/// The task types a node runs by its configuration. Types run by CAF
+/// executors become claimable once one registers.
+struct types_run {
+  bool any = false;
+  std::vector<std::string> types;
+};
+types_run types_run_here(const config& cfg);
 
 /// The longest duration any option takes.
 inline constexpr milliseconds max_duration{100LL * 365 * 24 * 3600 * 1000};

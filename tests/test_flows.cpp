@@ -211,7 +211,7 @@ struct flow_fixture {
     dispatcher =
         spawn_dispatcher(sys, {"n1", node_cfg, caf::actor_cast<outcome_storage_actor>(outcomes),
                                limiter, nullptr, metrics});
-    pusher_options po;
+    auto po = pusher_options_from(config{});
     po.node = "n1";
     po.batch_size = batch_size;
     po.hand_off_permits = hand_off_permits;
@@ -978,7 +978,7 @@ struct cluster_fixture : flow_fixture {
                      std::chrono::milliseconds lease_time = 5s) {
     lease = sys.spawn(membership_stand_in, rec);
     duties = sys.spawn(membership_stand_in, rec);
-    cluster_options co;
+    auto co = cluster_options_from(config{});
     co.node = "n1";
     co.incarnation = "0000000000000001";
     co.heartbeat_interval = interval;

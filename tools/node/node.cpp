@@ -89,24 +89,6 @@ caf::expected<Result> ask_patiently(caf::actor_system& sys, const storage_actor&
   }
 }
 
-/// The task types this node runs by its configuration. Types run by CAF
-/// executors become claimable once one registers.
-struct types_run {
-  bool any = false;
-  std::vector<std::string> types;
-};
-
-types_run types_run_here(const config& cfg) {
-  auto runs_here = [](executor_kind executor) {
-    return executor != executor_kind::none && executor != executor_kind::caf;
-  };
-  types_run out;
-  out.any = runs_here(cfg.default_type.executor);
-  for (const auto& [name, t] : cfg.types)
-    if (runs_here(t.executor)) out.types.push_back(name);
-  return out;
-}
-
 /// A job of the config as the API would put it.
 pb::Job job_of(const job_config& j) {
   pb::Job job;
@@ -156,7 +138,7 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   reg.set_name(cfg.node.name);
   reg.set_incarnation(node.incarnation);
   reg.set_address(node.cluster_address);
-  reg.set_lease_ms((cfg.heartbeat.interval * cfg.heartbeat.missed).count());
+  reg.set_lease_ms(cfg.lease().count());
   auto run_here = types_run_here(cfg);
   reg.set_any_type(run_here.any);
   for (const auto& type : run_here.types) reg.add_types(type);
@@ -230,8 +212,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   storage_opts.next_due_horizon = cfg->scheduling.poll_interval;
   storage_opts.rules = cfg->reconciler.rules;
   storage_opts.compensation_batch = cfg->watcher.batch_size;
-  storage_opts.waiting = {cfg->heartbeat.interval * cfg->heartbeat.missed, cfg->heartbeat.interval,
-                          cfg->scheduling.global_limit, cfg->scheduling.weights};
+  storage_opts.waiting = {cfg->lease(), cfg->heartbeat.interval, cfg->scheduling.global_limit,
+                          cfg->scheduling.weights};
   node.cfg = cfg;
   node.health = std::make_shared<node_health>();
   node.supervisor = spawn_supervisor(sys, cfg->node.name, node.health);
@@ -273,15 +255,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     }
   }
 
-  limiter_options limiter_opts;
-  limiter_opts.node_limit = cfg->scheduling.node_limit;
-  limiter_opts.global_limit = cfg->scheduling.global_limit;
-  for (const auto& [name, t] : cfg->types)
-    if (t.running_limit > 0) limiter_opts.type_limits.emplace(name, t.running_limit);
-  auto run_here = types_run_here(*cfg);
-  limiter_opts.any_type = run_here.any;
-  limiter_opts.types = run_here.types;
-  node.limiter = spawn_limiter(sys, limiter_opts);
+  node.limiter = spawn_limiter(sys, limiter_options_from(*cfg));
   watch("limiter", node.limiter);
 
   node.metrics = std::make_shared<node_metrics>();
@@ -290,15 +264,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
       sys, {cfg->node.name, cfg, node.outcome_storage, node.limiter, node.http, node.metrics});
   watch("dispatcher", node.dispatcher);
 
-  pusher_options pusher_opts;
-  pusher_opts.node = cfg->node.name;
-  pusher_opts.batch_size = cfg->scheduling.batch_size;
-  // A node that does not LISTEN would not hear of the tasks handed to it.
-  pusher_opts.hand_off_permits = cfg->database.listen ? cfg->scheduling.hand_off_permits : 0;
-  // A node that missed two heartbeats is handed nothing more.
-  pusher_opts.offer_fresh = 3 * cfg->heartbeat.interval;
-  pusher_opts.poll_interval = cfg->scheduling.poll_interval;
-  pusher_opts.weights = cfg->scheduling.weights;
+  auto pusher_opts = pusher_options_from(*cfg);
   pusher_opts.storage = node.claim_storage;
   pusher_opts.limiter = node.limiter;
   pusher_opts.dispatcher = node.dispatcher;
@@ -311,20 +277,14 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   caf::anon_send(node.storage, caf::subscribe_atom_v,
                  caf::actor_cast<claim_waker_actor>(node.pusher), cfg->node.name);
 
-  peers_options peers_opts;
-  peers_opts.node = cfg->node.name;
+  auto peers_opts = peers_options_from(*cfg);
   peers_opts.address = node.cluster_address;
-  peers_opts.secret = cfg->cluster.secret;
-  peers_opts.seeds = cfg->cluster.seeds;
-  peers_opts.tls = cfg->cluster.tls();
   if (peers_opts.tls && !sys.has_openssl_manager()) {
     stop_node(sys, node);
     return make_error(errc::invalid_argument,
                       "cluster.tls_cert is set, but the actor system has no TLS (set it up "
                       "with configure_actor_system(cfg, cluster))");
   }
-  peers_opts.interval = cfg->heartbeat.interval;
-  peers_opts.lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
   peers_opts.storage = node.storage;
   peers_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
   peers_opts.dispatcher = node.dispatcher;
@@ -370,59 +330,33 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                            node.metrics});
   watch("inserter", node.inserter);
 
-  auto lease = cfg->heartbeat.interval * cfg->heartbeat.missed;
-  watcher_options watcher_opts;
-  watcher_opts.interval = cfg->watcher.interval;
-  watcher_opts.lease = lease;
-  watcher_opts.success_retention = cfg->watcher.success_retention;
-  watcher_opts.purge_retention = cfg->watcher.purge_retention;
-  watcher_opts.batch_size = cfg->watcher.batch_size;
+  auto watcher_opts = watcher_options_from(*cfg);
   watcher_opts.storage = node.storage;
   node.watcher = spawn_watcher(sys, watcher_opts);
   watch("watcher", node.watcher);
 
-  reconciler_options reconciler_opts;
-  reconciler_opts.interval = cfg->reconciler.interval;
-  for (const auto& rule : cfg->reconciler.rules) reconciler_opts.rules.push_back(rule.name);
+  auto reconciler_opts = reconciler_options_from(*cfg);
   reconciler_opts.storage = node.storage;
   reconciler_opts.dispatcher = node.dispatcher;
   node.reconciler = spawn_reconciler(sys, reconciler_opts);
   watch("reconciler", node.reconciler);
 
-  cron_options cron_opts;
+  auto cron_opts = cron_options_from(*cfg);
   cron_opts.storage = node.storage;
-  cron_opts.lease = lease;
-  // Without LISTEN no change of jobs is heard of: look as often as claims do.
-  if (!cfg->database.listen) cron_opts.longest_sleep = cfg->scheduling.poll_interval;
-  cron_opts.misfire.threshold = cfg->cron.misfire_after;
   node.cron = spawn_cron(sys, cron_opts);
   watch("cron", node.cron);
   caf::anon_send(node.storage, jobs_atom_v, caf::subscribe_atom_v,
                  caf::actor_cast<wake_listener_actor>(node.cron));
 
-  const auto& alerts = cfg->alerts;
-  alerter_options alerter_opts;
+  auto alerter_opts = alerter_options_from(*cfg);
   alerter_opts.storage = node.storage;
   alerter_opts.http = node.http;
-  alerter_opts.rules = alert_rules_json(alerts);
-  alerter_opts.webhooks = alerts.webhooks;
-  alerter_opts.interval = alerts.interval;
-  alerter_opts.overdue_check_interval = alerts.overdue_check_interval;
-  alerter_opts.delivery_timeout = alerts.delivery_timeout;
-  alerter_opts.delivery_attempts = alerts.delivery_attempts;
-  alerter_opts.delivery_backoff = alerts.delivery_backoff;
-  alerter_opts.delivery_backoff_cap = alerts.delivery_backoff_cap;
   node.alerter = spawn_alerter(sys, alerter_opts);
   watch("alerter", node.alerter);
 
-  cluster_options cluster_opts;
-  cluster_opts.node = cfg->node.name;
+  auto cluster_opts = cluster_options_from(*cfg);
   cluster_opts.incarnation = node.incarnation;
   cluster_opts.address = node.cluster_address;
-  cluster_opts.heartbeat_interval = cfg->heartbeat.interval;
-  cluster_opts.lease = lease;
-  cluster_opts.any_type = run_here.any;
-  cluster_opts.types = run_here.types;
   cluster_opts.storage = node.lease_storage;
   cluster_opts.lead_storage = node.storage;
   cluster_opts.pusher = node.pusher;
@@ -437,7 +371,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_options api_opts;
   api_opts.cfg = cfg;
   api_opts.metrics = node.metrics;
-  api_opts.lease = lease;
+  api_opts.lease = cfg->lease();
   api_opts.storage = node.storage;
   api_opts.jobs = node.storage;
   api_opts.inserter = node.inserter;
@@ -496,7 +430,7 @@ void hand_back_tasks(caf::scoped_actor& self, const node_actors& node) {
   pb::Heartbeat me;
   me.set_name(cfg.node.name);
   me.set_incarnation(node.incarnation);
-  auto deadline = std::chrono::steady_clock::now() + cfg.heartbeat.interval * cfg.heartbeat.missed;
+  auto deadline = std::chrono::steady_clock::now() + cfg.lease();
   auto backoff = cfg.database.reconnect_min;
   // From here the cluster asks for the lead no more, nor registers the node
   // again, so that leave's release of the lead and of the name holds.
