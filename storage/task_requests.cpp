@@ -1,0 +1,366 @@
+// The requests of tasks: submits aside (the pipeline merges them), reschedules, cancels, claims and
+// hand-off offers, reads, and the type settings.
+
+#include "storage/storage_internal.hpp"
+
+#include "messages/errors.hpp"
+#include "messages/names.hpp"
+#include "messages/time.hpp"
+#include "storage/hand_off_notice.hpp"
+#include "storage/rows.hpp"
+
+#include <caf/send.hpp>
+
+#include <spdlog/spdlog.h>
+
+namespace taskmill::storage_internal {
+
+namespace {
+
+// Tasks a page of the task list reads at most, however few its filters
+// match: a bounded, indexed read even among millions of tasks (SPEC §8).
+constexpr int list_scan_rows = 50000;
+
+// Counts in the stats and /metrics are exact up to this many rows in the
+// task table (finished tasks) and this many waiting tasks (pending and
+// failed), estimated beyond (SPEC §8).
+constexpr int64_t exact_counts_up_to = 100000;
+
+// -- reading rows ---------------------------------------------------------------
+
+caf::expected<pb::Task> single_task(const db::result& res, const std::string& missing) {
+  if (res.rows() == 0) return make_error(errc::not_found, missing);
+  pb::Task task;
+  db::read_task(res, 0, db::task_columns{res}, &task);
+  return task;
+}
+
+template <class Result, class Outcome>
+caf::expected<Result> outcome_and_task(const db::result& res,
+                                       std::optional<Outcome> (*parse)(std::string_view)) {
+  if (res.rows() == 0) return make_error(errc::storage_error, "statement returned no row");
+  Result out;
+  out.set_outcome(parse(res.text(0, res.column("outcome"))).value_or(Outcome{}));
+  db::read_task(res, 0, db::task_columns{res}, out.mutable_task());
+  return out;
+}
+
+/// The claimed tasks, started when the claim did, by the database's clock.
+pb::ClaimedTasks read_claim(const db::result& claimed) {
+  pb::ClaimedTasks out;
+  db::task_columns cols{claimed};
+  auto turns_taken = claimed.column("turns_taken");
+  auto claimed_at = claimed.column("claimed_at_us");
+  auto handed_unheard = claimed.column("handed_unheard");
+  if (handed_unheard >= 0 && claimed.rows() > 0)
+    out.set_handed_unheard(claimed.int32(0, handed_unheard));
+  for (int row = 0; row < claimed.rows(); ++row) {
+    // A claim that took back an offer and no task answers in a row without one.
+    if (claimed.is_null(row, cols.id)) continue;
+    auto* task = out.add_tasks();
+    db::read_task(claimed, row, cols, task);
+    set_micros(task->mutable_started_at(), claimed.int64(row, claimed_at));
+    // Rows of a second walk over the turns tell how far that one went.
+    out.set_turns_taken(std::max(out.turns_taken(), claimed.int32(row, turns_taken)));
+  }
+  return out;
+}
+
+/// Milliseconds until the next task not yet due becomes due, by the
+/// database's clock; -1 when none does within the horizon.
+int64_t read_next_due(const db::result& next) {
+  if (next.rows() == 0 || next.is_null(0, 0)) return -1;
+  auto delay_us = next.micros(0, 0) - next.micros(0, 1);
+  return std::max<int64_t>(0, (delay_us + 999) / 1000);
+}
+
+pb::TaskList read_task_page(const db::result& res, int limit) {
+  pb::TaskList out;
+  db::task_columns cols{res};
+  int rows = std::min(res.rows(), limit);
+  for (int row = 0; row < rows; ++row) db::read_task(res, row, cols, out.add_tasks());
+  if (res.rows() > limit && rows > 0)
+    out.set_next_page_token(std::to_string(out.tasks(rows - 1).id()));
+  return out;
+}
+
+/// A page of list_tasks: its matches, and the next page's token either
+/// after the last match shown or, when the scan ended before the page was
+/// full, where the scan ended, unless it reached the end of the table.
+pb::TaskList read_scanned_task_page(const db::result& res, int limit, int scan_rows) {
+  if (res.rows() == 0) return {};
+  bool matched = !res.is_null(0, res.column("id"));
+  auto out = matched ? read_task_page(res, limit) : pb::TaskList{};
+  if (out.next_page_token().empty() && res.int64(0, res.column("scan_rows")) == scan_rows)
+    out.set_next_page_token(res.string(0, res.column("scan_last")));
+  return out;
+}
+
+caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) {
+  if (res.rows() == 0) return make_error(errc::not_found, "no task with id " + std::to_string(id));
+  pb::AttemptList out;
+  for (int row = 0; row < res.rows(); ++row) {
+    if (res.is_null(row, 1)) continue;  // a task without attempts yet
+    auto a = out.add_attempts();
+    a->set_attempt(res.int32(row, 1));
+    a->set_node(res.string(row, 2));
+    if (!res.is_null(row, 3)) set_micros(a->mutable_started_at(), res.micros(row, 3));
+    if (!res.is_null(row, 4)) set_micros(a->mutable_finished_at(), res.micros(row, 4));
+    a->set_outcome(res.string(row, 5));
+    a->set_error(res.string(row, 6));
+    if (!res.is_null(row, 3) && !res.is_null(row, 4))
+      a->set_duration_ms((res.micros(row, 4) - res.micros(row, 3)) / 1000);
+  }
+  return out;
+}
+
+caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const std::string& batch) {
+  if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
+  pb::BatchCounts out;
+  out.set_batch(batch);
+  for (int row = 0; row < res.rows(); ++row)
+    (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
+  return out;
+}
+
+/// Rows of (type, status, count, estimated).
+void read_status_counts(const db::result& counts, pb::Stats& out) {
+  for (int row = 0; row < counts.rows(); ++row) {
+    auto c = out.add_counts();
+    c->set_type(counts.string(row, 0));
+    c->set_status(parse_status(counts.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+    c->set_count(counts.int64(row, 2));
+    c->set_estimated(counts.boolean(row, 3));
+  }
+}
+
+pb::Stats read_stats(const db::result& counts, const db::result& recent) {
+  pb::Stats out;
+  read_status_counts(counts, out);
+  for (int row = 0; row < recent.rows(); ++row) {
+    auto m = out.add_recent();
+    set_micros(m->mutable_minute(), recent.micros(row, 0));
+    m->set_succeeded(recent.int64(row, 1));
+    m->set_retried(recent.int64(row, 2));
+    m->set_failed(recent.int64(row, 3));
+  }
+  return out;
+}
+
+/// A map as two arrays in the same order: keys, values.
+std::pair<std::string, std::string> key_value_arrays(
+    const google::protobuf::Map<std::string, int32_t>& map) {
+  std::vector<db::param> keys, values;
+  for (const auto& [key, value] : map) {
+    keys.emplace_back(key);
+    values.emplace_back(std::to_string(value));
+  }
+  return {db::array_literal(keys), db::array_literal(values)};
+}
+
+/// The types a grant lets this node claim; null: any.
+db::param claimable_types(const pb::ClaimGrant& grant) {
+  return grant.any_type() ? db::param{} : db::param{text_array(grant.types())};
+}
+
+db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
+  const auto& grant = req.grant();
+  auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
+  auto [room_types, room] = key_value_arrays(grant.executor_room());
+  std::vector<db::param> params{req.node(),
+                                std::to_string(grant.permits()),
+                                int_array(req.turns()),
+                                std::move(capped_types),
+                                std::move(capped_limits),
+                                std::to_string(grant.global_limit()),
+                                types,
+                                std::move(room_types),
+                                std::move(room),
+                                req.after_short_claim() ? "t" : "f"};
+  if (req.offered() <= 0) return {&db::sql::claim, std::move(params)};
+  params.emplace_back(std::to_string(req.offered()));
+  return {&db::sql::claim_taking_offer_back, std::move(params)};
+}
+
+}  // namespace
+
+// -- requests: each one pipelined call (or a few), answered from its rows --------
+
+caf::result<pb::RescheduleResult> reschedule(self_ptr self, const pb::RescheduleRequest& req) {
+  db::call c{&db::sql::reschedule,
+             {req.type(), req.key(),
+              req.has_execute_at() ? db::timestamp_param(req.execute_at()) : db::param{},
+              req.has_payload() ? db::param{req.payload()} : db::param{}}};
+  return ask_db<pb::RescheduleResult>(self, {std::move(c)}, [](results& rs) {
+    return outcome_and_task<pb::RescheduleResult>(*rs[0], &parse_reschedule_outcome);
+  });
+}
+
+caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req) {
+  db::call c = req.id() != 0 ? db::call{&db::sql::cancel_by_id, {std::to_string(req.id())}}
+                             : db::call{&db::sql::cancel_by_key, {req.type(), req.key()}};
+  return ask_db<pb::CancelResult>(self, {std::move(c)}, [](results& rs) {
+    return outcome_and_task<pb::CancelResult>(*rs[0], &parse_cancel_outcome);
+  });
+}
+
+caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
+  return ask_db<pb::ClaimedTasks>(self, {claim_call(req, claimable_types(req.grant()))},
+                                  [](results& rs) { return read_claim(*rs[0]); });
+}
+
+caf::result<bool> offer_permits(self_ptr self, const pb::ClaimRequest& req) {
+  return ask_db<bool>(
+      self,
+      {db::call{&db::sql::offer_permits,
+                {req.node(), claimable_types(req.grant()), std::to_string(req.grant().permits()),
+                 std::to_string(req.offer_generation()), std::to_string(req.offer_fresh_ms())}}},
+      [](results& rs) { return rs[0]->boolean(0, 0); });
+}
+
+caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
+  db::call next{&db::sql::next_due,
+                {claimable_types(req.grant()),
+                 std::to_string(self->state.options.next_due_horizon.count()), req.node()}};
+  return ask_db<int64_t>(self, {std::move(next)},
+                         [](results& rs) { return read_next_due(*rs[0]); });
+}
+
+pb::Executions read_executions(const db::result& res) {
+  pb::Executions out;
+  for (int row = 0; row < res.rows(); ++row) {
+    out.add_task_ids(res.int64(row, 0));
+    out.add_attempts(res.int32(row, 1));
+  }
+  return out;
+}
+
+caf::result<pb::Executions> running_on_node(self_ptr self, const std::string& node) {
+  return ask_db<pb::Executions>(self, {db::call{&db::sql::running_on_node, {node}}},
+                                [](results& rs) { return read_executions(*rs[0]); });
+}
+
+std::vector<db::param> execution_params(const pb::Executions& executions) {
+  return {db::number_array_literal(executions.task_ids(), [](int64_t id) { return id; }),
+          int_array(executions.attempts())};
+}
+
+caf::result<pb::TaskList> still_running(self_ptr self, const pb::Executions& executions) {
+  return ask_db<pb::TaskList>(
+      self, {db::call{&db::sql::still_running, execution_params(executions)}},
+      [](results& rs) { return read_task_page(*rs[0], std::numeric_limits<int>::max()); });
+}
+
+/// A task with its waiting reason, read in one round trip.
+caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
+  const auto& w = self->state.options.waiting;
+  auto weights = db::number_array_literal(w.weights, [](int v) { return v; });
+  db::call reason{&db::sql::waiting_reason,
+                  {std::to_string(id), std::to_string(w.lease.count()),
+                   std::to_string(w.heartbeat_interval.count()), std::to_string(w.global_limit),
+                   std::move(weights)}};
+  return ask_db<pb::Task>(
+      self, {db::call{&db::sql::get_task, {std::to_string(id)}}, reason}, [id](results& rs) {
+        auto task = single_task(*rs[0], "no task with id " + std::to_string(id));
+        if (task && rs[1]->rows() > 0) {
+          const auto& r = *rs[1];
+          auto* waiting = task->mutable_waiting();
+          waiting->set_reason(r.string(0, 0));
+          waiting->set_message(r.string(0, 1));
+          if (!r.is_null(0, 2)) set_micros(waiting->mutable_until(), r.micros(0, 2));
+        }
+        return task;
+      });
+}
+
+caf::result<pb::Task> task_by_id(self_ptr self, const db::statement& statement, int64_t id) {
+  return ask_db<pb::Task>(self, {db::call{&statement, {std::to_string(id)}}}, [id](results& rs) {
+    return single_task(*rs[0], "no task with id " + std::to_string(id));
+  });
+}
+
+caf::result<pb::TaskList> list_tasks(self_ptr self, const pb::ListTasksRequest& req) {
+  auto optional_text = [](const std::string& s) { return s.empty() ? db::param{} : db::param{s}; };
+  auto limit = req.limit() > 0 ? req.limit() : 100;
+  bool one_unit = !req.type().empty() && !req.key().empty();
+  db::call c{one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
+             {optional_text(req.type()), optional_text(req.key()),
+              req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
+                                                          : db::param{status_name(req.status())},
+              optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
+              std::to_string(limit + 1)}};
+  if (one_unit)
+    return ask_db<pb::TaskList>(self, {std::move(c)},
+                                [limit](results& rs) { return read_task_page(*rs[0], limit); });
+  c.params.emplace_back(std::to_string(list_scan_rows));
+  return ask_db<pb::TaskList>(self, {std::move(c)}, [limit](results& rs) {
+    return read_scanned_task_page(*rs[0], limit, list_scan_rows);
+  });
+}
+
+caf::result<pb::AttemptList> attempts(self_ptr self, int64_t id) {
+  return ask_db<pb::AttemptList>(self, {db::call{&db::sql::task_attempts, {std::to_string(id)}}},
+                                 [id](results& rs) { return read_attempts(*rs[0], id); });
+}
+
+caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batch) {
+  return ask_db<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}},
+                                 [batch](results& rs) { return read_batch_counts(*rs[0], batch); });
+}
+
+caf::result<pb::Stats> live_counts(self_ptr self) {
+  return ask_db<pb::Stats>(self,
+                           {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}}},
+                           [](results& rs) {
+                             pb::Stats out;
+                             read_status_counts(*rs[0], out);
+                             return out;
+                           });
+}
+
+caf::result<pb::Stats> stats(self_ptr self) {
+  constexpr const char* recent_minutes = "15";
+  return ask_db<pb::Stats>(self,
+                           {db::call{&db::sql::status_counts, {std::to_string(exact_counts_up_to)}},
+                            db::call{&db::sql::recent_outcomes, {recent_minutes}}},
+                           [](results& rs) { return read_stats(*rs[0], *rs[1]); });
+}
+
+caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions) {
+  return ask_db<pb::Executions>(
+      self, {db::call{&db::sql::finished_executions, execution_params(executions)}},
+      [](results& rs) { return read_executions(*rs[0]); });
+}
+
+caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings) {
+  db::call c{&db::sql::put_type_settings, db::type_settings_params(settings)};
+  return ask_db<int32_t>(
+      self, {std::move(c)},
+      [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
+}
+
+/// Wake-ups and the tasks handed to `node` to `pusher`, and a word after
+/// every (re)connect, as hand-offs meanwhile went unheard.
+void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string& node) {
+  subscribe(self, self->state.listener, {"taskmill_tasks", "taskmill_handoffs"},
+            [pusher, node](const std::vector<db::notification>& burst, bool connected) {
+              if (connected) {
+                caf::anon_send(pusher, adopt_atom_v);
+                return;
+              }
+              pb::Executions handed;
+              bool wake = false;
+              for (const auto& n : burst) {
+                if (n.channel != "taskmill_handoffs")
+                  wake = true;
+                else if (!db::add_if_handed_to(node, n.payload, handed))
+                  spdlog::warn("storage: a hand-off notification that is no hand-off: {}",
+                               n.payload);
+              }
+              if (handed.task_ids_size() > 0)
+                caf::anon_send(pusher, adopt_atom_v, std::move(handed));
+              if (wake) caf::anon_send(pusher, wake_atom_v);
+            });
+}
+
+}  // namespace taskmill::storage_internal
