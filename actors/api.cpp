@@ -1,5 +1,6 @@
 #include "actors/api.hpp"
 
+#include "actors/http/api_call.hpp"
 #include "actors/http/browser_guard.hpp"
 #include "actors/http/web_assets.hpp"
 #include "actors/jobs/job_times.hpp"
@@ -11,6 +12,7 @@
 #include "messages/protobuf_codec.hpp"
 #include "messages/text.hpp"
 #include "messages/time.hpp"
+#include "messages/url.hpp"
 #include "messages/validate.hpp"
 
 #include <caf/actor_system.hpp>
@@ -27,193 +29,9 @@
 
 namespace taskmill {
 
-struct api_state {
-  static inline const char* name = "api";
-  api_options options;
-  browser_policy browsers;
-};
-
 namespace {
 
-using self_ptr = api_actor::stateful_pointer<api_state>;
-
-/// One request on its way to an answer.
-struct call {
-  http_request req;
-  http_reply reply;
-  bool protobuf_in = false;
-  bool protobuf_out = false;
-  std::vector<std::string> path;
-  std::map<std::string, std::string> query;
-};
-
-using call_ptr = std::shared_ptr<call>;
-
-int status_of(const caf::error& err) {
-  if (err.category() != error_category) return 503;  // e.g. a request timeout
-  switch (static_cast<errc>(err.code())) {
-    case errc::invalid_argument:
-      return 400;
-    case errc::unauthorized:
-      return 401;
-    case errc::not_found:
-      return 404;
-    case errc::method_not_allowed:
-      return 405;
-    case errc::forbidden:
-      return 403;
-    case errc::misdirected:
-      return 421;
-    case errc::unsupported_media_type:
-      return 415;
-    case errc::conflict:
-      return 409;
-    case errc::payload_too_large:
-      return 413;
-    case errc::storage_unavailable:
-    case errc::retryable:
-    case errc::unavailable:
-      return 503;
-    default:
-      return 500;
-  }
-}
-
-const char* code_of(const caf::error& err) {
-  if (err.category() != error_category) return "unavailable";
-  return to_string(static_cast<errc>(err.code()));
-}
-
-void send(self_ptr self, const call& c, http_response res) {
-  self->state.options.metrics->http_requests.Increment();
-  if (res.status >= 400) self->state.options.metrics->http_errors.Increment();
-  c.reply(std::move(res));
-}
-
-void fail(self_ptr self, const call& c, const caf::error& err,
-          std::vector<std::pair<std::string, std::string>> headers = {},
-          const pb::Waiting* waiting = nullptr) {
-  http_response res;
-  res.status = status_of(err);
-  res.headers = std::move(headers);
-  pb::Error e;
-  e.set_code(code_of(err));
-  e.set_message(error_message(err));
-  if (waiting) *e.mutable_waiting() = *waiting;
-  if (c.protobuf_out) {
-    res.content_type = "application/x-protobuf";
-    res.body = e.SerializeAsString();
-  } else {
-    res.body = json::encode_error(e);
-  }
-  send(self, c, std::move(res));
-}
-
-/// A task's read that storage could not answer. While PostgreSQL is away no
-/// node claims or finishes anything, so that is also why the task is not
-/// running (SPEC §8), the one waiting reason the database cannot give.
-void fail_task_read(self_ptr self, const call& c, const caf::error& err) {
-  if (!is(err, errc::storage_unavailable)) return fail(self, c, err);
-  pb::Waiting why;
-  why.set_reason("storage_unavailable");
-  why.set_message("PostgreSQL cannot be reached: no node claims or runs a task until it is back");
-  fail(self, c, err, {}, &why);
-}
-
-template <class Message, class ToJson>
-void answer(self_ptr self, const call& c, const Message& msg, ToJson&& to_json, int status = 200) {
-  http_response res;
-  res.status = status;
-  if (c.protobuf_out) {
-    res.content_type = "application/x-protobuf";
-    res.body = msg.SerializeAsString();
-  } else {
-    res.body = to_json(msg);
-  }
-  send(self, c, std::move(res));
-}
-
-template <class Message>
-void answer(self_ptr self, const call& c, const Message& msg) {
-  answer(self, c, msg, [](const Message& m) { return json::encode(m); });
-}
-
-/// Runs `f`; should it throw anyway, the call is answered 500 and the actor
-/// lives on: one request must never take the API down.
-template <class F>
-void guarded(self_ptr self, const call& c, F&& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    spdlog::error("api: {} {}: unexpected exception: {}", c.req.method, quote_input(c.req.target),
-                  quote_input(e.what(), 400));
-    fail(self, c, make_error(errc::internal, "internal error"));
-  }
-}
-
-/// Asks `handle` and answers the call with the result, or the error through
-/// `failed`.
-template <class Result, class Handle, class Done, class Failed, class... Ts>
-void ask_or(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Failed&& failed,
-            Ts&&... xs) {
-  self->request(handle, local_request_timeout, std::forward<Ts>(xs)...)
-      .then([self, c, done = std::forward<Done>(done)](
-                Result& result) mutable { guarded(self, *c, [&] { done(*c, result); }); },
-            [self, c, failed = std::forward<Failed>(failed)](const caf::error& err) mutable {
-              failed(self, *c, err);
-            });
-}
-
-/// Asks `handle` and answers the call with the result or the error.
-template <class Result, class Handle, class Done, class... Ts>
-void ask(self_ptr self, call_ptr c, const Handle& handle, Done&& done, Ts&&... xs) {
-  ask_or<Result>(
-      self, std::move(c), handle, std::forward<Done>(done),
-      [](self_ptr self, const call& c, const caf::error& err) { fail(self, c, err); },
-      std::forward<Ts>(xs)...);
-}
-
-std::string percent_decode(std::string_view in) {
-  std::string out;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (in[i] == '%' && i + 2 < in.size()) {
-      int value = 0;
-      auto [end, ec] = std::from_chars(in.data() + i + 1, in.data() + i + 3, value, 16);
-      if (ec == std::errc{} && end == in.data() + i + 3) {
-        out += static_cast<char>(value);
-        i += 2;
-        continue;
-      }
-    }
-    out += in[i] == '+' ? ' ' : in[i];
-  }
-  return out;
-}
-
-void split_target(call& c) {
-  std::string_view target = c.req.target;
-  auto q = target.find('?');
-  auto path = target.substr(0, q);
-  size_t start = 1;
-  while (start <= path.size()) {
-    auto slash = path.find('/', start);
-    auto end = slash == std::string_view::npos ? path.size() : slash;
-    if (end > start) c.path.push_back(percent_decode(path.substr(start, end - start)));
-    start = end + 1;
-  }
-  if (q == std::string_view::npos) return;
-  auto query = target.substr(q + 1);
-  while (!query.empty()) {
-    auto amp = query.find('&');
-    auto pair = query.substr(0, amp);
-    auto eq = pair.find('=');
-    if (!pair.empty())
-      c.query[percent_decode(pair.substr(0, eq))] =
-          eq == std::string_view::npos ? "" : percent_decode(pair.substr(eq + 1));
-    if (amp == std::string_view::npos) break;
-    query = query.substr(amp + 1);
-  }
-}
+using namespace api_call;
 
 caf::expected<int64_t> task_id(const std::string& text) {
   int64_t id = 0;
@@ -223,11 +41,6 @@ caf::expected<int64_t> task_id(const std::string& text) {
         errc::invalid_argument,
         "the task id in the path must be a positive integer, got " + quote_input(text));
   return id;
-}
-
-template <class Message>
-caf::expected<Message> decode_protobuf(const call& c) {
-  return protobuf::decode<Message>(c.req.body);
 }
 
 void wake_pusher(self_ptr self) {
@@ -925,7 +738,9 @@ api_actor::behavior_type api(self_ptr self, api_options options) {
         c->protobuf_out =
             c->req.accept.find("application/x-protobuf") != std::string::npos ||
             (c->protobuf_in && c->req.accept.find("application/json") == std::string::npos);
-        split_target(*c);
+        auto target = parse_target(c->req.target);
+        c->path = std::move(target.path);
+        c->query = std::move(target.query);
         guarded(self, *c, [&] { dispatch(self, c); });
       },
   };

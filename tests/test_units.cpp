@@ -1175,6 +1175,12 @@ BOOST_AUTO_TEST_CASE(http_urls_are_taken_apart_once) {
   BOOST_REQUIRE(bare);
   BOOST_CHECK_EQUAL(bare->port, "80");
   BOOST_CHECK_EQUAL(bare->target, "/");
+  auto target = parse_target("/v1/jobs/a%20b//next?count=3&q=x+y&flag");
+  BOOST_CHECK_EQUAL(target.path.size(), 4u);
+  BOOST_CHECK_EQUAL(target.path.at(2), "a b");
+  BOOST_CHECK_EQUAL(target.query["count"], "3");
+  BOOST_CHECK_EQUAL(target.query["q"], "x y");
+  BOOST_CHECK(target.query.count("flag") && target.query["flag"].empty());
   for (const char* bad :
        {"https://example.com/", "http://", "http://:80/", "http://h:/x", "ftp://h/", "example.com"})
     BOOST_CHECK_MESSAGE(!parse_http_url(bad), bad);
