@@ -344,7 +344,7 @@ void adopt(self_ptr self, const pb::Executions& running) {
   auto& st = self->state;
   pb::Executions unknown;
   unknown.set_permits_held(running.permits_held());
-  bool handed_off = running.generations_size() > 0;
+  unknown.set_handed_off(running.handed_off());
   std::vector<const pb::Task*> at_once;
   for (int i = 0; i < running.task_ids_size() && !st.stopping; ++i) {
     if (knows(st, running.task_ids(i))) continue;
@@ -354,7 +354,6 @@ void adopt(self_ptr self, const pb::Executions& running) {
     }
     unknown.add_task_ids(running.task_ids(i));
     unknown.add_attempts(running.attempts(i));
-    if (handed_off) unknown.add_generations(running.generations(i));
   }
   if (!at_once.empty()) {
     pb::PermitUse taken;
@@ -386,7 +385,7 @@ void adopt(self_ptr self, const pb::Executions& running) {
             }
             if (taken.permits() > 0 || !adopted.empty())
               self->send(st.options.limiter, settle_atom_v, std::move(taken));
-            if (!adopted.empty() && unknown.generations_size() == 0)
+            if (!adopted.empty() && !unknown.handed_off())
               spdlog::warn(
                   "dispatcher: {} tasks running here unknown to it (a claim's answer or "
                   "hand-offs' notifications lost) run now",

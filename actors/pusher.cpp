@@ -2,6 +2,7 @@
 
 #include "config/config.hpp"
 
+#include "actors/hand_offs/hand_offs.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
@@ -40,43 +41,14 @@ struct pusher_state {
   // A claim's answer was lost (its connection broke under it) and its tasks
   // not yet looked for: it may have committed.
   bool claims_in_doubt = false;
-  // This node's offer to submits of tasks due at once (storage/sql/offers.sql)
-  // that may stand in the database: its generation (0: none), and the
-  // permits held for it at the limiter that no hand-off heard of has taken
-  // over. A claim or a pause takes it back.
-  int64_t offer_generation = 0;
-  int32_t offered = 0;
-  // Offers are numbered from the time the pusher started, so that a node
-  // started again never offers under a number of its earlier incarnation.
-  int64_t last_generation = 0;
-  // Permits for the offer are being asked of the limiter.
-  bool offer_asked = false;
+  // This node's offer to submits of tasks due at once and the permits that
+  // follow its hand-offs.
+  hand_offs offers{0, 0};
   // Claims sent so far: an offer is made once none was sent for a while.
   uint64_t claims_sent = 0;
-  // The offer was taken back, or may have been (by a claim whose answer was
-  // lost): the next claim counts what submits took of it and takes it over.
-  bool offer_withdrawn = false;
   // A round found no permits: the limiter wakes it when a task's permit
   // comes back, but not for permits this pusher gives back itself.
   bool waiting_for_permits = false;
-  // The listener connected (it says so after every connect): hand-offs are
-  // heard. An offer made before would be in doubt at once, and taken back.
-  bool hearing_hand_offs = false;
-  // The offer a claim under way takes back (0: none), and how many of its
-  // hand-offs were heard of meanwhile: those took permits of their own.
-  int64_t withdrawing_generation = 0;
-  int32_t heard_while_withdrawing = 0;
-  // Permits kept at the limiter, by offer generation, for the tasks that
-  // submits took of an offer taken back and this node has not heard of yet:
-  // they run here, on these permits.
-  std::map<int64_t, int32_t> kept_for_unheard;
-  // The newest offer made before the last read of the tasks running here was
-  // answered. A hand-off of such an offer heard since may be among those
-  // that read found, run here and ended since: it runs only once read again,
-  // in order with this node's outcomes (the dispatcher's adopt), never from
-  // its notification, lest it run twice. Hand-offs heard before the answer
-  // reach the dispatcher before it; those of later offers were not in it.
-  int64_t offers_before_read = 0;
 };
 
 namespace {
@@ -115,7 +87,7 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
   // batches while it works) would write and take back an offer each time,
   // on the claims' connection.
   constexpr auto idle_before_offer = std::chrono::milliseconds{20};
-  if (st.options.hand_off_permits > 0 && st.offer_generation == 0)
+  if (st.offers.wants_offer())
     self->delayed_send(self, idle_before_offer, offer_atom_v, st.claims_sent);
 }
 
@@ -175,33 +147,12 @@ void give_back_permits(self_ptr self, int32_t permits) {
   claim_round(self);
 }
 
-/// Keeps `permits` held for hand-offs of the offer of `generation` that this
-/// node has not heard of, lest claims take their room; for a few seconds at
-/// most, as a commit that took a permit may yet fail.
-void keep_for_unheard(self_ptr self, int64_t generation, int32_t permits) {
-  if (permits <= 0) return;
-  self->state.kept_for_unheard[generation] += permits;
+/// Permits kept for hand-offs not heard of go back in a few seconds at most,
+/// as a commit that took a permit may yet fail.
+void release_later(self_ptr self, const hand_offs::kept& kept) {
+  if (kept.permits <= 0) return;
   constexpr auto hand_offs_heard_within = std::chrono::seconds{5};
-  self->delayed_send(self, hand_offs_heard_within, release_atom_v, generation);
-}
-
-/// The permits kept for hand-offs of `generation` never heard of go back;
-/// their tasks, if any, take permits of their own once heard of.
-void release_kept(self_ptr self, int64_t generation) {
-  auto& st = self->state;
-  auto kept = st.kept_for_unheard.find(generation);
-  if (kept == st.kept_for_unheard.end()) return;
-  auto permits = kept->second;
-  st.kept_for_unheard.erase(kept);
-  give_back_permits(self, permits);
-}
-
-/// All permits kept for hand-offs not heard of, for the tasks that run here.
-int32_t take_kept(self_ptr self) {
-  int32_t all = 0;
-  for (const auto& [generation, permits] : self->state.kept_for_unheard) all += permits;
-  self->state.kept_for_unheard.clear();
-  return all;
+  self->delayed_send(self, hand_offs_heard_within, release_atom_v, kept.generation);
 }
 
 /// A claim whose answer was lost may have committed: its tasks run here by
@@ -216,10 +167,7 @@ void adopt_claims_in_doubt(self_ptr self) {
   self->request(st.options.storage, local_request_timeout, running_atom_v, st.options.node)
       .then(
           [self](pb::Executions& running) {
-            self->state.offers_before_read = self->state.last_generation;
-            // Hand-offs not heard of (their listener reconnected) are among
-            // them, and run on the permits kept for them.
-            running.set_permits_held(take_kept(self));
+            running.set_permits_held(self->state.offers.read_what_runs());
             if (running.task_ids_size() > 0 || running.permits_held() > 0)
               self->send(self->state.options.dispatcher, adopt_atom_v, std::move(running));
           },
@@ -234,150 +182,89 @@ void adopt_claims_in_doubt(self_ptr self) {
 template <class Use>
 void ask_offer_permits(self_ptr self, int32_t wanted, Use use) {
   auto& st = self->state;
-  st.offer_asked = true;
+  st.offers.asking(true);
   self->request(st.options.limiter, local_request_timeout, acquire_atom_v, wanted)
       .then(
           [self, use](pb::ClaimGrant& grant) {
             auto& st = self->state;
-            st.offer_asked = false;
+            st.offers.asking(false);
             if (grant.permits() <= 0 || limits_apply(grant) || st.paused || !use(grant))
               self->send(st.options.limiter, settle_atom_v, held_by(grant));
           },
           [self](const caf::error& err) {
-            self->state.offer_asked = false;
+            self->state.offers.asking(false);
             spdlog::error("pusher: limiter failed: {}", error_message(err));
           });
 }
 
-/// The permits held for the offer of `generation` go back, if it still is
-/// this node's.
-void give_back_offer(self_ptr self, int64_t generation, int32_t permits) {
-  auto& st = self->state;
-  if (st.offer_generation != generation) return;
-  st.offered -= permits;
-  if (st.offered <= 0) st.offer_generation = 0;
-  give_back_permits(self, permits);
-}
-
-/// What stands of the offer of `generation` is not known (a request about it
-/// failed, or its hand-offs went unheard and took permits of their own): the
-/// next claim takes it back and counts what submits took.
-void offer_in_doubt(self_ptr self, int64_t generation) {
-  auto& st = self->state;
-  if (st.offer_generation == generation && generation != 0) st.offer_withdrawn = true;
-}
-
 /// A node that claimed all it could offers permits to submits of tasks due
-/// at once, which then hand their tasks to it in their own transactions
-/// (storage/sql/offers.sql). The offer stands through claims that find
-/// little (a poll, a retry come due), lest the submits in between miss it;
-/// a claim after one that took all it had permits for takes it back and its
-/// permits over. Not under limits: they are counted in claims. No offer is
-/// made while a claim is under way, so that one whose answer is lost finds
-/// the offer it took back still this node's.
+/// at once (storage/sql/offers.sql). The offer stands through claims that
+/// find little (a poll, a retry come due), lest the submits in between miss
+/// it; a claim after one that took all it had permits for takes it back and
+/// its permits over. Not under limits: they are counted in claims. No offer
+/// is made while a claim is under way, so that one whose answer is lost
+/// finds the offer it took back still this node's.
 void offer_permits(self_ptr self) {
   auto& st = self->state;
-  if (st.options.hand_off_permits <= 0 || !st.hearing_hand_offs || st.paused ||
-      st.offer_generation != 0 || st.offer_asked)
-    return;
-  ask_offer_permits(self, st.options.hand_off_permits, [self](pb::ClaimGrant& grant) {
+  auto wanted = st.offers.permits_to_offer();
+  if (wanted <= 0 || st.paused) return;
+  ask_offer_permits(self, wanted, [self](pb::ClaimGrant& grant) {
     auto& st = self->state;
-    if (st.offer_generation != 0 || st.rounds > 0) return false;
+    if (st.rounds > 0) return false;
+    auto made = st.offers.make(grant.permits());
+    if (!made) return false;
     pb::ClaimRequest offer;
     offer.set_node(st.options.node);
-    offer.set_offer_generation(++st.last_generation);
+    offer.set_offer_generation(made->generation);
     offer.set_offer_fresh_ms(static_cast<int32_t>(st.options.offer_fresh.count()));
     *offer.mutable_grant() = std::move(grant);
-    st.offer_generation = offer.offer_generation();
-    st.offered = offer.grant().permits();
-    self->request(st.options.storage, local_request_timeout, offer_atom_v, offer)
+    self->request(st.options.storage, local_request_timeout, make_offer_atom_v, offer)
         .then(
-            [self, offer](bool made) {
-              if (!made) give_back_offer(self, offer.offer_generation(), offer.grant().permits());
+            [self, made = *made](bool stored) {
+              if (!stored)
+                give_back_permits(self, self->state.offers.refused(made.generation, made.permits));
             },
-            [self, generation = offer.offer_generation()](const caf::error& err) {
+            [self, generation = made->generation](const caf::error& err) {
               spdlog::debug("pusher: cannot offer permits: {}", error_message(err));
-              offer_in_doubt(self, generation);
+              self->state.offers.in_doubt(generation);
             });
     return true;
   });
 }
 
-/// Once hand-offs took half the offer's permits over, as many are added to
-/// it, so that a steady trickle of submits never finds it used up.
-void add_to_offer(self_ptr self) {
+/// Once hand-offs took half the offer's permits over, as many are added to it.
+void top_up_offer(self_ptr self) {
   auto& st = self->state;
-  auto wanted = st.options.hand_off_permits - st.offered;
-  if (st.offer_generation == 0 || st.offer_withdrawn || st.offer_asked || st.paused ||
-      wanted < st.offered)
-    return;
-  ask_offer_permits(self, wanted, [self, generation = st.offer_generation](pb::ClaimGrant& grant) {
+  auto wanted = st.offers.to_top_up();
+  if (wanted.permits <= 0 || st.paused) return;
+  ask_offer_permits(self, wanted.permits, [self, wanted](pb::ClaimGrant& grant) {
     auto& st = self->state;
-    if (st.offer_generation != generation) return false;
-    auto permits = grant.permits();
-    st.offered += permits;
-    self->request(st.options.storage, local_request_timeout, offer_atom_v, st.options.node,
-                  generation, permits)
+    hand_offs::offer more{wanted.generation, grant.permits()};
+    if (!st.offers.top_up(more.generation, more.permits)) return false;
+    self->request(st.options.storage, local_request_timeout, top_up_atom_v, st.options.node,
+                  more.generation, more.permits)
         .then(
-            [self, generation, permits](bool added) {
-              if (!added) give_back_offer(self, generation, permits);
+            [self, more](bool stored) {
+              if (!stored)
+                give_back_permits(self, self->state.offers.refused(more.generation, more.permits));
             },
-            [self, generation](const caf::error& err) {
+            [self, generation = more.generation](const caf::error& err) {
               spdlog::debug("pusher: cannot add to the offer: {}", error_message(err));
-              offer_in_doubt(self, generation);
+              self->state.offers.in_doubt(generation);
             });
     return true;
   });
 }
 
-/// Tasks handed to this node: the permits of those from its standing offer
-/// go to them (settled by the dispatcher with the tasks it runs), as do
-/// those kept for hand-offs of an offer taken back; others (heard of while a
-/// claim takes their offer back, or after their permits went back) take
-/// permits of their own. Those of offers made before the last read of what
-/// runs here are read again, whatever their notifications carried.
-void run_handed(self_ptr self, pb::Executions& handed) {
+/// Tasks handed to this node run, on the permits the offer held for them
+/// where it did (hand_offs::heard).
+void run_handed(self_ptr self, pb::HandOffs& heard) {
   auto& st = self->state;
-  int32_t of_offer = 0;
-  int32_t of_kept = 0;
-  for (int i = 0; i < handed.generations_size(); ++i) {
-    auto generation = handed.generations(i);
-    if (generation <= st.offers_before_read && i < handed.tasks_size())
-      handed.mutable_tasks(i)->Clear();
-    if (generation == st.offer_generation && st.offered - of_offer > 0) {
-      ++of_offer;
-      continue;
-    }
-    if (auto kept = st.kept_for_unheard.find(generation); kept != st.kept_for_unheard.end()) {
-      ++of_kept;
-      if (--kept->second == 0) st.kept_for_unheard.erase(kept);
-      continue;
-    }
-    if (generation == st.withdrawing_generation) ++st.heard_while_withdrawing;
-  }
-  st.offered -= of_offer;
-  handed.set_permits_held(of_offer + of_kept);
-  st.options.metrics->claimed.Increment(handed.task_ids_size());
-  st.options.metrics->handed_off.Increment(handed.task_ids_size());
-  self->send(st.options.dispatcher, adopt_atom_v, std::move(handed));
-  add_to_offer(self);
-}
-
-/// The offer of `generation`, for which `asked` permits were held as it was
-/// taken back alone, is gone: submits took `taken` of them. Those whose
-/// tasks were not heard of meanwhile are kept for them; the rest go back.
-/// A claim that took the offer over meanwhile counts for itself.
-void offer_taken_back(self_ptr self, int64_t generation, int32_t asked, int32_t taken) {
-  auto& st = self->state;
-  if (st.offer_generation != generation) return;
-  auto heard = asked - st.offered;
-  auto unheard = std::clamp(taken - heard, 0, st.offered);
-  auto back = st.offered - unheard;
-  st.offer_generation = 0;
-  st.offered = 0;
-  st.offer_withdrawn = false;
-  keep_for_unheard(self, generation, unheard);
-  give_back_permits(self, back);
+  auto run = st.offers.heard(heard);
+  st.options.metrics->claimed.Increment(run.task_ids_size());
+  st.options.metrics->handed_off.Increment(run.task_ids_size());
+  self->send(st.options.dispatcher, adopt_atom_v, std::move(run));
+  top_up_offer(self);
 }
 
 /// A node takes its offer back when its lease is in doubt, lest submits hand
@@ -386,29 +273,19 @@ void offer_taken_back(self_ptr self, int64_t generation, int32_t asked, int32_t 
 /// counts what submits took of them.
 void withdraw_offer(self_ptr self) {
   auto& st = self->state;
-  if (st.offer_generation == 0 || st.offer_withdrawn) return;
-  st.offer_withdrawn = true;
-  self->request(st.options.storage, local_request_timeout, offer_atom_v, st.options.node,
-                st.offered)
-      .then([self, generation = st.offer_generation, asked = st.offered](
-                int32_t taken) { offer_taken_back(self, generation, asked, taken); },
-            [](const caf::error& err) {
-              spdlog::debug("pusher: cannot take the offer back: {}", error_message(err));
-            });
-}
-
-/// A claim took the offer back: of the permits it counted as taken by
-/// submits, those whose hand-offs were not heard of meanwhile are kept for
-/// them, taken off `use`.
-void keep_what_submits_took(self_ptr self, const pb::ClaimRequest& req,
-                            const pb::ClaimedTasks& claimed, pb::PermitUse& use) {
-  auto& st = self->state;
-  auto unheard =
-      std::clamp(claimed.handed_unheard() - st.heard_while_withdrawing, 0, req.offered());
-  st.withdrawing_generation = 0;
-  st.heard_while_withdrawing = 0;
-  use.set_permits(use.permits() - unheard);
-  keep_for_unheard(self, req.offer_generation(), unheard);
+  auto withdrawn = st.offers.withdraw();
+  if (!withdrawn) return;
+  self->request(st.options.storage, local_request_timeout, take_back_atom_v, st.options.node,
+                withdrawn->permits)
+      .then(
+          [self, withdrawn = *withdrawn](int32_t taken) {
+            auto settled = self->state.offers.withdrawn(withdrawn, taken);
+            release_later(self, settled.keep);
+            give_back_permits(self, settled.free);
+          },
+          [](const caf::error& err) {
+            spdlog::debug("pusher: cannot take the offer back: {}", error_message(err));
+          });
 }
 
 void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& claimed,
@@ -421,7 +298,12 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   }
   fair_shares::counts got{};
   auto use = held_by(req.grant());
-  if (req.offered() > 0) keep_what_submits_took(self, req, claimed, use);
+  if (req.offered() > 0) {
+    auto kept = st.offers.claim_took_back({req.offer_generation(), req.offered()},
+                                          claimed.handed_unheard());
+    use.set_permits(use.permits() - kept.permits);
+    release_later(self, kept);
+  }
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -459,19 +341,11 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   // After a claim that took all it could, once the offer was taken back, or
   // when permits are short (the offer may hold them all), its permits join
   // the claim, which takes it back first.
-  bool take_offer_over =
-      !st.last_claim_short || st.offer_withdrawn || grant.permits() < st.options.batch_size;
-  auto offered = take_offer_over ? std::exchange(st.offered, 0) : 0;
-  auto offer_generation = take_offer_over ? std::exchange(st.offer_generation, 0) : 0;
-  if (take_offer_over) st.offer_withdrawn = false;
-  if (offered > 0 && offer_generation != st.withdrawing_generation) {
-    st.withdrawing_generation = offer_generation;
-    st.heard_while_withdrawing = 0;
-  }
+  auto over = st.offers.take_over(st.last_claim_short, grant.permits() < st.options.batch_size);
   // Limits came to apply (an executor of limited capacity registered): the
   // offer, made without them, is taken back.
   if (limits_apply(grant)) withdraw_offer(self);
-  grant.set_permits(grant.permits() + offered);
+  grant.set_permits(grant.permits() + over.permits);
   auto permits = grant.permits();
   if (permits <= 0) {
     self->send(st.options.limiter, settle_atom_v, held_by(grant));
@@ -483,8 +357,8 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
   auto req = std::make_shared<pb::ClaimRequest>();
   req->set_node(st.options.node);
   req->set_after_short_claim(st.last_claim_short);
-  req->set_offered(offered);
-  req->set_offer_generation(offer_generation);
+  req->set_offered(over.permits);
+  req->set_offer_generation(over.generation);
   *req->mutable_grant() = std::move(grant);
   for (auto level : st.shares.turns(permits)) req->add_turns(level);
   // Without limits, a claim after a short one (a pickup) likely comes back
@@ -504,12 +378,8 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
               // The offer may stand yet: its permits stay held for the next
               // claim to take it back (no other was made meanwhile).
               auto use = held_by(req->grant());
-              if (req->offer_generation() != 0) {
-                use.set_permits(use.permits() - req->offered());
-                st.offered = req->offered();
-                st.offer_generation = req->offer_generation();
-                st.offer_withdrawn = true;
-              }
+              if (req->offer_generation() != 0) use.set_permits(use.permits() - req->offered());
+              st.offers.claim_lost({req->offer_generation(), req->offered()});
               self->send(st.options.limiter, settle_atom_v, std::move(use));
               st.claims_in_doubt = true;
               if (!st.storage_failing) {
@@ -545,19 +415,19 @@ void claim_round(self_ptr self) {
 pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> self,
                                    pusher_options options) {
   self->state.shares = fair_shares{options.weights};
-  self->state.last_generation = std::chrono::duration_cast<std::chrono::microseconds>(
-                                    std::chrono::system_clock::now().time_since_epoch())
-                                    .count();
+  self->state.offers =
+      hand_offs{options.hand_off_permits, std::chrono::duration_cast<std::chrono::microseconds>(
+                                              std::chrono::system_clock::now().time_since_epoch())
+                                              .count()};
   self->state.options = std::move(options);
   claim_round(self);
   return {
       [](ping_atom) { return caf::ok_atom_v; },
       [self](wake_atom) { claim_round(self); },
-      [self](adopt_atom, pb::Executions& handed) { run_handed(self, handed); },
+      [self](hand_off_atom, pb::HandOffs& heard) { run_handed(self, heard); },
       [self](adopt_atom) {
-        self->state.hearing_hand_offs = true;
+        self->state.offers.listener_connected();
         self->state.claims_in_doubt = true;
-        offer_in_doubt(self, self->state.offer_generation);
         claim_round(self);
       },
       [self](pause_atom, bool pause) {
@@ -574,7 +444,9 @@ pusher_actor::behavior_type pusher(pusher_actor::stateful_pointer<pusher_state> 
       [self](offer_atom, uint64_t claims_sent) {
         if (claims_sent == self->state.claims_sent) offer_permits(self);
       },
-      [self](release_atom, int64_t generation) { release_kept(self, generation); },
+      [self](release_atom, int64_t generation) {
+        give_back_permits(self, self->state.offers.release(generation));
+      },
       [self](caf::tick_atom, uint64_t generation) {
         if (generation == self->state.timer_generation) claim_round(self);
       },

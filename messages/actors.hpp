@@ -157,6 +157,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, offer_atom, "offer")
   CAF_ADD_ATOM(taskmill, taskmill, admitted_atom, "admitted")
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Lead))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::HandOffs))
+
+  CAF_ADD_ATOM(taskmill, taskmill, hand_off_atom, "hand_off")
+  CAF_ADD_ATOM(taskmill, taskmill, make_offer_atom, "make_offer")
+  CAF_ADD_ATOM(taskmill, taskmill, top_up_atom, "top_up")
+  CAF_ADD_ATOM(taskmill, taskmill, take_back_atom, "take_back")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -188,7 +194,7 @@ using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
 /// work may exist, of tasks that submits handed to this node
 /// (storage/sql/offers.sql), and, after the listener (re)connected, that
 /// hand-offs meanwhile went unheard.
-using claim_waker_actor = wake_listener_actor::extend<caf::reacts_to<adopt_atom, pb::Executions>,
+using claim_waker_actor = wake_listener_actor::extend<caf::reacts_to<hand_off_atom, pb::HandOffs>,
                                                       caf::reacts_to<adopt_atom>>;
 
 // -- storage: one actor type, several narrow views -----------------------------
@@ -203,26 +209,30 @@ using submission_storage_actor = caf::typed_actor<
     caf::replies_to<reschedule_atom, pb::RescheduleRequest>::with<pb::RescheduleResult>,
     caf::replies_to<cancel_atom, pb::CancelRequest>::with<pb::CancelResult>>;
 
-/// Claims due tasks (the pusher's view).
-using claim_storage_actor =
-    caf::typed_actor<caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
-                     // Milliseconds until the next task the request's node may claim becomes
-                     // due, by the database's clock (-1: none within the horizon). Asked after
-                     // a claim that took fewer tasks than it had permits for.
-                     caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>,
-                     // Offers the request's permits to submits of tasks due at once, after
-                     // a claim that took fewer tasks than it had permits for; the next
-                     // claim takes the offer back. False: the node may not claim.
-                     caf::replies_to<offer_atom, pb::ClaimRequest>::with<bool>,
-                     // Adds so many permits to the node's offer of this generation; false:
-                     // it no longer stands.
-                     caf::replies_to<offer_atom, std::string, int64_t, int32_t>::with<bool>,
-                     // Takes back the node's offer, of which it holds so many permits
-                     // unheard of; answers how many of them submits took.
-                     caf::replies_to<offer_atom, std::string, int32_t>::with<int32_t>,
-                     // The executions running on a node by the database, asked after a
-                     // claim whose answer was lost: it may have committed.
-                     caf::replies_to<running_atom, std::string>::with<pb::Executions>>;
+/// Offers a node's permits to submits of tasks due at once, which hand
+/// their tasks to it (storage/sql/offers.sql; the pusher's hand-off view).
+using hand_off_storage_actor = caf::typed_actor<
+    // Makes the request's offer (its node, permits, generation and
+    // freshness); false: none was made (the node may not claim).
+    caf::replies_to<make_offer_atom, pb::ClaimRequest>::with<bool>,
+    // Adds so many permits to the node's offer of this generation; false: it
+    // no longer stands.
+    caf::replies_to<top_up_atom, std::string, int64_t, int32_t>::with<bool>,
+    // Takes back the node's offer, of which it holds so many permits unheard
+    // of; answers how many of them submits took.
+    caf::replies_to<take_back_atom, std::string, int32_t>::with<int32_t>>;
+
+/// Claims due tasks, taking the node's offer back where the request says so
+/// (the pusher's view).
+using claim_storage_actor = hand_off_storage_actor::extend<
+    caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
+    // Milliseconds until the next task the request's node may claim becomes
+    // due, by the database's clock (-1: none within the horizon). Asked after
+    // a claim that took fewer tasks than it had permits for.
+    caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>,
+    // The executions running on a node by the database, asked after a claim
+    // whose answer was lost: it may have committed.
+    caf::replies_to<running_atom, std::string>::with<pb::Executions>>;
 
 /// Stores outcomes, fenced by attempt (the dispatcher's view).
 using outcome_storage_actor =

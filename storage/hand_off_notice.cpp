@@ -56,7 +56,7 @@ pb::Task task_of(std::string_view text, int64_t id, int32_t attempt, const std::
 
 }  // namespace
 
-bool add_if_handed_to(const std::string& node, const std::string& notice, pb::Executions& handed) {
+bool add_if_handed_to(const std::string& node, const std::string& notice, pb::HandOffs& handed) {
   auto end_of_ids = notice.find('\n');
   std::istringstream in{notice.substr(0, end_of_ids)};
   int64_t id = 0;
@@ -67,12 +67,13 @@ bool add_if_handed_to(const std::string& node, const std::string& notice, pb::Ex
       attempt <= 0)
     return false;
   if (named != node) return true;
-  handed.add_task_ids(id);
-  handed.add_attempts(attempt);
-  handed.add_generations(generation);
-  auto* task = handed.add_tasks();
+  auto* hand_off = handed.add_hand_offs();
+  hand_off->set_task_id(id);
+  hand_off->set_attempt(attempt);
+  hand_off->set_generation(generation);
   if (end_of_ids != std::string::npos)
-    *task = task_of(std::string_view{notice}.substr(end_of_ids + 1), id, attempt, node);
+    *hand_off->mutable_task() =
+        task_of(std::string_view{notice}.substr(end_of_ids + 1), id, attempt, node);
   return true;
 }
 

@@ -13,6 +13,6 @@ namespace taskmill::db {
 /// id, attempt and offer generation, and the task as the notice carried it
 /// (id 0 when it carried ids alone, or a task that cannot be read: the node
 /// reads the task). False if `notice` is no hand-off's.
-bool add_if_handed_to(const std::string& node, const std::string& notice, pb::Executions& handed);
+bool add_if_handed_to(const std::string& node, const std::string& notice, pb::HandOffs& handed);
 
 }  // namespace taskmill::db

@@ -37,18 +37,13 @@ const statement claim{
              " FROM taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], "
              "$6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
 
-// A claim that first takes back the node's standing offer ($11 permits of the
-// $2), in its transaction, and claims as many tasks fewer as submits took of
-// it unheard: that number comes with every row, and alone in a row without a
-// task when the claim took none, for the node to keep their permits until it
-// hears of those tasks.
+// Its tasks, and with each (or alone, when it took none) how many of the
+// offer's permits submits took unheard.
 const statement claim_taking_offer_back{
     "claim_taking_offer_back",
     "SELECT " TASKMILL_CLAIMED_COLUMNS
-    ", w.handed_unheard FROM (SELECT taskmill.withdraw_offer($1::text, $11::int) AS "
-    "handed_unheard) w LEFT JOIN LATERAL taskmill.claim_by_turns($1::text, $2::int - "
-    "w.handed_unheard, $3::int[], $4::text[], $5::int[], $6::int, $7::text[], $8::text[], "
-    "$9::int[], $10::boolean) c ON true"};
+    ", handed_unheard FROM taskmill.claim_taking_offer_back($1::text, $2::int, $3::int[], "
+    "$4::text[], $5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean, $11::int)"};
 
 #undef TASKMILL_CLAIMED_COLUMNS
 

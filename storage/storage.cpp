@@ -382,15 +382,12 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](cancel_atom, const pb::CancelRequest& r) { return cancel(self, r); },
       [self](claim_atom, const pb::ClaimRequest& r) { return claim(self, r); },
       [self](next_due_atom, const pb::ClaimRequest& r) { return next_due(self, r); },
-      [self](offer_atom, const pb::ClaimRequest& r) { return offer_permits(self, r); },
-      [self](offer_atom, const std::string& node, int64_t generation, int32_t permits) {
-        return ask_db<bool>(self,
-                            {db::call{&db::sql::add_to_offer,
-                                      {node, std::to_string(generation), std::to_string(permits)}}},
-                            [](results& rs) { return rs[0]->boolean(0, 0); });
+      [self](make_offer_atom, const pb::ClaimRequest& r) { return make_offer(self, r); },
+      [self](top_up_atom, const std::string& node, int64_t generation, int32_t permits) {
+        return top_up_offer(self, node, generation, permits);
       },
-      [self](offer_atom, const std::string& node, int32_t offered) {
-        return ask_count(self, {&db::sql::withdraw_offer, {node, std::to_string(offered)}});
+      [self](take_back_atom, const std::string& node, int32_t offered) {
+        return take_back_offer(self, node, offered);
       },
       [self](running_atom, const std::string& node) { return running_on_node(self, node); },
       [self](running_atom, const pb::Executions& e) { return still_running(self, e); },

@@ -149,7 +149,6 @@ void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listen
 caf::result<pb::RescheduleResult> reschedule(self_ptr self, const pb::RescheduleRequest& req);
 caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req);
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req);
-caf::result<bool> offer_permits(self_ptr self, const pb::ClaimRequest& req);
 caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req);
 caf::result<pb::Executions> running_on_node(self_ptr self, const std::string& node);
 caf::result<pb::TaskList> still_running(self_ptr self, const pb::Executions& executions);
@@ -162,6 +161,14 @@ caf::result<pb::Stats> live_counts(self_ptr self);
 caf::result<pb::Stats> stats(self_ptr self);
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions);
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings);
+/// The types a grant lets this node claim; null: any.
+db::param claimable_types(const pb::ClaimGrant& grant);
+
+// -- hand-offs (hand_off_requests.cpp) ----------------------------------------------
+caf::result<bool> make_offer(self_ptr self, const pb::ClaimRequest& req);
+caf::result<bool> top_up_offer(self_ptr self, const std::string& node, int64_t generation,
+                               int32_t permits);
+caf::result<int32_t> take_back_offer(self_ptr self, const std::string& node, int32_t offered);
 void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string& node);
 
 // -- nodes and the leader's duties (node_requests.cpp) ------------------------------

@@ -1,12 +1,11 @@
-// The requests of tasks: submits aside (the pipeline merges them), reschedules, cancels, claims and
-// hand-off offers, reads, and the type settings.
+// The requests of tasks: submits aside (the pipeline merges them), reschedules, cancels, claims,
+// reads, and the type settings.
 
 #include "storage/storage_internal.hpp"
 
 #include "messages/errors.hpp"
 #include "messages/names.hpp"
 #include "messages/time.hpp"
-#include "storage/hand_off_notice.hpp"
 #include "storage/rows.hpp"
 
 #include <caf/send.hpp>
@@ -158,11 +157,6 @@ std::pair<std::string, std::string> key_value_arrays(
   return {db::array_literal(keys), db::array_literal(values)};
 }
 
-/// The types a grant lets this node claim; null: any.
-db::param claimable_types(const pb::ClaimGrant& grant) {
-  return grant.any_type() ? db::param{} : db::param{text_array(grant.types())};
-}
-
 db::call claim_call(const pb::ClaimRequest& req, const db::param& types) {
   const auto& grant = req.grant();
   auto [capped_types, capped_limits] = key_value_arrays(grant.type_limits());
@@ -204,18 +198,14 @@ caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req
   });
 }
 
+/// The types a grant lets this node claim; null: any.
+db::param claimable_types(const pb::ClaimGrant& grant) {
+  return grant.any_type() ? db::param{} : db::param{text_array(grant.types())};
+}
+
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) {
   return ask_db<pb::ClaimedTasks>(self, {claim_call(req, claimable_types(req.grant()))},
                                   [](results& rs) { return read_claim(*rs[0]); });
-}
-
-caf::result<bool> offer_permits(self_ptr self, const pb::ClaimRequest& req) {
-  return ask_db<bool>(
-      self,
-      {db::call{&db::sql::offer_permits,
-                {req.node(), claimable_types(req.grant()), std::to_string(req.grant().permits()),
-                 std::to_string(req.offer_generation()), std::to_string(req.offer_fresh_ms())}}},
-      [](results& rs) { return rs[0]->boolean(0, 0); });
 }
 
 caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
@@ -337,30 +327,6 @@ caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList
   return ask_db<int32_t>(
       self, {std::move(c)},
       [n = settings.types_size()](results&) -> caf::expected<int32_t> { return n; });
-}
-
-/// Wake-ups and the tasks handed to `node` to `pusher`, and a word after
-/// every (re)connect, as hand-offs meanwhile went unheard.
-void subscribe_claims(self_ptr self, claim_waker_actor pusher, const std::string& node) {
-  subscribe(self, self->state.listener, {"taskmill_tasks", "taskmill_handoffs"},
-            [pusher, node](const std::vector<db::notification>& burst, bool connected) {
-              if (connected) {
-                caf::anon_send(pusher, adopt_atom_v);
-                return;
-              }
-              pb::Executions handed;
-              bool wake = false;
-              for (const auto& n : burst) {
-                if (n.channel != "taskmill_handoffs")
-                  wake = true;
-                else if (!db::add_if_handed_to(node, n.payload, handed))
-                  spdlog::warn("storage: a hand-off notification that is no hand-off: {}",
-                               n.payload);
-              }
-              if (handed.task_ids_size() > 0)
-                caf::anon_send(pusher, adopt_atom_v, std::move(handed));
-              if (wake) caf::anon_send(pusher, wake_atom_v);
-            });
 }
 
 }  // namespace taskmill::storage_internal

@@ -1430,14 +1430,14 @@ BOOST_AUTO_TEST_CASE(the_node_handed_a_task_is_notified_with_the_task_as_it_runs
   BOOST_CHECK_EQUAL(got[0].payload.substr(0, got[0].payload.find('\n')),
                     std::to_string(handed.id) + " 1 42 node a");
   BOOST_CHECK_EQUAL(got[1].payload, std::to_string(large.id) + " 1 42 node a");
-  pb::Executions heard;
+  pb::HandOffs heard;
   BOOST_REQUIRE(db::add_if_handed_to("node a", got[0].payload, heard));
   BOOST_REQUIRE(db::add_if_handed_to("node a", got[1].payload, heard));
-  BOOST_REQUIRE_EQUAL(heard.tasks_size(), 2);
-  BOOST_CHECK_EQUAL(heard.tasks(1).id(), 0);
-  BOOST_CHECK_EQUAL(heard.generations(0), 42);
+  BOOST_REQUIRE_EQUAL(heard.hand_offs_size(), 2);
+  BOOST_CHECK_EQUAL(heard.hand_offs(1).task().id(), 0);
+  BOOST_CHECK_EQUAL(heard.hand_offs(0).generation(), 42);
   // What the node runs is what a claim of the stored task gives.
-  const auto& task = heard.tasks(0);
+  const auto& task = heard.hand_offs(0).task();
   auto row = db.exec(
       "SELECT type, key, version, priority, payload::text, attempt, retry_count, max_retries, "
       "timeout_ms, coalesce(batch, ''), trace_id, picked_by, "

@@ -102,15 +102,15 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
         ++rec->next_due_asks;
         return rec->next_due_in_ms;
       },
-      [rec](offer_atom, const pb::ClaimRequest& offer) {
+      [rec](make_offer_atom, const pb::ClaimRequest& offer) {
         rec->offers.push_back(offer);
         return true;
       },
-      [rec](offer_atom, const std::string&, int64_t generation, int32_t permits) {
+      [rec](top_up_atom, const std::string&, int64_t generation, int32_t permits) {
         rec->added.emplace_back(generation, permits);
         return true;
       },
-      [rec](offer_atom, const std::string&, int32_t offered) {
+      [rec](take_back_atom, const std::string&, int32_t offered) {
         rec->withdrawn.push_back(offered);
         return rec->taken_unheard;
       },
@@ -293,16 +293,17 @@ struct flow_fixture {
 
   /// The notifications of hand-offs (attempt 1) reach the pusher.
   void hear_hand_offs(std::initializer_list<int64_t> ids, int64_t generation, bool carried) {
-    pb::Executions handed;
+    pb::HandOffs handed;
     for (auto id : ids) {
       auto task = noop_task(id, 3);
       task.set_attempt(1);
-      handed.add_task_ids(id);
-      handed.add_attempts(1);
-      handed.add_generations(generation);
-      if (carried) *handed.add_tasks() = task;
+      auto* hand_off = handed.add_hand_offs();
+      hand_off->set_task_id(id);
+      hand_off->set_attempt(1);
+      hand_off->set_generation(generation);
+      if (carried) *hand_off->mutable_task() = task;
     }
-    caf::anon_send(pusher, adopt_atom_v, handed);
+    caf::anon_send(pusher, hand_off_atom_v, handed);
     sched.run();
   }
 
@@ -648,17 +649,18 @@ BOOST_AUTO_TEST_CASE(carried_and_read_hand_offs_heard_together_share_the_offer_p
   start(100, 10, 0, 8);
   stay_idle();
   BOOST_REQUIRE_EQUAL(rec->offers.size(), 1u);
-  pb::Executions handed;
+  pb::HandOffs handed;
   for (int64_t id : {1, 2}) {
     auto task = noop_task(id, 3);
     task.set_attempt(1);
     *rec->running_here.add_tasks() = task;
-    handed.add_task_ids(id);
-    handed.add_attempts(1);
-    handed.add_generations(rec->offers[0].offer_generation());
-    *handed.add_tasks() = id == 1 ? task : pb::Task{};
+    auto* hand_off = handed.add_hand_offs();
+    hand_off->set_task_id(id);
+    hand_off->set_attempt(1);
+    hand_off->set_generation(rec->offers[0].offer_generation());
+    if (id == 1) *hand_off->mutable_task() = task;
   }
-  caf::anon_send(pusher, adopt_atom_v, handed);
+  caf::anon_send(pusher, hand_off_atom_v, handed);
   sched.run();
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 2u);
   BOOST_CHECK_EQUAL(rec->still_running_asks, 1);

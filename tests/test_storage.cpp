@@ -923,6 +923,69 @@ BOOST_AUTO_TEST_CASE(the_executions_running_on_a_node_and_those_still_running_ar
   BOOST_CHECK_EQUAL(timed_out->tasks_size(), 0);
 }
 
+// The hand-off view (storage/sql/offers.sql): an offer made and topped up,
+// submits handed to it, and a claim that takes it back counts what they
+// took and claims as many tasks fewer.
+BOOST_AUTO_TEST_CASE(an_offer_is_made_topped_up_and_taken_back_by_a_claim) {
+  test::scratch_database database{"offers"};
+  auto storage = start_storage(*sys, database.conninfo());
+  database.exec("SELECT taskmill.register_node('here', 'i1', '', 60000, NULL)");
+  pb::ClaimRequest offer;
+  offer.set_node("here");
+  offer.set_offer_generation(7);
+  offer.set_offer_fresh_ms(600000);
+  offer.mutable_grant()->set_permits(2);
+  offer.mutable_grant()->set_any_type(true);
+  auto made = test::ask<bool>(*sys, storage, make_offer_atom_v, offer);
+  BOOST_REQUIRE_MESSAGE(made, test::describe(made));
+  BOOST_CHECK(*made);
+  auto topped = [&](int64_t generation) {
+    auto added =
+        test::ask<bool>(*sys, storage, top_up_atom_v, std::string{"here"}, generation, int32_t{1});
+    BOOST_REQUIRE_MESSAGE(added, test::describe(added));
+    return *added;
+  };
+  BOOST_CHECK(topped(7));
+  BOOST_CHECK(!topped(8));
+  for (int k = 1; k <= 6; ++k)
+    database.exec("SELECT taskmill.submit('T', 'k" + std::to_string(k) + "')");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' "
+                                    "AND picked_by = 'here'"),
+                    "3");
+  pb::ClaimRequest req;
+  req.set_node("here");
+  req.mutable_grant()->set_permits(5);
+  req.mutable_grant()->set_any_type(true);
+  for (int i = 0; i < 5; ++i) req.add_turns(3);
+  req.set_offered(3);
+  req.set_offer_generation(7);
+  auto claimed = test::ask<pb::ClaimedTasks>(*sys, storage, claim_atom_v, req);
+  BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+  BOOST_CHECK_EQUAL(claimed->handed_unheard(), 3);
+  BOOST_CHECK_EQUAL(claimed->tasks_size(), 2);
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.offer_slots"), "0");
+  // Taken back again, with no offer standing: all it held may have been
+  // taken, their hand-offs on their way still.
+  auto taken = test::ask<int32_t>(*sys, storage, take_back_atom_v, std::string{"here"}, int32_t{4});
+  BOOST_REQUIRE_MESSAGE(taken, test::describe(taken));
+  BOOST_CHECK_EQUAL(*taken, 4);
+  // A claim that took no task still tells what submits took.
+  BOOST_REQUIRE(*test::ask<bool>(*sys, storage, make_offer_atom_v, [&] {
+    offer.set_offer_generation(9);
+    return offer;
+  }()));
+  database.exec(
+      "UPDATE taskmill.tasks SET execute_at = now() + interval '1 hour' WHERE status = 'pending'");
+  database.exec("SELECT taskmill.submit('T', 'k7')");
+  req.set_offered(2);
+  req.set_offer_generation(9);
+  req.mutable_grant()->set_permits(2);
+  claimed = test::ask<pb::ClaimedTasks>(*sys, storage, claim_atom_v, req);
+  BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+  BOOST_CHECK_EQUAL(claimed->tasks_size(), 0);
+  BOOST_CHECK_EQUAL(claimed->handed_unheard(), 1);
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_requests_share_round_trips_and_reach_their_callers) {
   test::scratch_database database{"batch"};
   auto storage = start_storage(*sys, database.conninfo());

@@ -7,6 +7,7 @@
 #include "actors/api.hpp"
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
+#include "actors/hand_offs/hand_offs.hpp"
 #include "actors/http/browser_guard.hpp"
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
@@ -212,7 +213,7 @@ BOOST_AUTO_TEST_CASE(errors_are_valid_json_whatever_their_message) {
 // What the SQL writes (taskmill.hand_off_notice) is checked against a real
 // server in test_claims; this is what the node makes of any notice.
 BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_they_name) {
-  pb::Executions handed;
+  pb::HandOffs handed;
   BOOST_CHECK(db::add_if_handed_to(
       "node a",
       "7 2 42 node a\n"
@@ -221,12 +222,11 @@ BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_the
       R"( "shard_index": null, "shard_total": null, "trace_id": "tr", "execute_at_us": 1000000,)"
       R"( "started_at_us": 1000250})",
       handed));
-  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 1);
-  BOOST_CHECK_EQUAL(handed.task_ids(0), 7);
-  BOOST_CHECK_EQUAL(handed.attempts(0), 2);
-  BOOST_CHECK_EQUAL(handed.generations(0), 42);
-  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 1);
-  const auto& task = handed.tasks(0);
+  BOOST_REQUIRE_EQUAL(handed.hand_offs_size(), 1);
+  BOOST_CHECK_EQUAL(handed.hand_offs(0).task_id(), 7);
+  BOOST_CHECK_EQUAL(handed.hand_offs(0).attempt(), 2);
+  BOOST_CHECK_EQUAL(handed.hand_offs(0).generation(), 42);
+  const auto& task = handed.hand_offs(0).task();
   BOOST_CHECK_EQUAL(task.id(), 7);
   BOOST_CHECK_EQUAL(task.type(), "T");
   BOOST_CHECK_EQUAL(task.key(), "k");
@@ -250,20 +250,193 @@ BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_the
   BOOST_CHECK(db::add_if_handed_to("node a", "8 1 42 node a", handed));
   BOOST_CHECK(db::add_if_handed_to("node a", "9 1 42 node a\n{\"type\": ", handed));
   BOOST_CHECK(db::add_if_handed_to("node a", "10 1 42 node a\n{\"type\": 5}", handed));
-  BOOST_REQUIRE_EQUAL(handed.task_ids_size(), 4);
-  BOOST_REQUIRE_EQUAL(handed.tasks_size(), 4);
+  BOOST_REQUIRE_EQUAL(handed.hand_offs_size(), 4);
   for (int i = 1; i < 4; ++i) {
-    BOOST_CHECK_EQUAL(handed.task_ids(i), 7 + i);
-    BOOST_CHECK_EQUAL(handed.tasks(i).id(), 0);
+    BOOST_CHECK_EQUAL(handed.hand_offs(i).task_id(), 7 + i);
+    BOOST_CHECK_EQUAL(handed.hand_offs(i).task().id(), 0);
   }
   // Another node's hand-offs are no hand-offs to this one.
   BOOST_CHECK(db::add_if_handed_to("node b", "11 1 42 node a", handed));
   BOOST_CHECK(db::add_if_handed_to("node", "11 1 42 node a\n{\"type\": \"T\"}", handed));
-  BOOST_CHECK_EQUAL(handed.task_ids_size(), 4);
+  BOOST_CHECK_EQUAL(handed.hand_offs_size(), 4);
   for (const char* bad : {"", "{\"type\": \"T\"}", "[1]", "9 x 42 node a", "9 1 42",
                           "9 1 42\nnode a", "0 1 42 node a", "9 0 42 node a"})
     BOOST_CHECK_MESSAGE(!db::add_if_handed_to("node a", bad, handed), bad);
-  BOOST_CHECK_EQUAL(handed.task_ids_size(), 4);
+  BOOST_CHECK_EQUAL(handed.hand_offs_size(), 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The bookkeeping of a node's offer to submits (actors/hand_offs): every
+// permit the pusher holds beside its claims is the offer's, kept for a
+// hand-off not heard of, or given back, never two of these and never lost.
+BOOST_AUTO_TEST_SUITE(hand_offs_bookkeeping)
+
+namespace {
+
+pb::HandOffs hand_offs_of(std::initializer_list<int64_t> ids, int64_t generation,
+                          bool carried = true) {
+  pb::HandOffs heard;
+  for (auto id : ids) {
+    auto* h = heard.add_hand_offs();
+    h->set_task_id(id);
+    h->set_attempt(1);
+    h->set_generation(generation);
+    if (carried) h->mutable_task()->set_id(id);
+  }
+  return heard;
+}
+
+/// An offer of `permits` made after the listener connected.
+hand_offs::offer make_offer(hand_offs& book, int32_t permits) {
+  book.listener_connected();
+  BOOST_REQUIRE_EQUAL(book.permits_to_offer(), permits);
+  auto made = book.make(permits);
+  BOOST_REQUIRE(made);
+  return *made;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(no_offer_before_the_listener_connected_and_one_at_a_time) {
+  hand_offs book{8, 1000};
+  BOOST_CHECK(book.wants_offer());
+  BOOST_CHECK_EQUAL(book.permits_to_offer(), 0);
+  book.listener_connected();
+  book.asking(true);
+  BOOST_CHECK_EQUAL(book.permits_to_offer(), 0);
+  book.asking(false);
+  auto made = book.make(8);
+  BOOST_REQUIRE(made);
+  BOOST_CHECK_GT(made->generation, 1000);
+  BOOST_CHECK(!book.wants_offer());
+  BOOST_CHECK_EQUAL(book.permits_to_offer(), 0);
+  BOOST_CHECK(!book.make(8));
+  // Refused by storage, its permits are free, and the next one has a new
+  // number.
+  BOOST_CHECK_EQUAL(book.refused(made->generation, 8), 8);
+  BOOST_CHECK(!book.standing());
+  BOOST_CHECK_EQUAL(book.refused(made->generation, 8), 0);
+  auto next = book.make(8);
+  BOOST_REQUIRE(next);
+  BOOST_CHECK_GT(next->generation, made->generation);
+  // A node that offers nothing never wants to.
+  hand_offs none{0, 1000};
+  none.listener_connected();
+  BOOST_CHECK(!none.wants_offer());
+  BOOST_CHECK_EQUAL(none.permits_to_offer(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(hand_offs_heard_take_the_offer_permits_and_it_is_topped_up_at_half) {
+  hand_offs book{8, 0};
+  auto offer = make_offer(book, 8);
+  auto heard = hand_offs_of({1, 2, 3}, offer.generation);
+  auto run = book.heard(heard);
+  BOOST_CHECK(run.handed_off());
+  BOOST_CHECK_EQUAL(run.task_ids_size(), 3);
+  BOOST_CHECK_EQUAL(run.permits_held(), 3);
+  BOOST_CHECK_EQUAL(run.tasks(2).id(), 3);
+  BOOST_CHECK_EQUAL(book.offered(), 5);
+  BOOST_CHECK_EQUAL(book.to_top_up().permits, 0);
+  heard = hand_offs_of({4}, offer.generation);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 1);
+  auto top_up = book.to_top_up();
+  BOOST_CHECK_EQUAL(top_up.generation, offer.generation);
+  BOOST_CHECK_EQUAL(top_up.permits, 4);
+  BOOST_CHECK(book.top_up(offer.generation, 4));
+  BOOST_CHECK_EQUAL(book.offered(), 8);
+  BOOST_CHECK(!book.top_up(offer.generation + 1, 4));
+  // More hand-offs than the offer holds (it was topped up in the database
+  // first): the rest take permits of their own, as do those of older offers.
+  heard = hand_offs_of({5, 6, 7, 8, 9, 10, 11, 12, 13}, offer.generation);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 8);
+  heard = hand_offs_of({14}, offer.generation - 1);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 0);
+  BOOST_CHECK_EQUAL(book.offered(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(an_offer_taken_back_keeps_permits_for_hand_offs_not_heard_of) {
+  hand_offs book{8, 0};
+  auto offer = make_offer(book, 8);
+  auto heard = hand_offs_of({1}, offer.generation);
+  book.heard(heard);
+  auto withdrawn = book.withdraw();
+  BOOST_REQUIRE(withdrawn);
+  BOOST_CHECK_EQUAL(withdrawn->permits, 7);
+  BOOST_CHECK(!book.withdraw());
+  BOOST_CHECK_EQUAL(book.to_top_up().permits, 0);
+  // Two more were heard of while it was taken back; submits took four of
+  // the seven: two are unheard.
+  heard = hand_offs_of({2, 3}, offer.generation);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 2);
+  auto settled = book.withdrawn(*withdrawn, 4);
+  BOOST_CHECK_EQUAL(settled.keep.generation, offer.generation);
+  BOOST_CHECK_EQUAL(settled.keep.permits, 2);
+  BOOST_CHECK_EQUAL(settled.free, 3);
+  BOOST_CHECK(!book.standing());
+  BOOST_CHECK_EQUAL(book.kept_permits(), 2);
+  // One is heard of and runs on its kept permit; the other never comes.
+  heard = hand_offs_of({4}, offer.generation);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 1);
+  BOOST_CHECK_EQUAL(book.release(offer.generation), 1);
+  BOOST_CHECK_EQUAL(book.release(offer.generation), 0);
+  BOOST_CHECK_EQUAL(book.kept_permits(), 0);
+  // An answer about an offer no longer standing changes nothing.
+  BOOST_CHECK_EQUAL(book.withdrawn(*withdrawn, 4).free, 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_claim_takes_the_offer_over_after_a_full_claim_or_when_in_doubt) {
+  hand_offs book{8, 0};
+  auto offer = make_offer(book, 8);
+  // After a short claim, with permits enough, the offer stands.
+  BOOST_CHECK_EQUAL(book.take_over(true, false).permits, 0);
+  BOOST_CHECK(book.standing());
+  auto over = book.take_over(false, false);
+  BOOST_CHECK_EQUAL(over.generation, offer.generation);
+  BOOST_CHECK_EQUAL(over.permits, 8);
+  BOOST_CHECK(!book.standing());
+  // Of three taken unheard by the claim's count, one was heard of
+  // meanwhile (and took a permit of its own): two are kept.
+  auto heard = hand_offs_of({1}, offer.generation);
+  BOOST_CHECK_EQUAL(book.heard(heard).permits_held(), 0);
+  auto kept = book.claim_took_back(over, 3);
+  BOOST_CHECK_EQUAL(kept.permits, 2);
+  BOOST_CHECK_EQUAL(book.kept_permits(), 2);
+  // A claim whose answer was lost leaves the offer in doubt: the next
+  // claim takes it back, even after a short one.
+  offer = *book.make(6);
+  over = book.take_over(false, false);
+  book.claim_lost(over);
+  BOOST_CHECK(book.standing());
+  BOOST_CHECK(book.withdrawing());
+  BOOST_CHECK_EQUAL(book.take_over(true, false).permits, 6);
+  // So does one whose permits are short, and one after the listener
+  // reconnected.
+  offer = *book.make(5);
+  BOOST_CHECK_EQUAL(book.take_over(true, true).permits, 5);
+  offer = *book.make(5);
+  book.listener_connected();
+  BOOST_CHECK_EQUAL(book.take_over(true, false).permits, 5);
+}
+
+BOOST_AUTO_TEST_CASE(hand_offs_of_offers_made_before_a_read_of_what_runs_are_read_again) {
+  hand_offs book{8, 0};
+  auto before = make_offer(book, 8);
+  book.withdrawn(*book.withdraw(), 3);
+  BOOST_CHECK_EQUAL(book.kept_permits(), 3);
+  // The read found what runs here: the kept permits go to its tasks.
+  BOOST_CHECK_EQUAL(book.read_what_runs(), 3);
+  BOOST_CHECK_EQUAL(book.kept_permits(), 0);
+  auto heard = hand_offs_of({1}, before.generation);
+  auto run = book.heard(heard);
+  BOOST_CHECK_EQUAL(run.task_ids(0), 1);
+  BOOST_CHECK_EQUAL(run.tasks(0).id(), 0);
+  BOOST_CHECK_EQUAL(run.permits_held(), 0);
+  auto after = *book.make(8);
+  heard = hand_offs_of({2}, after.generation);
+  run = book.heard(heard);
+  BOOST_CHECK_EQUAL(run.tasks(0).id(), 2);
+  BOOST_CHECK_EQUAL(run.permits_held(), 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -112,6 +112,36 @@ BEGIN
 END
 $$;
 
+-- A claim (taskmill.claim_by_turns, with its arguments) that first takes back
+-- the node's standing offer, of which it holds p_offered of the p_limit
+-- permits, in the claim's transaction, and claims as many tasks fewer as
+-- submits took of it unheard: that number comes with every row, and alone in
+-- a row without a task when the claim took none, for the node to keep their
+-- permits until it hears of those tasks.
+CREATE FUNCTION taskmill.claim_taking_offer_back(p_node text, p_limit integer,
+                                                 p_turns integer[], p_capped_types text[],
+                                                 p_type_limits integer[],
+                                                 p_global_limit integer, p_types text[],
+                                                 p_local_types text[], p_local_room integer[],
+                                                 p_after_short_claim boolean,
+                                                 p_offered integer)
+RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
+               priority smallint, payload jsonb, attempt integer, retry_count integer,
+               max_retries integer, timeout_ms integer, error text, batch text,
+               shard_index integer, shard_total integer, trace_id text, picked_by text,
+               execute_at timestamptz, turns_taken integer, handed_unheard integer)
+LANGUAGE plpgsql AS $$
+BEGIN
+  RETURN QUERY
+    SELECT c.*, w.handed_unheard
+      FROM (SELECT taskmill.withdraw_offer(p_node, p_offered) AS handed_unheard) w
+      LEFT JOIN LATERAL taskmill.claim_by_turns(p_node, p_limit - w.handed_unheard, p_turns,
+                                                p_capped_types, p_type_limits, p_global_limit,
+                                                p_types, p_local_types, p_local_room,
+                                                p_after_short_claim) c ON true;
+END
+$$;
+
 -- The node task p_task of p_type, due now, is handed to, and the generation
 -- of the offer whose permit it took; NULL when no live node offers, or other
 -- due work waits (tasks pinned to a node aside: no idle node could take

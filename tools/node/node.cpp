@@ -494,7 +494,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.pusher);
   // Submits hand this node nothing more while it drains.
   if (node.claim_storage && node.cfg)
-    self->request(node.claim_storage, 5s, offer_atom_v, node.cfg->node.name, int32_t{0})
+    self->request(node.claim_storage, 5s, take_back_atom_v, node.cfg->node.name, int32_t{0})
         .receive([](int32_t) {},
                  [&](caf::error& err) {
                    spdlog::warn("node {}: could not take its offer back: {}", node.cfg->node.name,
