@@ -20,7 +20,7 @@ struct alerter_state {
   int64_t term = 0;
   uint64_t generation = 0;
   bool passing = false;  // a pass is under way
-  std::chrono::steady_clock::time_point next_overdue_check;
+  caf::actor_clock::time_point next_overdue_check;
   /// The deliveries of this pass still waiting for their webhook.
   size_t outstanding = 0;
   pb::DeliveryResults results;
@@ -111,7 +111,7 @@ void pass(self_ptr self) {
   check.set_batch_size(o.batch_size);
   check.set_delivery_lease_ms(delivery_lease(o).count());
   check.set_term(self->state.term);
-  auto now = std::chrono::steady_clock::now();
+  auto now = self->clock().now();
   if (now >= st.next_overdue_check) {
     check.set_check_overdue(true);
     st.next_overdue_check = now + o.overdue_check_interval;

@@ -23,11 +23,11 @@ struct cluster_state {
   pb::HeartbeatAck last;
   // When a heartbeat was last stored, by the local monotonic clock: the
   // lease this node may count on runs from there.
-  std::chrono::steady_clock::time_point last_renewed = std::chrono::steady_clock::now();
+  caf::actor_clock::time_point last_renewed;
   /// The term of the lead this node holds (0: none), and when the request
   /// that last kept it was sent: the lease in the database runs from later.
   int64_t term = 0;
-  std::chrono::steady_clock::time_point lead_renewed;
+  caf::actor_clock::time_point lead_renewed;
   bool paused = false;
   bool beating = false;
   bool asking_lead = false;
@@ -41,10 +41,13 @@ struct cluster_state {
 namespace {
 
 using self_ptr = cluster_actor::stateful_pointer<cluster_state>;
-using clock = std::chrono::steady_clock;
+/// Time as CAF's clock tells it: the flow tests advance it.
+caf::actor_clock::time_point now(self_ptr self) {
+  return self->clock().now();
+}
 
-clock::duration since_renewed(const cluster_state& st) {
-  return clock::now() - st.last_renewed;
+caf::actor_clock::duration_type since_renewed(self_ptr self) {
+  return now(self) - self->state.last_renewed;
 }
 
 void set_paused(self_ptr self, bool paused) {
@@ -87,7 +90,7 @@ void register_again(self_ptr self) {
                 "retried)",
                 self->state.options.node, lost);
             self->state.last.set_alive(true);
-            self->state.last_renewed = clock::now();
+            self->state.last_renewed = now(self);
             set_paused(self, false);
           },
           [self](const caf::error& err) {
@@ -114,7 +117,7 @@ void beat(self_ptr self) {
     hb.set_retried(retried - st.stored_retried);
     hb.set_failed(failed - st.stored_failed);
   }
-  auto sent = clock::now();
+  auto sent = now(self);
   self->request(st.options.storage, st.options.lease, heartbeat_atom_v, hb)
       .then(
           [self, sent, succeeded, retried, failed](bool alive) {
@@ -136,7 +139,7 @@ void beat(self_ptr self) {
             st.beating = false;
             // Stop claiming while the leader could still see this node alive:
             // one interval before the lease runs out.
-            auto doubtful = since_renewed(st) >= st.options.lease - st.options.heartbeat_interval;
+            auto doubtful = since_renewed(self) >= st.options.lease - st.options.heartbeat_interval;
             if (doubtful && !st.paused)
               spdlog::warn("cluster: cannot renew the heartbeat of node {}: {}", st.options.node,
                            error_message(err));
@@ -153,18 +156,20 @@ void beat(self_ptr self) {
 /// hand its running tasks to others. Half an interval short of the lease, so
 /// that at a tick the last renewal, an interval before, passes with two missed
 /// beats allowed.
-bool may_lead(const cluster_state& st) {
+bool may_lead(self_ptr self) {
+  const auto& st = self->state;
   return !st.paused && !st.leaving &&
-         since_renewed(st) < st.options.lease - st.options.heartbeat_interval / 2;
+         since_renewed(self) < st.options.lease - st.options.heartbeat_interval / 2;
 }
 
 /// Whether the lead this node holds is surely still its own in the database:
 /// kept by a request sent less than the lease ago, with the same half
 /// interval to spare. A leader whose requests hang stops acting here before
 /// another may take the lead there.
-bool lead_kept(const cluster_state& st) {
+bool lead_kept(self_ptr self) {
+  const auto& st = self->state;
   return st.term != 0 &&
-         clock::now() - st.lead_renewed < st.options.lease - st.options.heartbeat_interval / 2;
+         now(self) - st.lead_renewed < st.options.lease - st.options.heartbeat_interval / 2;
 }
 
 /// The lead is asked for where the leader's duties run, apart from the
@@ -177,15 +182,15 @@ void ask_lead(self_ptr self) {
   pb::Lead req;
   req.set_node(st.options.node);
   req.set_incarnation(st.options.incarnation);
-  req.set_want(may_lead(st));
+  req.set_want(may_lead(self));
   req.set_lease_ms(st.options.lease.count());
-  auto sent = clock::now();
+  auto sent = now(self);
   self->request(st.options.lead_storage, st.options.lease, lead_atom_v, req)
       .then(
           [self, sent](int64_t term) {
             auto& st = self->state;
             st.asking_lead = false;
-            if (term != 0 && may_lead(st)) {
+            if (term != 0 && may_lead(self)) {
               st.lead_renewed = sent;
               set_term(self, term);
             } else {
@@ -200,6 +205,7 @@ void ask_lead(self_ptr self) {
 
 cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
   self->state.options = std::move(options);
+  self->state.last_renewed = now(self);
   self->state.last.set_alive(true);
   self->send(self, caf::tick_atom_v);
   return {
@@ -212,7 +218,7 @@ cluster_actor::behavior_type cluster(self_ptr self, cluster_options options) {
       },
       [self](caf::tick_atom) {
         beat(self);
-        if (!may_lead(self->state) || !lead_kept(self->state)) set_term(self, 0);
+        if (!may_lead(self) || !lead_kept(self)) set_term(self, 0);
         ask_lead(self);
         self->delayed_send(self, self->state.options.heartbeat_interval, caf::tick_atom_v);
       },

@@ -30,7 +30,7 @@ namespace {
 struct execution {
   int32_t attempt;
   std::string type;
-  std::chrono::steady_clock::time_point started;
+  caf::actor_clock::time_point started;
   caf::actor_addr executor;  // the CAF executor running it, if any
   bool accepted = false;     // an HTTP executor answered 202
 };
@@ -178,7 +178,7 @@ void report(self_ptr self, std::shared_ptr<const pb::TaskOutcomes> outcomes) {
 /// Forgets an execution (and frees its place on a CAF executor).
 void forget(self_ptr self, std::unordered_map<int64_t, execution>::iterator it) {
   auto& st = self->state;
-  auto elapsed = std::chrono::steady_clock::now() - it->second.started;
+  auto elapsed = self->clock().now() - it->second.started;
   st.options.metrics->of_type(it->second.type)
       .execution_seconds.Observe(std::chrono::duration<double>(elapsed).count());
   if (it->second.executor) st.executors.release(it->second.executor);
@@ -198,7 +198,7 @@ void finish(self_ptr self, pb::TaskOutcome outcome) {
 
 void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
   self->state.running[task.id()] =
-      execution{task.attempt(), task.type(), std::chrono::steady_clock::now(), std::move(executor)};
+      execution{task.attempt(), task.type(), self->clock().now(), std::move(executor)};
   self->delayed_send(self, std::chrono::milliseconds{task.timeout_ms()}, caf::timeout_atom_v,
                      task.id(), task.attempt());
 }
@@ -447,7 +447,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
             if (ours) {
               const auto& o = one->outcomes(0);
               self->state.running[o.task_id()] =
-                  execution{o.attempt(), o.type(), std::chrono::steady_clock::now(), {}};
+                  execution{o.attempt(), o.type(), self->clock().now(), {}};
               reported(self->state, one);
             }
             promise.deliver(std::move(err));
