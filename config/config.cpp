@@ -15,6 +15,8 @@
 #include <array>
 #include <charconv>
 #include <cstdlib>
+#include <limits>
+#include <optional>
 #include <set>
 #include <sstream>
 
@@ -80,6 +82,25 @@ class table_reader {
     read(key, wide, min, max);
     out = static_cast<int>(wide);
   }
+
+  /// An integer the database checks the range of: only that it is one.
+  void read(const char* key, std::optional<int>& out) {
+    if (!has(key)) return;
+    int value = 0;
+    read(key, value, std::numeric_limits<int>::min(), std::numeric_limits<int>::max());
+    out = value;
+  }
+
+  /// A duration the database checks the range of: only that it is one, in
+  /// milliseconds a 32-bit integer can hold.
+  void read(const char* key, std::optional<milliseconds>& out) {
+    if (!has(key)) return;
+    milliseconds value{0};
+    read(key, value, milliseconds{0}, max_int32_ms);
+    out = value;
+  }
+
+  bool has(const char* key) const { return table_ && table_->contains(key); }
 
   void read(const char* key, int64_t& out, int64_t min, int64_t max) {
     if (auto node = take(key)) {
@@ -182,18 +203,23 @@ void read_executor(table_reader& r, executor_kind& kind) {
   r.fail("executor", "must be one of noop, sleep, fail, http, caf or empty (got \"" + name + "\")");
 }
 
+/// One task type's settings. Their ranges are the database's
+/// (taskmill.task_problem), which refuses them at start naming the type and
+/// the field; here only that each is of its kind and fits what carries it.
 void read_type(table_reader& r, task_type_config& t) {
   read_executor(r, t.executor);
   r.read("url", t.url);
-  r.read("timeout", t.timeout, milliseconds{1}, max_int32_ms);
-  r.read("max_retries", t.max_retries, 0, 1000);
+  r.read("timeout", t.timeout, milliseconds{0}, max_int32_ms);
+  r.read("max_retries", t.max_retries, std::numeric_limits<int>::min(),
+         std::numeric_limits<int>::max());
   r.read("running_limit", t.running_limit, 0, 1'000'000);
   r.read("pending_deadline", t.pending_deadline);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
-  r.read("backoff_base", t.backoff.base, milliseconds{1}, max_int32_ms);
-  r.read("backoff_cap", t.backoff.cap, milliseconds{1}, max_int32_ms);
-  r.read("backoff_jitter", t.backoff.jitter, 0.0, 1.0);
+  r.read("backoff_base", t.backoff.base, milliseconds{0}, max_int32_ms);
+  r.read("backoff_cap", t.backoff.cap, milliseconds{0}, max_int32_ms);
+  r.read("backoff_jitter", t.backoff.jitter, std::numeric_limits<double>::lowest(),
+         std::numeric_limits<double>::max());
   if (kind != "exponential" && kind != "fixed")
     r.fail("backoff", "must be \"fixed\" or \"exponential\"");
   t.backoff.exponential = kind == "exponential";
@@ -225,22 +251,17 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
     else
       return error_message(payload_json.error());
   }
-  auto optional_int = [&](const char* key, std::optional<int>& out, int min, int max) {
-    int value = min - 1;
-    r.read(key, value, min, max);
-    if (value >= min) out = value;
-  };
-  optional_int("priority", job.priority, 1, 5);
-  optional_int("max_retries", job.max_retries, 0, 1000);
-  milliseconds timeout{0};
-  r.read("timeout", timeout, milliseconds{1}, max_int32_ms);
-  if (timeout.count() > 0) job.timeout = timeout;
+  // Their ranges are the database's (taskmill.job_problem), which refuses
+  // the job at start naming the field.
+  r.read("priority", job.priority);
+  r.read("max_retries", job.max_retries);
+  r.read("timeout", job.timeout);
   r.read("enabled", job.enabled);
   r.read("routing", job.routing);
-  optional_int("shards", job.shards, 1, 10000);
+  r.read("shards", job.shards);
   r.read("overlap", job.overlap);
   r.read("misfire", job.misfire);
-  optional_int("catch_up_limit", job.catch_up_limit, 1, 1000);
+  r.read("catch_up_limit", job.catch_up_limit);
   r.read("description", job.description);
   if (job.name.empty()) r.fail("name", "is required");
   if (job.type.empty()) r.fail("type", "is required");

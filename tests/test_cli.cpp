@@ -590,6 +590,38 @@ bool process_exists(pid_t pid) {
 
 }  // namespace
 
+// The config checks syntax; the database owns the ranges. A type's timeout
+// of 10 days, a duration the config takes, is refused as the node writes
+// its settings: it stops, naming the type and the field, and nothing of
+// them is stored. So is a job out of range.
+BOOST_AUTO_TEST_CASE(settings_out_of_the_databases_ranges_stop_the_node_naming_them) {
+  test::scratch_database db{"ranges"};
+  auto node_with = [&](const std::string& setting) {
+    return run_binary({"node", "--database", db.conninfo(), "--set", "api.listen=127.0.0.1:0",
+                       "--set", "cluster.listen=127.0.0.1:0", "--set", "types.OK.timeout=1h",
+                       "--set", setting});
+  };
+  auto r = node_with("types.X.timeout=10d");
+  BOOST_CHECK_MESSAGE(r.exit_code != 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err + r.out, R"(task type "X": timeout_ms must be between 1)"), r);
+  r = node_with("types.X.max_retries=-1");
+  BOOST_CHECK_MESSAGE(contains(r.err + r.out, R"(task type "X": max_retries must be between 0)"),
+                      r);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types WHERE type = 'OK'"), "0");
+  auto job = (std::filesystem::temp_directory_path() /
+              ("taskmill-job-" + std::to_string(getpid()) + ".toml"))
+                 .string();
+  std::ofstream{job} << "[[jobs]]\nname = \"j\"\ntype = \"OK\"\nschedule = \"@daily\"\n"
+                        "catch_up_limit = 5000\n";
+  r = run_binary({"node", "--database", db.conninfo(), "--config", job, "--set",
+                  "api.listen=127.0.0.1:0", "--set", "cluster.listen=127.0.0.1:0"});
+  BOOST_CHECK_MESSAGE(r.exit_code != 0, r);
+  BOOST_CHECK_MESSAGE(contains(r.err + r.out, "jobs: j: catch_up_limit must be between 1 and 1000"),
+                      r);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.jobs"), "0");
+  std::filesystem::remove(job);
+}
+
 BOOST_AUTO_TEST_CASE(a_node_without_a_database_runs_its_own_postgres_and_stops_it) {
   namespace fs = std::filesystem;
   auto dir = fs::temp_directory_path() / ("taskmill-embedded-" + std::to_string(getpid()));

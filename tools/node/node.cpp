@@ -121,6 +121,11 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   auto configured =
       ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
                              configure_atom_v, type_settings(cfg));
+  // The database owns the ranges; its refusal names the type ("any": the
+  // defaults) and the field.
+  if (!configured && is(configured.error(), errc::invalid_argument))
+    return make_error(errc::invalid_argument,
+                      "[defaults] or [types.*]: " + error_message(configured.error()));
   if (!configured) return configured.error();
   for (const auto& j : cfg.jobs) {
     auto job = job_of(j);
