@@ -19,7 +19,7 @@ $$;
 -- task). Whether a level is due is probed from the newest due task
 -- backwards, because claims take the oldest first and leave the entries of
 -- the tasks they took at that end until a vacuum: read from there, a drain's
--- probes stepped over them, 0.7 ms a claim. The oldest end is probed too,
+-- probes stepped over them at every claim. The oldest end is probed too,
 -- for nodes that run only some types, and pays that cost; the claim's search
 -- in claim order, which the probe of that end decides on, pays it as well.
 --
@@ -30,8 +30,8 @@ $$;
 -- index led by the type. The claim's search in claim order would read
 -- through the others' tasks at either end of a level, so in levels with a
 -- foreign end it searches type by type instead. The oldest end is probed in
--- this statement: as a statement of the claim's own it cost a claim of one
--- task 11 us more. Tasks pinned to other nodes do not count.
+-- this statement, which costs less than a statement of the claim's own.
+-- Tasks pinned to other nodes do not count.
 --
 -- A type is matched as `= ANY (ARRAY[...])` and named in the order, so that
 -- only the index led by the type can serve the search: with an equality it
@@ -226,6 +226,158 @@ BEGIN
 END
 $$;
 
+-- The steps of a claim (taskmill.claim_by_turns). They run under its
+-- settings (kept generic plans, no sequential scans, no sorts, no JIT),
+-- which hold for the functions it calls; the searches lock what they find
+-- with SKIP LOCKED, and the claim makes those running in one update a level.
+
+-- The short-claim fast path: after a claim that took fewer tasks than it had
+-- permits for, with no running limit or executor capacity applying, the
+-- ids of every due task p_node may run when fewer than p_limit tasks of any
+-- type are due (pinned ones included); NULL when more are, and the claim
+-- goes by the turns. One bounded read, without a lock: the claim locks them
+-- after. It takes tasks of any type and stops at p_limit, so that a backlog
+-- of types this node does not run costs that many entries before the claim
+-- goes on as any other.
+CREATE FUNCTION taskmill.all_due_if_few(p_node text, p_limit integer, p_types text[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_read integer;
+  v_ids bigint[];
+BEGIN
+  SELECT count(*)::integer,
+         coalesce(array_agg(d.id) FILTER (WHERE (p_types IS NULL OR d.type = ANY (p_types))
+                                          AND (d.pinned_node IS NULL
+                                               OR d.pinned_node = p_node)), '{}')
+    INTO v_read, v_ids
+    FROM (SELECT d.id, d.type, d.pinned_node FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
+             AND d.execute_at <= now()
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT p_limit) d;
+  RETURN CASE WHEN v_read < p_limit THEN v_ids END;
+END
+$$;
+
+-- The room a claim has under the running limits: p_limit less what the
+-- global limit leaves (left), and each limited type's room (capped, room):
+-- its limit less its running tasks, 0 for a type this node does not run,
+-- and for a type it runs on executors of limited capacity (p_local_types,
+-- p_local_room) at most what they have left. Running tasks are counted
+-- under the limits' lock, held until the claim commits, so that claims
+-- that check limits take turns and never count the same room twice.
+CREATE FUNCTION taskmill.claim_rooms(p_limit integer, p_types text[], p_capped_types text[],
+                                     p_type_limits integer[], p_global_limit integer,
+                                     p_local_types text[], p_local_room integer[],
+                                     OUT left_in_claim integer, OUT capped text[],
+                                     OUT room integer[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_running integer;
+  v_running_types text[];
+  v_running_counts integer[];
+  v_at integer;
+BEGIN
+  left_in_claim := p_limit;
+  capped := coalesce(p_capped_types, '{}');
+  room := '{}';
+  IF p_global_limit > 0 OR cardinality(capped) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+    SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
+           coalesce(sum(r.n), 0)
+      INTO v_running_types, v_running_counts, v_running
+      FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
+             WHERE t.status = 'running' GROUP BY t.type) r;
+  END IF;
+  IF p_global_limit > 0 THEN
+    left_in_claim := least(left_in_claim, p_global_limit - v_running);
+  END IF;
+  FOR i IN 1..cardinality(capped) LOOP
+    v_running := coalesce(v_running_counts[array_position(v_running_types, capped[i])], 0);
+    room[i] := CASE WHEN p_types IS NULL OR capped[i] = ANY (p_types)
+                    THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
+    v_at := array_position(capped, p_local_types[j]);
+    IF v_at IS NULL THEN
+      capped := capped || p_local_types[j];
+      room := room || greatest(0, p_local_room[j]);
+    ELSE
+      room[v_at] := least(room[v_at], greatest(0, p_local_room[j]));
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- Whether p_type may have due tasks at one of p_levels: one at its limit,
+-- whose tasks may be ahead of the others'. One probe a level, from the
+-- newest due task back (claims leave the entries of the tasks they took at
+-- the oldest end until a vacuum).
+CREATE FUNCTION taskmill.may_have_due(p_type text, p_levels integer[]) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_level integer;
+BEGIN
+  FOREACH v_level IN ARRAY p_levels LOOP
+    IF (SELECT true FROM taskmill.tasks d
+         WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[p_type])
+           AND d.priority = v_level AND d.execute_at <= now()
+         ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1) THEN
+      RETURN true;
+    END IF;
+  END LOOP;
+  RETURN false;
+END
+$$;
+
+-- Up to p_want due tasks at p_levels that p_node may run, of p_types (NULL:
+-- any) but not of p_excluded, in claim order, locked: one search of the
+-- claim index, which reads from the oldest due task until it has what it
+-- wants or reaches now. Their types come along when p_with_types (to be
+-- counted against rooms; collected for every search they cost more).
+CREATE FUNCTION taskmill.lock_oldest_due(p_levels integer[], p_types text[],
+                                         p_excluded text[], p_node text, p_want integer,
+                                         p_with_types boolean, OUT ids bigint[],
+                                         OUT types text[])
+LANGUAGE plpgsql AS $$
+BEGIN
+  SELECT coalesce(array_agg(c.id), '{}'),
+         coalesce(array_agg(c.type) FILTER (WHERE p_with_types), '{}')
+    INTO ids, types
+    FROM (SELECT d.id, d.type FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (p_levels)
+             AND d.execute_at <= now()
+             AND d.type <> ALL (p_excluded)
+             AND (p_types IS NULL OR d.type = ANY (p_types))
+             -- A broadcast shard is for its node only.
+             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT p_want
+           FOR UPDATE SKIP LOCKED) c;
+END
+$$;
+
+-- Up to p_want due tasks of p_types at p_levels, level by level (so that
+-- the index reads each only up to now; as one range of levels it read every
+-- task due later on the way), each type in the index led by it
+-- (taskmill.lock_oldest_of_types), locked.
+CREATE FUNCTION taskmill.lock_oldest_by_level(p_types text[], p_levels integer[],
+                                              p_node text, p_want integer) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[] := '{}';
+  v_level integer;
+BEGIN
+  FOREACH v_level IN ARRAY p_levels LOOP
+    EXIT WHEN cardinality(v_ids) >= p_want;
+    v_ids := v_ids || taskmill.lock_oldest_of_types(p_types, v_level, p_node,
+                                                    p_want - cardinality(v_ids));
+  END LOOP;
+  RETURN v_ids;
+END
+$$;
+
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
 -- work: an idle claim costs one probe. p_turns holds the level of each claim
 -- in turn (the pusher's weighted shares); the claim takes as many turns of
@@ -237,45 +389,32 @@ $$;
 -- While every type with a running limit has room, a level is claimed in
 -- claim order over all types, each up to its room; where one has none (or
 -- reached it), the types with a limit go first within the level, each as far
--- as its room allows, then the others.
--- Running limits are counted here, in the database, so they hold for the
--- whole cluster; claims that check them take turns. p_types lists the types
+-- as its room allows, then the others. Running limits are counted here, in
+-- the database, so they hold for the whole cluster. p_types lists the types
 -- this node can run (NULL: any); p_local_types the types it runs on
 -- executors of limited capacity, with the room p_local_room they have left.
 --
--- A claim after one that took fewer tasks than it had permits for
--- (p_after_short_claim) is likely a pickup, with little due. When no running
--- limit or executor capacity applies and fewer than p_limit tasks of any
--- type are due (pinned ones included), it takes every one of them this node
--- may run, and so every level all it has, which the turns would give it
--- too: one bounded read, a lock and an update. The probes and passes of any
--- other claim made such a claim of one task 0.5-0.65 ms inside PostgreSQL against
--- 0.32-0.36, each of their statements starting with cold caches after the
--- pause between pickups. The read takes tasks of any type and stops at
--- p_limit, so that a backlog of types this node does not run costs it that
--- many entries before the claim goes on as any other, which searches beside
--- such a backlog; so does one with more due than that, where the turns share
--- the room.
+-- The steps: the short-claim fast path (taskmill.all_due_if_few), the
+-- limits' room (taskmill.claim_rooms), the turns' quotas per level
+-- (taskmill.quotas_of_turns), then the passes: each level to its quota, the
+-- room of levels that came up short to the turns after those taken, and
+-- the fill in claim order over all levels. A pass searches with
+-- taskmill.lock_oldest_due in claim order, or type by type with
+-- taskmill.lock_oldest_by_level where a claim-order search would read
+-- through tasks it cannot take, and makes what the searches of a level
+-- locked running in one update, by id: the searches give ids, and the rows
+-- are updated and returned here, so that a claimed row is copied once. A
+-- task is claimed once across any number of nodes; a row carries only what
+-- running the task takes.
 --
--- Each step locks up to v_step due tasks in claim order (priority,
--- execute_at, id) with SKIP LOCKED, and the steps of a level make them
--- running in one update, so a task is claimed once across any number of
--- nodes; a row carries only what running the task takes. The plans are kept
--- for the session: planned at every call, a claim of one task spent 0.2 ms
--- planning. A kept plan cannot fold a NULL test away, so the steps of a type
--- with a running limit, where it is searched apart, find their rows by a
--- search of their own (with the tests of the general one they cost 40% more
--- per task), one level at a time, in the index led by the type
--- (taskmill.lock_oldest_of_types, which serves the types searched one by one
--- as well); in the general one the level is a list (one level, or all five)
--- that the claim index reads level by level, each up to now. With
--- sequential scans and sorts ruled out, a plan made while the table was
--- small does not read it whole once it is not. The rows found are updated by
--- id through the primary key, in a statement apart from the searches: as
--- one UPDATE with the search as its subquery, a drain's claims cost
--- PostgreSQL 15.5 us a task, against 13.5 us. The searches give ids; the
--- rows are updated and returned here: a function per step that returned
--- them cost each claimed row a copy of its result.
+-- The plans are kept for the session (planned at every call, a claim spent
+-- more planning than claiming). A kept plan cannot fold a NULL test away, so
+-- a type with a running limit is searched apart, in the index led by the
+-- type; with sequential scans and sorts ruled out, a plan made while the
+-- table was small does not read it whole once it is not. The sort that
+-- taskmill.lock_oldest_of_types cannot leave out costs its plan, with sorts
+-- ruled out, enough to be compiled by JIT for a caller that has not turned
+-- it off. tools/bench/BENCH.md has the measurements behind these choices.
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],
@@ -287,9 +426,6 @@ RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.t
                shard_index integer, shard_total integer, trace_id text, picked_by text,
                execute_at timestamptz, turns_taken integer)
 LANGUAGE plpgsql
--- The sort that taskmill.lock_oldest_of_types cannot leave out costs its plan,
--- with sorts ruled out, enough to be compiled by JIT at every claim for any
--- caller that has not turned JIT off.
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off
@@ -297,6 +433,9 @@ SET jit = off AS $$
 #variable_conflict use_column
 DECLARE
   v_left integer := p_limit;
+  v_capped text[] := '{}';
+  v_room integer[] := '{}';
+  v_rooms record;
   v_quota integer;
   v_quotas integer[];
   v_turns_taken integer;
@@ -305,20 +444,12 @@ DECLARE
   v_second_walk boolean := false;
   lvl integer;
   v_count integer;
-  v_running integer;
-  v_running_types text[];
-  v_running_counts integer[];
-  v_capped text[] := coalesce(p_capped_types, '{}');
-  v_room integer[] := '{}';
-  -- Where a type whose executors have limited capacity is in v_capped.
-  v_capped_at integer;
   v_step integer;
-  v_level integer;
   v_type text;
   v_ids bigint[];
   -- What the steps of a level found and locked.
   v_level_ids bigint[];
-  -- The levels a pass reads: its own, or (the last pass) every level due.
+  -- The levels a pass reads: its own, or (the fill) every level due.
   v_levels integer[];
   v_probe record;
   v_due integer[];
@@ -338,26 +469,18 @@ DECLARE
   v_unlimited_types text[];
   -- Whether every limited type this node runs has room left: the level is
   -- then searched in claim order over all types, each keeping what its room
-  -- allows (v_within).
+  -- allows (taskmill.within_rooms).
   v_together boolean;
-  v_taken_types text[];
+  v_found record;
   v_within record;
   -- How many tasks a step's search found and locked.
   v_read integer;
 BEGIN
-  IF p_after_short_claim AND p_global_limit <= 0 AND cardinality(v_capped) = 0
+  IF p_after_short_claim AND p_global_limit <= 0
+     AND coalesce(cardinality(p_capped_types), 0) = 0
      AND coalesce(cardinality(p_local_types), 0) = 0 THEN
-    SELECT count(*)::integer,
-           coalesce(array_agg(d.id) FILTER (WHERE (p_types IS NULL OR d.type = ANY (p_types))
-                                            AND (d.pinned_node IS NULL
-                                                 OR d.pinned_node = p_node)), '{}')
-      INTO v_read, v_ids
-      FROM (SELECT d.id, d.type, d.pinned_node FROM taskmill.tasks d
-             WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
-               AND d.execute_at <= now()
-             ORDER BY d.priority, d.execute_at, d.id
-             LIMIT p_limit) d;
-    IF v_read < p_limit THEN
+    v_ids := taskmill.all_due_if_few(p_node, p_limit, p_types);
+    IF v_ids IS NOT NULL THEN
       IF cardinality(v_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
         RETURN;
       END IF;
@@ -384,29 +507,24 @@ BEGIN
       RETURN;
     END IF;
   END IF;
-  -- Assigned rather than selected from: a call in FROM cost 2 us more.
+  -- Assigned rather than selected from, which cost more.
   v_probe := taskmill.probe_levels(p_types, p_node);
   v_due := v_probe.due;
   v_foreign_ends := v_probe.foreign_ends;
   IF cardinality(v_due) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
-  IF p_global_limit > 0 OR cardinality(v_capped) > 0 THEN
-    PERFORM pg_advisory_xact_lock(7345, 3);
-    -- Running tasks per type, read once for every limit.
-    SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
-           coalesce(sum(r.n), 0)
-      INTO v_running_types, v_running_counts, v_running
-      FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
-             WHERE t.status = 'running' GROUP BY t.type) r;
-  END IF;
-  IF p_global_limit > 0 THEN
-    v_left := least(v_left, p_global_limit - v_running);
+  IF p_global_limit > 0 OR cardinality(p_capped_types) > 0
+     OR cardinality(p_local_types) > 0 THEN
+    v_rooms := taskmill.claim_rooms(p_limit, p_types, p_capped_types, p_type_limits,
+                                    p_global_limit, p_local_types, p_local_room);
+    v_left := v_rooms.left_in_claim;
+    v_capped := v_rooms.capped;
+    v_room := v_rooms.room;
   END IF;
   -- The first turns of levels with due work, as many as there is room for,
   -- and how far into the turns they reach. With one level due and room for
-  -- all its turns, it takes the room without a pass over the turns (a pickup
-  -- of one task: 45 us less).
+  -- all its turns, it takes the room without a pass over the turns.
   IF cardinality(v_due) = 1
      AND v_left >= cardinality(array_positions(coalesce(p_turns, '{}'), v_due[1])) THEN
     v_quotas := '{0,0,0,0,0}';
@@ -416,31 +534,16 @@ BEGIN
     SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
       FROM taskmill.quotas_of_turns(p_turns, 0, v_due, v_left) q;
   END IF;
-  FOR i IN 1..cardinality(v_capped) LOOP
-    v_running := coalesce(v_running_counts[array_position(v_running_types, v_capped[i])], 0);
-    v_room[i] := CASE WHEN p_types IS NULL OR v_capped[i] = ANY (p_types)
-                      THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
-  END LOOP;
-  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
-    v_capped_at := array_position(v_capped, p_local_types[j]);
-    IF v_capped_at IS NULL THEN
-      v_capped := v_capped || p_local_types[j];
-      v_room := v_room || greatest(0, p_local_room[j]);
-    ELSE
-      v_room[v_capped_at] := least(v_room[v_capped_at], greatest(0, p_local_room[j]));
-    END IF;
-  END LOOP;
-
   v_uncapped := p_types IS NULL OR EXISTS (SELECT FROM unnest(p_types) AS u(type)
                                              WHERE u.type <> ALL (v_capped));
 
-  -- Level by level to its quota (steps 1..5). A level that came up short of
+  -- Level by level to its quota (passes 1..5). A level that came up short of
   -- it (a probe finding only work of a type at its limit, work locked by
   -- others) leaves its room to the turns after those taken, without it
-  -- (steps 6..10), lest that room go to the top level whatever the shares;
-  -- what is left then is filled in claim order over all levels (step 11).
-  -- Levels without due work are skipped, and so is the last step when
-  -- every level with work ran dry within its quota.
+  -- (passes 6..10), lest that room go to the top level whatever the shares;
+  -- what is left then is filled in claim order over all levels (pass 11).
+  -- Levels without due work are skipped, and so is the fill when every
+  -- level with work ran dry within its quota.
   FOR v_pass IN 1..11 LOOP
     EXIT WHEN v_left <= 0;
     lvl := CASE WHEN v_pass <= 10 THEN (v_pass - 1) % 5 + 1 ELSE 6 END;
@@ -467,10 +570,9 @@ BEGIN
     v_levels := CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END;
     -- While every limited type this node runs has room, the level is read
     -- in claim order over all its types, as without limits, and each type
-    -- keeps as many as its room allows. A step per limited type took tasks
-    -- scattered over the table: the claim's updates, the outcomes' and the
-    -- counts of running tasks read more pages a task, and limited drains
-    -- went at 0.81 of the rate without limits.
+    -- keeps as many as its room allows: a step per limited type took tasks
+    -- scattered over the table, and the claim's updates, the outcomes' and
+    -- the counts of running tasks read more pages a task.
     v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends);
     FOR k IN 1..cardinality(v_capped) LOOP
       EXIT WHEN NOT v_together;
@@ -487,49 +589,23 @@ BEGIN
         v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
                        WHEN v_uncapped OR v_together THEN v_quota ELSE 0 END;
         IF v_type IS NOT NULL AND v_step <= 0 AND v_uncapped AND NOT v_capped_may_wait THEN
-          -- At its limit (or not run here): due tasks of it may be ahead of
-          -- the others'. One probe a level, from the newest due task back:
-          -- as an EXISTS its order was dropped, and it read from the oldest,
-          -- through the entries of the tasks claimed, 240 a probe in a drain.
-          FOREACH v_level IN ARRAY v_levels LOOP
-            v_capped_may_wait := (
-              SELECT true FROM taskmill.tasks d
-               WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[v_type])
-                 AND d.priority = v_level AND d.execute_at <= now()
-               ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1)
-              IS NOT NULL;
-            EXIT WHEN v_capped_may_wait;
-          END LOOP;
+          v_capped_may_wait := taskmill.may_have_due(v_type, v_levels);
         END IF;
         CONTINUE WHEN v_step <= 0;
-        -- A search in claim order reads from the oldest due task until it
-        -- has what it wants or reaches now: where a limited type may have due
-        -- tasks left, or a level has a task of a type this node does not run
-        -- at an end (a backlog no node runs, perhaps), it would read through
-        -- those, so there the types without a limit are searched one by one,
-        -- as each type with a limit always is (its room is its own). Tasks of
-        -- other types between the node's own are still read through.
+        -- Where a limited type may have due tasks left, or a level has a task
+        -- of a type this node does not run at an end (a backlog no node
+        -- runs, perhaps), a search in claim order would read through those:
+        -- there the types without a limit are searched one by one, as each
+        -- type with a limit always is (its room is its own).
         IF v_type IS NULL AND NOT (v_capped_may_wait OR v_levels && v_foreign_ends) THEN
-          -- The types only where they are counted against rooms: collected
-          -- for every search, they cost one of 512 tasks 25-30 us.
-          SELECT coalesce(array_agg(c.id), '{}'),
-                 coalesce(array_agg(c.type) FILTER (WHERE v_together), '{}')
-            INTO v_ids, v_taken_types
-            FROM (SELECT d.id, d.type FROM taskmill.tasks d
-                   WHERE d.status IN ('pending', 'failed')
-                     AND d.priority = ANY (CASE WHEN lvl <= 5 THEN ARRAY[lvl]
-                                                ELSE '{1,2,3,4,5}' END)
-                     AND d.execute_at <= now()
-                     AND d.type <> ALL (CASE WHEN v_together THEN '{}' ELSE v_capped END)
-                     AND (p_types IS NULL OR d.type = ANY (p_types))
-                     -- A broadcast shard is for its node only.
-                     AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-                   ORDER BY d.priority, d.execute_at, d.id
-                   LIMIT v_step
-                   FOR UPDATE SKIP LOCKED) c;
+          v_found := taskmill.lock_oldest_due(
+                       CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}'::integer[] END,
+                       p_types, CASE WHEN v_together THEN '{}' ELSE v_capped END, p_node,
+                       v_step, v_together);
+          v_ids := v_found.ids;
           v_read := cardinality(v_ids);
           IF v_together THEN
-            v_within := taskmill.within_rooms(v_ids, v_taken_types, v_capped, v_room);
+            v_within := taskmill.within_rooms(v_ids, v_found.types, v_capped, v_room);
             v_room := v_within.room;
             v_ids := v_within.ids;
           END IF;
@@ -540,16 +616,9 @@ BEGIN
                 FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
                WHERE o.type <> ALL (v_capped));
           END IF;
-          -- Level by level, so that the index reads each only up to now (as
-          -- one range of levels it read every task due later on the way).
-          v_ids := '{}';
-          FOREACH v_level IN ARRAY v_levels LOOP
-            EXIT WHEN cardinality(v_ids) >= v_step;
-            v_ids := v_ids || taskmill.lock_oldest_of_types(
-                                CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type]
-                                     ELSE v_unlimited_types END, v_level, p_node,
-                                v_step - cardinality(v_ids));
-          END LOOP;
+          v_ids := taskmill.lock_oldest_by_level(
+                     CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE v_unlimited_types END,
+                     v_levels, p_node, v_step);
           v_read := cardinality(v_ids);
         END IF;
         -- Locked: the update takes them all.
@@ -564,8 +633,7 @@ BEGIN
         v_left := v_left - v_count;
       END LOOP;
       -- One update for the steps of a level: the types' searches never find
-      -- each other's tasks. An update a step cost limited claims, whose steps
-      -- go type by type, 3% more a task.
+      -- each other's tasks.
       IF cardinality(v_level_ids) > 0 THEN
         RETURN QUERY
           UPDATE taskmill.tasks t
@@ -592,30 +660,6 @@ BEGIN
 END
 $$;
 
--- Nodes of the release before this one give quotas per level instead of
--- turns, take them in priority order and read whole task rows, until they
--- are restarted on this one. The rows are read after the claim, which a
--- statement calling it would not yet see.
-CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
-                               p_capped_types text[], p_type_limits integer[],
-                               p_global_limit integer, p_types text[], p_local_types text[],
-                               p_local_room integer[])
-RETURNS SETOF taskmill.tasks
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_ids bigint[] := ARRAY(
-    SELECT c.id FROM taskmill.claim_by_turns(
-      p_node, p_limit,
-      ARRAY(SELECT l.p FROM generate_series(1, 5) AS l(p)
-             CROSS JOIN generate_series(1, coalesce(p_level_quotas[l.p], 0))
-             ORDER BY l.p),
-      p_capped_types, p_type_limits, p_global_limit, p_types, p_local_types, p_local_room) c);
-BEGIN
-  RETURN QUERY SELECT t.* FROM unnest(v_ids) WITH ORDINALITY AS c(id, n)
-                 JOIN taskmill.tasks t ON t.id = c.id ORDER BY c.n;
-END
-$$;
-
 CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint, p_node text,
                                   OUT next_due_at timestamptz, OUT db_now timestamptz)
 LANGUAGE plpgsql STABLE
@@ -638,12 +682,4 @@ BEGIN
         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
       ORDER BY t.execute_at LIMIT 1) n;
 END
-$$;
-
--- Nodes of the release before this one ask without a horizon until they are
--- restarted on this one.
-CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
-                                             OUT db_now timestamptz)
-LANGUAGE sql STABLE AS $$
-  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000, NULL) n
 $$;

@@ -48,7 +48,7 @@ $$;
 -- neither skips nor repeats a firing); otherwise it fires next at
 -- p_next_fire_at, which the node worked out from p_anchor_at (the start of
 -- @every's rate). p_dialect's default answers the calls of nodes of the
--- release before dialects (drop it after the release that follows).
+-- releases before dialects (storage/sql/compat.sql says until when).
 CREATE FUNCTION taskmill.put_job(
   p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
   p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,

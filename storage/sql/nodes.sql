@@ -102,19 +102,6 @@ BEGIN
 END
 $$;
 
--- What nodes of the release before the lease ask: they lead no more once
--- these definitions stand (an upgrade hands the lead to upgraded nodes).
-CREATE FUNCTION taskmill.lead(p_want boolean) RETURNS boolean
-LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_advisory_unlock(7345, 2)
-     FROM pg_locks l
-    WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
-      AND l.classid = 7345 AND l.objid = 2 AND l.objsubid = 2;
-  RETURN false;
-END
-$$;
-
 -- Every duty of the leader calls this first, in its own transaction: it
 -- fails unless p_term is the current term and unexpired. The row stays
 -- share-locked until that transaction ends, so a new leader's taking over

@@ -5,8 +5,8 @@
 -- is made running under that node, as a claim would have left it, and the
 -- node is notified on taskmill_handoffs. A pickup then waits for no claim of
 -- its own: the claim's round trip, a durable commit after the node heard of
--- the task, was two thirds of the time from a submit's commit to an HTTP
--- executor (1.0 of 1.5 ms). Done at the commit, the attempt's timeout starts
+-- the task, was most of the time from a submit's commit to an HTTP
+-- executor. Done at the commit, the attempt's timeout starts
 -- then, however long the transaction ran after its submit; one task a
 -- transaction is handed off, the first one submitted due at once.
 --

@@ -17,7 +17,7 @@ $$;
 -- nodes, which otherwise would not look before their next poll.
 --
 -- The plans are kept for the session: planned at every call, a batch spent
--- 0.5 ms planning. A kept plan does not know the batch's size, so the tasks
+-- more time planning than writing. A kept plan does not know the batch's size, so the tasks
 -- are read by id through the primary key (t.id = ANY) and joined to the
 -- batch by hash: each side is read once whatever its size, where a nested
 -- loop chosen for a small guess would read the batch once per task. The

@@ -70,7 +70,7 @@ $$;
 -- lowercase hex digits, from random() (seeded from a strong source at its
 -- first use in the session, unless the session chose a seed by setseed()).
 -- A trace-id names a trace and guards nothing; gen_random_uuid() drew its
--- bits from OpenSSL, at 1.3 us an id against 0.5.
+-- bits from OpenSSL, at more than twice the cost.
 CREATE FUNCTION taskmill.new_trace_id() RETURNS text
 LANGUAGE sql VOLATILE AS $$
   SELECT lpad(to_hex(floor(random() * 4294967296)::bigint), 8, '0')
@@ -247,13 +247,13 @@ RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, ver
                pinned_node text)
 LANGUAGE plpgsql
 -- The plans are kept for the session: planned at every call, a submit spent
--- 0.6 ms planning, more than a task of a small batch costs to store. With
+-- more time planning than a task of a small batch costs to store. With
 -- sequential scans ruled out, a plan made while the table was empty does not
 -- scan it in full for every row once it is not; without nested loops, the
 -- kept plan cannot pair the inserted tasks with their places in the batch
 -- by comparing each with all. The nested loop it must keep (the settings of
--- each type) then costs the plan enough to be compiled by JIT at every call,
--- 0.1 s, for any caller that has not turned JIT off.
+-- each type) then costs the plan enough to be compiled by JIT at every call
+-- for any caller that has not turned JIT off.
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_nestloop = off
@@ -300,7 +300,7 @@ BEGIN
             ORDER BY 1) l;
   -- A lock per unit: only a batch with fewer locks than tasks can hold a
   -- unit twice (or two units that share a lock), and only such a batch pays
-  -- for sorting its units to find the copies (1 us a task).
+  -- for sorting its units to find the copies.
   GET DIAGNOSTICS v_locks = ROW_COUNT;
   IF v_locks < cardinality(p_types) THEN
     v_copies := ARRAY(
@@ -390,29 +390,6 @@ BEGIN
                            p_trace_ids[v_ord], p_shard_indexes[v_ord], p_shard_totals[v_ord]) s;
   END LOOP;
 END
-$$;
-
--- Nodes of the release before this one read each task as one composite
--- column until they are restarted on this one.
-CREATE FUNCTION taskmill.submit_many(
-  p_types text[], p_keys text[], p_versions bigint[], p_payloads jsonb[],
-  p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
-  p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
-  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
-  p_shard_indexes integer[], p_shard_totals integer[])
-RETURNS TABLE (ordinal bigint, outcome text, task taskmill.tasks)
-LANGUAGE sql AS $$
-  SELECT s.ordinal, s.outcome,
-         ROW(s.id, s.type, s.key, s.version, s.status, s.priority, s.execute_at, s.payload,
-             s.result, s.error, s.attempt, s.retry_count, s.max_retries, s.timeout_ms,
-             s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter,
-             s.deadline_at, s.batch, s.shard_index, s.shard_total, s.trace_id, s.picked_by,
-             s.heartbeat_at, s.started_at, s.created_at, s.updated_at, s.finished_at,
-             s.pinned_node)::taskmill.tasks
-    FROM taskmill.submit_batch(p_types, p_keys, p_versions, p_payloads, p_execute_ats,
-                               p_priorities, p_max_retries, p_timeouts, p_backoff_kinds,
-                               p_backoff_bases, p_backoff_caps, p_backoff_jitters, p_batches,
-                               p_trace_ids, p_shard_indexes, p_shard_totals) s
 $$;
 
 -- SPEC §3, reschedule. Outcome: updated | recreated | ignored | created.

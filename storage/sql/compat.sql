@@ -1,0 +1,83 @@
+-- Calls of nodes of older releases, answered while such nodes may still run
+-- beside these definitions in a rolling upgrade (storage/migrations.hpp: a
+-- release's definitions answer every call of the previous release's nodes).
+-- Each says which nodes call it and from which generation of the
+-- definitions it may be dropped. Nothing of this release calls them but
+-- tests of the old calls.
+--
+-- Also kept for older nodes, in a function of this release: taskmill.put_job's
+-- p_dialect default (jobs.sql), for nodes of generation 3 and before. Drop
+-- from generation 6 on.
+
+-- Callers: nodes of generation 0 (before definitions were counted), which
+-- give quotas per level instead of turns, take them in priority order and
+-- read whole task rows. Drop from generation 6 on. The rows are read after
+-- the claim, which a statement calling it would not yet see. The tests use
+-- it as the plain claim of one level.
+CREATE FUNCTION taskmill.claim(p_node text, p_limit integer, p_level_quotas integer[],
+                               p_capped_types text[], p_type_limits integer[],
+                               p_global_limit integer, p_types text[], p_local_types text[],
+                               p_local_room integer[])
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[] := ARRAY(
+    SELECT c.id FROM taskmill.claim_by_turns(
+      p_node, p_limit,
+      ARRAY(SELECT l.p FROM generate_series(1, 5) AS l(p)
+             CROSS JOIN generate_series(1, coalesce(p_level_quotas[l.p], 0))
+             ORDER BY l.p),
+      p_capped_types, p_type_limits, p_global_limit, p_types, p_local_types, p_local_room) c);
+BEGIN
+  RETURN QUERY SELECT t.* FROM unnest(v_ids) WITH ORDINALITY AS c(id, n)
+                 JOIN taskmill.tasks t ON t.id = c.id ORDER BY c.n;
+END
+$$;
+
+
+
+-- Callers: nodes of generation 0, which ask without a horizon. Drop from
+-- generation 6 on.
+CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
+                                             OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT n.next_due_at, n.db_now FROM taskmill.next_due(p_types, 3600000, NULL) n
+$$;
+
+-- Callers: nodes of generation 0, which led by a session advisory lock:
+-- they lead no more once these definitions stand (an upgrade hands the lead
+-- to upgraded nodes). Drop from generation 6 on.
+CREATE FUNCTION taskmill.lead(p_want boolean) RETURNS boolean
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM pg_advisory_unlock(7345, 2)
+     FROM pg_locks l
+    WHERE l.locktype = 'advisory' AND l.pid = pg_backend_pid() AND l.granted
+      AND l.classid = 7345 AND l.objid = 2 AND l.objsubid = 2;
+  RETURN false;
+END
+$$;
+
+
+-- Callers: nodes of generation 0, which read each task of a batch submit as
+-- one composite column. Drop from generation 6 on.
+CREATE FUNCTION taskmill.submit_many(
+  p_types text[], p_keys text[], p_versions bigint[], p_payloads jsonb[],
+  p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
+  p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
+  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
+  p_shard_indexes integer[], p_shard_totals integer[])
+RETURNS TABLE (ordinal bigint, outcome text, task taskmill.tasks)
+LANGUAGE sql AS $$
+  SELECT s.ordinal, s.outcome,
+         ROW(s.id, s.type, s.key, s.version, s.status, s.priority, s.execute_at, s.payload,
+             s.result, s.error, s.attempt, s.retry_count, s.max_retries, s.timeout_ms,
+             s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter,
+             s.deadline_at, s.batch, s.shard_index, s.shard_total, s.trace_id, s.picked_by,
+             s.heartbeat_at, s.started_at, s.created_at, s.updated_at, s.finished_at,
+             s.pinned_node)::taskmill.tasks
+    FROM taskmill.submit_batch(p_types, p_keys, p_versions, p_payloads, p_execute_ats,
+                               p_priorities, p_max_retries, p_timeouts, p_backoff_kinds,
+                               p_backoff_bases, p_backoff_caps, p_backoff_jitters, p_batches,
+                               p_trace_ids, p_shard_indexes, p_shard_totals) s
+$$;
