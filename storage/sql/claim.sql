@@ -378,6 +378,82 @@ BEGIN
 END
 $$;
 
+-- The steps of one level in a pass of taskmill.claim_by_turns: the types
+-- with a running limit first, each to its room, then (a step past them) the
+-- others; or, p_together, every type in one search in claim order, each
+-- keeping what its room allows (taskmill.within_rooms). Where a limited
+-- type may have due tasks left, or the level has a task of a type this
+-- node does not run at an end (a backlog no node runs, perhaps), a search in
+-- claim order would read through those: there the types without a limit
+-- are searched one by one, as each type with a limit always is (its room is
+-- its own). Answers the ids it locked, what is left of each room, of the
+-- level's quota and of the claim's room, whether more may be due, whether a
+-- limited type may have due tasks left, and what the last search read and
+-- kept (NULL: none ran).
+CREATE FUNCTION taskmill.lock_level(p_node text, p_types text[], p_level integer,
+                                    p_levels integer[], p_foreign_ends integer[],
+                                    p_capped text[], p_uncapped boolean, p_together boolean,
+                                    INOUT room integer[], INOUT quota integer,
+                                    INOUT left_in_claim integer, INOUT more boolean,
+                                    INOUT capped_may_wait boolean,
+                                    INOUT unlimited_types text[], OUT ids bigint[],
+                                    OUT read integer, OUT kept integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_type text;
+  v_step integer;
+  v_ids bigint[];
+  v_found record;
+  v_within record;
+BEGIN
+  ids := '{}';
+  FOR i IN 1..cardinality(p_capped) + 1 LOOP
+    v_type := p_capped[i];
+    CONTINUE WHEN p_together AND v_type IS NOT NULL;
+    v_step := CASE WHEN v_type IS NOT NULL THEN least(quota, room[i])
+                   WHEN p_uncapped OR p_together THEN quota ELSE 0 END;
+    IF v_type IS NOT NULL AND v_step <= 0 AND p_uncapped AND NOT capped_may_wait THEN
+      capped_may_wait := taskmill.may_have_due(v_type, p_levels);
+    END IF;
+    CONTINUE WHEN v_step <= 0;
+    IF v_type IS NULL AND NOT (capped_may_wait OR p_levels && p_foreign_ends) THEN
+      v_found := taskmill.lock_oldest_due(
+                   CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
+                   p_types, CASE WHEN p_together THEN '{}' ELSE p_capped END, p_node, v_step,
+                   p_together);
+      v_ids := v_found.ids;
+      read := cardinality(v_ids);
+      IF p_together THEN
+        v_within := taskmill.within_rooms(v_ids, v_found.types, p_capped, room);
+        room := v_within.room;
+        v_ids := v_within.ids;
+      END IF;
+    ELSE
+      IF v_type IS NULL AND unlimited_types IS NULL THEN
+        unlimited_types := ARRAY(
+          SELECT DISTINCT o.type
+            FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
+           WHERE o.type <> ALL (p_capped));
+      END IF;
+      v_ids := taskmill.lock_oldest_by_level(
+                 CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE unlimited_types END,
+                 p_levels, p_node, v_step);
+      read := cardinality(v_ids);
+    END IF;
+    -- Locked: the claim's update takes them all.
+    kept := cardinality(v_ids);
+    ids := ids || v_ids;
+    more := more OR read >= v_step;
+    IF v_type IS NOT NULL THEN
+      room[i] := room[i] - kept;
+      capped_may_wait := capped_may_wait OR kept >= v_step;
+    END IF;
+    quota := quota - kept;
+    left_in_claim := left_in_claim - kept;
+  END LOOP;
+END
+$$;
+
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
 -- work: an idle claim costs one probe. p_turns holds the level of each claim
 -- in turn (the pusher's weighted shares); the claim takes as many turns of
@@ -398,11 +474,9 @@ $$;
 -- limits' room (taskmill.claim_rooms), the turns' quotas per level
 -- (taskmill.quotas_of_turns), then the passes: each level to its quota, the
 -- room of levels that came up short to the turns after those taken, and
--- the fill in claim order over all levels. A pass searches with
--- taskmill.lock_oldest_due in claim order, or type by type with
--- taskmill.lock_oldest_by_level where a claim-order search would read
--- through tasks it cannot take, and makes what the searches of a level
--- locked running in one update, by id: the searches give ids, and the rows
+-- the fill in claim order over all levels. A pass locks what the steps of
+-- its level take (taskmill.lock_level) and makes them running in one
+-- update, by id: the searches give ids, and the rows
 -- are updated and returned here, so that a claimed row is copied once. A
 -- task is claimed once across any number of nodes; a row carries only what
 -- running the task takes.
@@ -443,12 +517,9 @@ DECLARE
   v_short integer[] := '{}';
   v_second_walk boolean := false;
   lvl integer;
-  v_count integer;
-  v_step integer;
-  v_type text;
   v_ids bigint[];
-  -- What the steps of a level found and locked.
-  v_level_ids bigint[];
+  -- What the steps of a level locked, and what is left after them.
+  v_lock record;
   -- The levels a pass reads: its own, or (the fill) every level due.
   v_levels integer[];
   v_probe record;
@@ -471,10 +542,9 @@ DECLARE
   -- then searched in claim order over all types, each keeping what its room
   -- allows (taskmill.within_rooms).
   v_together boolean;
-  v_found record;
-  v_within record;
-  -- How many tasks a step's search found and locked.
+  -- How many tasks the last search of a level found, and how many it kept.
   v_read integer;
+  v_count integer;
 BEGIN
   IF p_after_short_claim AND p_global_limit <= 0
      AND coalesce(cardinality(p_capped_types), 0) = 0
@@ -580,66 +650,27 @@ BEGIN
     END LOOP;
     v_capped_may_wait := false;
     LOOP
-      v_level_ids := '{}';
-      -- The types with a running limit first, then (step past them) the
-      -- others; or all together.
-      FOR i IN 1..cardinality(v_capped) + 1 LOOP
-        v_type := v_capped[i];
-        CONTINUE WHEN v_together AND v_type IS NOT NULL;
-        v_step := CASE WHEN v_type IS NOT NULL THEN least(v_quota, v_room[i])
-                       WHEN v_uncapped OR v_together THEN v_quota ELSE 0 END;
-        IF v_type IS NOT NULL AND v_step <= 0 AND v_uncapped AND NOT v_capped_may_wait THEN
-          v_capped_may_wait := taskmill.may_have_due(v_type, v_levels);
-        END IF;
-        CONTINUE WHEN v_step <= 0;
-        -- Where a limited type may have due tasks left, or a level has a task
-        -- of a type this node does not run at an end (a backlog no node
-        -- runs, perhaps), a search in claim order would read through those:
-        -- there the types without a limit are searched one by one, as each
-        -- type with a limit always is (its room is its own).
-        IF v_type IS NULL AND NOT (v_capped_may_wait OR v_levels && v_foreign_ends) THEN
-          v_found := taskmill.lock_oldest_due(
-                       CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE '{1,2,3,4,5}'::integer[] END,
-                       p_types, CASE WHEN v_together THEN '{}' ELSE v_capped END, p_node,
-                       v_step, v_together);
-          v_ids := v_found.ids;
-          v_read := cardinality(v_ids);
-          IF v_together THEN
-            v_within := taskmill.within_rooms(v_ids, v_found.types, v_capped, v_room);
-            v_room := v_within.room;
-            v_ids := v_within.ids;
-          END IF;
-        ELSE
-          IF v_type IS NULL AND v_unlimited_types IS NULL THEN
-            v_unlimited_types := ARRAY(
-              SELECT DISTINCT o.type
-                FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
-               WHERE o.type <> ALL (v_capped));
-          END IF;
-          v_ids := taskmill.lock_oldest_by_level(
-                     CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE v_unlimited_types END,
-                     v_levels, p_node, v_step);
-          v_read := cardinality(v_ids);
-        END IF;
-        -- Locked: the update takes them all.
-        v_count := cardinality(v_ids);
-        v_level_ids := v_level_ids || v_ids;
-        v_more := v_more OR v_read >= v_step;
-        IF v_type IS NOT NULL THEN
-          v_room[i] := v_room[i] - v_count;
-          v_capped_may_wait := v_capped_may_wait OR v_count >= v_step;
-        END IF;
-        v_quota := v_quota - v_count;
-        v_left := v_left - v_count;
-      END LOOP;
+      v_lock := taskmill.lock_level(p_node, p_types, lvl, v_levels, v_foreign_ends, v_capped,
+                                    v_uncapped, v_together, v_room, v_quota, v_left, v_more,
+                                    v_capped_may_wait, v_unlimited_types);
+      v_room := v_lock.room;
+      v_quota := v_lock.quota;
+      v_left := v_lock.left_in_claim;
+      v_more := v_lock.more;
+      v_capped_may_wait := v_lock.capped_may_wait;
+      v_unlimited_types := v_lock.unlimited_types;
+      IF v_lock.read IS NOT NULL THEN
+        v_read := v_lock.read;
+        v_count := v_lock.kept;
+      END IF;
       -- One update for the steps of a level: the types' searches never find
       -- each other's tasks.
-      IF cardinality(v_level_ids) > 0 THEN
+      IF cardinality(v_lock.ids) > 0 THEN
         RETURN QUERY
           UPDATE taskmill.tasks t
              SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
                  heartbeat_at = now(), started_at = now(), updated_at = now()
-           WHERE t.id = ANY (v_level_ids)
+           WHERE t.id = ANY (v_lock.ids)
           RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
                     t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
                     t.shard_total, t.trace_id, t.picked_by, t.execute_at, v_turns_taken;
