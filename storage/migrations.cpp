@@ -98,13 +98,12 @@ caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
   return caf::none;
 }
 
-// Drops every function, trigger and view of the schema: the definitions
-// files then create today's. Without CASCADE: should an object outside
-// taskmill depend on one, the change fails rather than drop it. Objects of
-// an extension are not ours: CREATE EXTENSION run as the taskmill user puts
-// them in the schema named like it (search_path "$user"), e.g.
-// pg_stat_statements' views. Nor are procedures and aggregates, which the
-// definitions never create: DROP FUNCTION refused them, and no node started.
+// Drops every function, trigger, view and composite type of the schema
+// (tables' row types aside): the definitions files then create today's. Without CASCADE: should an
+// object outside taskmill depend on one, the change fails rather than drop it. Objects of an
+// extension are not ours: CREATE EXTENSION run as the taskmill user puts them in the schema named
+// like it (search_path "$user"), e.g. pg_stat_statements' views. Nor are procedures and aggregates,
+// which the definitions never create: DROP FUNCTION refused them, and no node started.
 constexpr const char* drop_definitions_sql = R"sql(
 DO $$
 DECLARE
@@ -128,6 +127,12 @@ BEGIN
               AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass
                                  AND d.objid = p.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP FUNCTION %s', r.f);
+  END LOOP;
+  FOR r IN SELECT c.reltype::regtype AS t FROM pg_class c
+            WHERE c.relnamespace = 'taskmill'::regnamespace AND c.relkind = 'c'
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
+                                 AND d.objid = c.oid AND d.deptype = 'e') LOOP
+    EXECUTE format('DROP TYPE %s', r.t);
   END LOOP;
 END
 $$)sql";

@@ -21,31 +21,26 @@ const statement cancel_by_id{"cancel_by_id",
 const statement cancel_by_key{
     "cancel_by_key", "SELECT c.outcome, (c.task).* FROM taskmill.cancel($1::text, $2::text) c"};
 
-// Only what running a task takes (read_task leaves the other fields unset),
-// execute_at and the claim's time for the pickup latency, and how far into
-// its turns the claim went: a claim is the hottest statement there is, and
-// every column sent costs the server its text form (timestamps most, hence
-// the claim's time in microseconds, worked out once for all rows). One list
-// for both claims, which read_claim reads alike.
-#define TASKMILL_CLAIMED_COLUMNS                                                           \
-  "id, type, key, version, status, priority, payload, attempt, retry_count, max_retries, " \
-  "timeout_ms, error, batch, shard_index, shard_total, trace_id, picked_by, execute_at, "  \
-  "turns_taken, (SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us"
+// A claim's tasks are taskmill.running_task rows (storage/sql/claim.sql),
+// with the claim's time, in microseconds worked out once for all rows: a
+// timestamp a row would cost the server its text form at every row.
+#define TASKMILL_CLAIMED_AT \
+  "(SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us"
 
 const statement claim{
-    "claim", "SELECT " TASKMILL_CLAIMED_COLUMNS
+    "claim", "SELECT c.*, " TASKMILL_CLAIMED_AT
              " FROM taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], "
-             "$6::int, $7::text[], $8::text[], $9::int[], $10::boolean)"};
+             "$6::int, $7::text[], $8::text[], $9::int[], $10::boolean) c"};
 
 // Its tasks, and with each (or alone, when it took none) how many of the
 // offer's permits submits took unheard.
 const statement claim_taking_offer_back{
     "claim_taking_offer_back",
-    "SELECT " TASKMILL_CLAIMED_COLUMNS
-    ", handed_unheard FROM taskmill.claim_taking_offer_back($1::text, $2::int, $3::int[], "
-    "$4::text[], $5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean, $11::int)"};
+    "SELECT (c.task).*, c.handed_unheard, " TASKMILL_CLAIMED_AT
+    " FROM taskmill.claim_taking_offer_back($1::text, $2::int, $3::int[], $4::text[], "
+    "$5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean, $11::int) c"};
 
-#undef TASKMILL_CLAIMED_COLUMNS
+#undef TASKMILL_CLAIMED_AT
 
 const statement offer_permits{
     "offer_permits",

@@ -226,6 +226,30 @@ BEGIN
 END
 $$;
 
+-- A task as a claim gives it to its node: what running it takes (its
+-- timestamps and backoff settings aside), when it came due (for the pickup
+-- latency), and how far into its turns the claim went. The one list of the
+-- claim path: the claims return it, the node reads its columns by name
+-- (storage/rows.cpp), and a claim sends no other column, each of which
+-- costs the server its text form.
+CREATE TYPE taskmill.running_task AS (
+  id bigint, type text, key text, version bigint, status taskmill.task_status,
+  priority smallint, payload jsonb, attempt integer, retry_count integer,
+  max_retries integer, timeout_ms integer, error text, batch text, shard_index integer,
+  shard_total integer, trace_id text, picked_by text, execute_at timestamptz,
+  turns_taken integer);
+
+-- A task's row as taskmill.running_task. Inlined where it is called: a
+-- claim's RETURNING (taskmill.as_running(t, n)).* reads the columns alone.
+CREATE FUNCTION taskmill.as_running(t taskmill.tasks, p_turns_taken integer)
+RETURNS taskmill.running_task
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT ROW(t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
+             t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
+             t.shard_total, t.trace_id, t.picked_by, t.execute_at,
+             p_turns_taken)::taskmill.running_task
+$$;
+
 -- The steps of a claim (taskmill.claim_by_turns). They run under its
 -- settings (kept generic plans, no sequential scans, no sorts, no JIT),
 -- which hold for the functions it calls; the searches lock what they find
@@ -494,11 +518,7 @@ CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns in
                                         p_global_limit integer, p_types text[],
                                         p_local_types text[], p_local_room integer[],
                                         p_after_short_claim boolean DEFAULT false)
-RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
-               priority smallint, payload jsonb, attempt integer, retry_count integer,
-               max_retries integer, timeout_ms integer, error text, batch text,
-               shard_index integer, shard_total integer, trace_id text, picked_by text,
-               execute_at timestamptz, turns_taken integer)
+RETURNS SETOF taskmill.running_task
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
@@ -570,10 +590,7 @@ BEGIN
           FROM locked
          WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
            AND locked.execute_at <= now()
-        RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
-                  t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
-                  t.shard_total, t.trace_id, t.picked_by, t.execute_at,
-                  coalesce(cardinality(p_turns), 0);
+        RETURNING (taskmill.as_running(t, coalesce(cardinality(p_turns), 0))).*;
       RETURN;
     END IF;
   END IF;
@@ -671,9 +688,7 @@ BEGIN
              SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
                  heartbeat_at = now(), started_at = now(), updated_at = now()
            WHERE t.id = ANY (v_lock.ids)
-          RETURNING t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
-                    t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
-                    t.shard_total, t.trace_id, t.picked_by, t.execute_at, v_turns_taken;
+          RETURNING (taskmill.as_running(t, v_turns_taken)).*;
       END IF;
       -- A type that reached its room leaves the rest of the quota to the
       -- others, searched type by type; the tasks taken are running by now, so

@@ -117,7 +117,7 @@ $$;
 -- permits, in the claim's transaction, and claims as many tasks fewer as
 -- submits took of it unheard: that number comes with every row, and alone in
 -- a row without a task when the claim took none, for the node to keep their
--- permits until it hears of those tasks.
+-- permits until it hears of those tasks (task NULL).
 CREATE FUNCTION taskmill.claim_taking_offer_back(p_node text, p_limit integer,
                                                  p_turns integer[], p_capped_types text[],
                                                  p_type_limits integer[],
@@ -125,15 +125,11 @@ CREATE FUNCTION taskmill.claim_taking_offer_back(p_node text, p_limit integer,
                                                  p_local_types text[], p_local_room integer[],
                                                  p_after_short_claim boolean,
                                                  p_offered integer)
-RETURNS TABLE (id bigint, type text, key text, version bigint, status taskmill.task_status,
-               priority smallint, payload jsonb, attempt integer, retry_count integer,
-               max_retries integer, timeout_ms integer, error text, batch text,
-               shard_index integer, shard_total integer, trace_id text, picked_by text,
-               execute_at timestamptz, turns_taken integer, handed_unheard integer)
+RETURNS TABLE (task taskmill.running_task, handed_unheard integer)
 LANGUAGE plpgsql AS $$
 BEGIN
   RETURN QUERY
-    SELECT c.*, w.handed_unheard
+    SELECT c, w.handed_unheard
       FROM (SELECT taskmill.withdraw_offer(p_node, p_offered) AS handed_unheard) w
       LEFT JOIN LATERAL taskmill.claim_by_turns(p_node, p_limit - w.handed_unheard, p_turns,
                                                 p_capped_types, p_type_limits, p_global_limit,
