@@ -235,11 +235,12 @@ $$;
 
 -- What the nodes hear of task p_task handed to its node: a first line
 -- "<id> <attempt> <generation> <node>", which every node reads and all but
--- that one leave, then the task as the node runs it, in JSON, so that it
--- starts the task without reading it (a round trip on the way to the
--- executor). A task that would not fit a notification (under 8000 bytes) is
--- told of by the first line alone, and the node reads it. Times are in
--- microseconds since the epoch.
+-- that one leave, then the task as a claim gives it (taskmill.running_task),
+-- in JSON, so that the node starts it without reading it (a round trip on
+-- the way to the executor); what the first line tells is left out. The
+-- payload is the text of its JSON, and times are in microseconds since the
+-- epoch as well. A task that would not fit a notification (under 8000
+-- bytes) is told of by the first line alone, and the node reads it.
 CREATE FUNCTION taskmill.hand_off_notice(p_task taskmill.tasks, p_generation bigint)
 RETURNS text
 LANGUAGE plpgsql AS $$
@@ -247,15 +248,12 @@ DECLARE
   v_ids text := format('%s %s %s %s', p_task.id, p_task.attempt, p_generation, p_task.picked_by);
   v_notice text;
 BEGIN
-  v_notice := v_ids || E'\n' || json_build_object(
-    'type', p_task.type, 'key', p_task.key, 'version', p_task.version,
-    'priority', p_task.priority, 'payload', p_task.payload::text,
-    'retry_count', p_task.retry_count, 'max_retries', p_task.max_retries,
-    'timeout_ms', p_task.timeout_ms, 'error', p_task.error, 'batch', p_task.batch,
-    'shard_index', p_task.shard_index, 'shard_total', p_task.shard_total,
-    'trace_id', p_task.trace_id,
-    'execute_at_us', (extract(epoch FROM p_task.execute_at) * 1000000)::bigint,
-    'started_at_us', (extract(epoch FROM p_task.started_at) * 1000000)::bigint)::text;
+  v_notice := v_ids || E'\n' || (
+    to_jsonb(taskmill.as_running(p_task, 0)) - '{id,attempt,status,picked_by,execute_at,turns_taken}'::text[]
+    || jsonb_build_object(
+         'payload', p_task.payload::text,
+         'execute_at_us', (extract(epoch FROM p_task.execute_at) * 1000000)::bigint,
+         'started_at_us', (extract(epoch FROM p_task.started_at) * 1000000)::bigint))::text;
   IF octet_length(v_notice) < 8000 THEN
     RETURN v_notice;
   END IF;
