@@ -120,6 +120,25 @@ BEGIN
 END
 $$;
 
+-- The quotas per level of a claim's first walk over its turns: those of
+-- taskmill.quotas_of_turns, but with one level due and room for all its
+-- turns, the whole room for that level, without a pass over the turns.
+CREATE FUNCTION taskmill.first_quotas(p_turns integer[], p_levels integer[], p_room integer,
+                                      OUT quotas integer[], OUT taken integer)
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF cardinality(p_levels) = 1
+     AND p_room >= cardinality(array_positions(coalesce(p_turns, '{}'), p_levels[1])) THEN
+    quotas := '{0,0,0,0,0}';
+    quotas[p_levels[1]] := p_room;
+    taken := coalesce(cardinality(p_turns), 0);
+    RETURN;
+  END IF;
+  SELECT q.quotas, q.taken INTO quotas, taken
+    FROM taskmill.quotas_of_turns(p_turns, 0, p_levels, p_room) q;
+END
+$$;
+
 -- The types that have tasks due or waiting for their time, one probe a type
 -- in the index led by the type. Read from the end of each type's range: its
 -- start holds the entries of the tasks claimed first, until a vacuum.
@@ -284,6 +303,35 @@ BEGIN
 END
 $$;
 
+-- The fast path's claim: the tasks of p_ids that are still due, running
+-- under p_node from now, refused to a node declared dead. Read without a
+-- lock (taskmill.all_due_if_few): those another claim holds are skipped;
+-- the rows locked are their latest versions, so those taken or moved
+-- meanwhile are left. They are tested after the lock, so that only the
+-- primary key can serve it: the plan is kept, and one made on a small table
+-- read every due task through the claim index.
+CREATE FUNCTION taskmill.claim_ids(p_node text, p_ids bigint[], p_turns_taken integer)
+RETURNS SETOF taskmill.running_task
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF cardinality(p_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    WITH locked AS (
+      SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
+       WHERE c.id = ANY (p_ids)
+       FOR UPDATE SKIP LOCKED)
+    UPDATE taskmill.tasks t
+       SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+           heartbeat_at = now(), started_at = now(), updated_at = now()
+      FROM locked
+     WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
+       AND locked.execute_at <= now()
+    RETURNING (taskmill.as_running(t, p_turns_taken)).*;
+END
+$$;
+
 -- The room a claim has under the running limits: p_limit less what the
 -- global limit leaves (left), and each limited type's room (capped, room):
 -- its limit less its running tasks, 0 for a type this node does not run,
@@ -399,6 +447,21 @@ BEGIN
                                                     p_want - cardinality(v_ids));
   END LOOP;
   RETURN v_ids;
+END
+$$;
+
+-- Whether every type with a running limit that this node runs
+-- (p_types; NULL: any) has room left.
+CREATE FUNCTION taskmill.rooms_left_for_all(p_capped text[], p_room integer[],
+                                            p_types text[]) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  FOR k IN 1..cardinality(p_capped) LOOP
+    IF p_room[k] <= 0 AND p_capped[k] = ANY (coalesce(p_types, p_capped)) THEN
+      RETURN false;
+    END IF;
+  END LOOP;
+  RETURN true;
 END
 $$;
 
@@ -571,26 +634,8 @@ BEGIN
      AND coalesce(cardinality(p_local_types), 0) = 0 THEN
     v_ids := taskmill.all_due_if_few(p_node, p_limit, p_types);
     IF v_ids IS NOT NULL THEN
-      IF cardinality(v_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
-        RETURN;
-      END IF;
-      -- Read without a lock: those another claim holds are skipped; the rows
-      -- locked are their latest versions, so those taken or moved meanwhile
-      -- are left. They are tested after the lock, so that only the primary
-      -- key can serve it: the plan is kept, and one made on a small table
-      -- read every due task through the claim index.
-      RETURN QUERY
-        WITH locked AS (
-          SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
-           WHERE c.id = ANY (v_ids)
-           FOR UPDATE SKIP LOCKED)
-        UPDATE taskmill.tasks t
-           SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-               heartbeat_at = now(), started_at = now(), updated_at = now()
-          FROM locked
-         WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
-           AND locked.execute_at <= now()
-        RETURNING (taskmill.as_running(t, coalesce(cardinality(p_turns), 0))).*;
+      RETURN QUERY SELECT * FROM taskmill.claim_ids(p_node, v_ids,
+                                                    coalesce(cardinality(p_turns), 0));
       RETURN;
     END IF;
   END IF;
@@ -609,18 +654,8 @@ BEGIN
     v_capped := v_rooms.capped;
     v_room := v_rooms.room;
   END IF;
-  -- The first turns of levels with due work, as many as there is room for,
-  -- and how far into the turns they reach. With one level due and room for
-  -- all its turns, it takes the room without a pass over the turns.
-  IF cardinality(v_due) = 1
-     AND v_left >= cardinality(array_positions(coalesce(p_turns, '{}'), v_due[1])) THEN
-    v_quotas := '{0,0,0,0,0}';
-    v_quotas[v_due[1]] := v_left;
-    v_turns_taken := coalesce(cardinality(p_turns), 0);
-  ELSE
-    SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
-      FROM taskmill.quotas_of_turns(p_turns, 0, v_due, v_left) q;
-  END IF;
+  SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
+    FROM taskmill.first_quotas(p_turns, v_due, v_left) q;
   v_uncapped := p_types IS NULL OR EXISTS (SELECT FROM unnest(p_types) AS u(type)
                                              WHERE u.type <> ALL (v_capped));
 
@@ -660,11 +695,8 @@ BEGIN
     -- keeps as many as its room allows: a step per limited type took tasks
     -- scattered over the table, and the claim's updates, the outcomes' and
     -- the counts of running tasks read more pages a task.
-    v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends);
-    FOR k IN 1..cardinality(v_capped) LOOP
-      EXIT WHEN NOT v_together;
-      v_together := v_room[k] > 0 OR v_capped[k] <> ALL (coalesce(p_types, v_capped));
-    END LOOP;
+    v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends)
+                  AND taskmill.rooms_left_for_all(v_capped, v_room, p_types);
     v_capped_may_wait := false;
     LOOP
       v_lock := taskmill.lock_level(p_node, p_types, lvl, v_levels, v_foreign_ends, v_capped,
