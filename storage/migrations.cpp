@@ -130,8 +130,8 @@ BEGIN
   END LOOP;
   FOR r IN SELECT c.reltype::regtype AS t FROM pg_class c
             WHERE c.relnamespace = 'taskmill'::regnamespace AND c.relkind = 'c'
-              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
-                                 AND d.objid = c.oid AND d.deptype = 'e') LOOP
+              AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_type'::regclass
+                                 AND d.objid = c.reltype AND d.deptype = 'e') LOOP
     EXECUTE format('DROP TYPE %s', r.t);
   END LOOP;
 END
