@@ -163,6 +163,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, make_offer_atom, "make_offer")
   CAF_ADD_ATOM(taskmill, taskmill, top_up_atom, "top_up")
   CAF_ADD_ATOM(taskmill, taskmill, take_back_atom, "take_back")
+  CAF_ADD_ATOM(taskmill, taskmill, check_job_atom, "check_job")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -293,6 +294,9 @@ using compensation_storage_actor =
 using job_storage_actor = caf::typed_actor<
     // Puts a job whose next fire time and anchor the node set.
     caf::replies_to<job_atom, pb::Job>::with<pb::JobPutResult>,
+    // What is wrong with putting this job, in the API's words (empty:
+    // nothing); writes nothing.
+    caf::replies_to<check_job_atom, pb::Job>::with<std::string>,
     caf::replies_to<job_atom, std::string>::with<pb::Job>,
     caf::replies_to<jobs_atom>::with<pb::JobList>,
     // Deletes a job and its ledger; answers whether there was one.

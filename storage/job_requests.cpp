@@ -25,6 +25,11 @@ caf::result<pb::JobPutResult> put_job(self_ptr self, const pb::Job& job) {
                                   });
 }
 
+caf::result<std::string> put_job_problem(self_ptr self, const pb::Job& job) {
+  return ask_db<std::string>(self, {db::call{&db::sql::put_job_problem, db::job_params(job)}},
+                             [](results& rs) { return rs[0]->string(0, 0); });
+}
+
 caf::result<pb::Job> get_job(self_ptr self, const std::string& name) {
   return ask_db<pb::Job>(self, {db::call{&db::sql::get_job, {name}}},
                          [name](results& rs) { return single_job(*rs[0], name); });

@@ -210,6 +210,13 @@ const statement put_job{
     "$14::text, $15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
     "$22::timestamptz, $23::text) p"};
 
+const statement put_job_problem{
+    "put_job_problem",
+    "SELECT taskmill.put_job_problem($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::int, "
+    "$7::int, $8::int, $9::text, $10::int, $11::int, $12::real, $13::boolean, $14::text, "
+    "$15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
+    "$22::timestamptz, $23::text)"};
+
 const statement get_job{"get_job",
                         "SELECT false AS created, j.* FROM taskmill.jobs j WHERE j.name = $1"};
 
@@ -314,6 +321,7 @@ const std::vector<const statement*>& all() {
       &sweep_repin,
       &finished_executions,
       &put_job,
+      &put_job_problem,
       &get_job,
       &list_jobs,
       &delete_job,

@@ -30,6 +30,7 @@ extern const statement recent_outcomes;
 extern const statement waiting_reason;
 extern const statement put_type_settings;
 extern const statement put_job;
+extern const statement put_job_problem;
 extern const statement get_job;
 extern const statement list_jobs;
 extern const statement delete_job;

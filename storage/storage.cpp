@@ -417,6 +417,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
         subscribe_claims(self, pusher, node);
       },
       [self](job_atom, const pb::Job& job) { return put_job(self, job); },
+      [self](check_job_atom, const pb::Job& job) { return put_job_problem(self, job); },
       [self](job_atom, const std::string& name) { return get_job(self, name); },
       [self](jobs_atom) { return list_jobs(self); },
       [self](drop_atom, const std::string& name) { return delete_job(self, name); },

@@ -181,6 +181,7 @@ caf::result<int32_t> compensate(self_ptr self, int32_t rule, int64_t term);
 
 // -- recurring jobs (job_requests.cpp) ----------------------------------------------
 caf::result<pb::JobPutResult> put_job(self_ptr self, const pb::Job& job);
+caf::result<std::string> put_job_problem(self_ptr self, const pb::Job& job);
 caf::result<pb::Job> get_job(self_ptr self, const std::string& name);
 caf::result<pb::JobList> list_jobs(self_ptr self);
 caf::result<bool> delete_job(self_ptr self, const std::string& name);

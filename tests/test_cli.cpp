@@ -593,7 +593,8 @@ bool process_exists(pid_t pid) {
 // The config checks syntax; the database owns the ranges. A type's timeout
 // of 10 days, a duration the config takes, is refused as the node writes
 // its settings: it stops, naming the type and the field, and nothing of
-// them is stored. So is a job out of range.
+// them is stored. So is a job out of range, and every job and type setting
+// of its config are checked before any is written.
 BOOST_AUTO_TEST_CASE(settings_out_of_the_databases_ranges_stop_the_node_naming_them) {
   test::scratch_database db{"ranges"};
   auto node_with = [&](const std::string& setting) {
@@ -608,10 +609,12 @@ BOOST_AUTO_TEST_CASE(settings_out_of_the_databases_ranges_stop_the_node_naming_t
   BOOST_CHECK_MESSAGE(contains(r.err + r.out, R"(task type "X": max_retries must be between 0)"),
                       r);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types WHERE type = 'OK'"), "0");
+  auto types_before = db.scalar("SELECT count(*) FROM taskmill.task_types");
   auto job = (std::filesystem::temp_directory_path() /
               ("taskmill-job-" + std::to_string(getpid()) + ".toml"))
                  .string();
-  std::ofstream{job} << "[[jobs]]\nname = \"j\"\ntype = \"OK\"\nschedule = \"@daily\"\n"
+  std::ofstream{job} << "[[jobs]]\nname = \"fine\"\ntype = \"OK\"\nschedule = \"@daily\"\n"
+                        "[[jobs]]\nname = \"j\"\ntype = \"OK\"\nschedule = \"@daily\"\n"
                         "catch_up_limit = 5000\n";
   r = run_binary({"node", "--database", db.conninfo(), "--config", job, "--set",
                   "api.listen=127.0.0.1:0", "--set", "cluster.listen=127.0.0.1:0"});
@@ -619,6 +622,7 @@ BOOST_AUTO_TEST_CASE(settings_out_of_the_databases_ranges_stop_the_node_naming_t
   BOOST_CHECK_MESSAGE(contains(r.err + r.out, "jobs: j: catch_up_limit must be between 1 and 1000"),
                       r);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.jobs"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types"), types_before);
   std::filesystem::remove(job);
 }
 

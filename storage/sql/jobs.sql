@@ -43,6 +43,28 @@ LANGUAGE sql IMMUTABLE AS $$
          || 'Z'
 $$;
 
+-- What is wrong with putting a job of these fields (taskmill.put_job's), in
+-- the words of the API, or NULL. A node checks every job of its config so
+-- before it writes anything.
+CREATE FUNCTION taskmill.put_job_problem(
+  p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
+  p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,
+  p_backoff_base_ms integer, p_backoff_cap_ms integer, p_backoff_jitter real,
+  p_enabled boolean, p_routing text, p_shards integer, p_overlap text, p_misfire text,
+  p_catch_up_limit integer, p_description text, p_source text,
+  p_next_fire_at timestamptz, p_anchor_at timestamptz, p_dialect text DEFAULT 'unix')
+RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(
+    taskmill.job_problem(p_name, p_type, p_priority, p_max_retries, p_timeout_ms,
+                         p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter,
+                         p_routing, p_shards, p_overlap, p_misfire, p_catch_up_limit,
+                         p_description, p_dialect),
+    taskmill.task_problem(p_type, 'key', NULL, NULL, p_priority, p_max_retries, p_timeout_ms,
+                          p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
+                          p_backoff_jitter, NULL, NULL, NULL, NULL))
+$$;
+
 -- PUT /v1/jobs/{name}, and a node's [[jobs]] at start. A job that keeps its
 -- schedule, dialect and time zone keeps its next fire time (so a restart
 -- neither skips nor repeats a firing); otherwise it fires next at
@@ -59,14 +81,11 @@ CREATE FUNCTION taskmill.put_job(
   OUT created boolean, OUT job taskmill.jobs)
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_problem text := coalesce(
-    taskmill.job_problem(p_name, p_type, p_priority, p_max_retries, p_timeout_ms,
-                         p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter,
-                         p_routing, p_shards, p_overlap, p_misfire, p_catch_up_limit,
-                         p_description, p_dialect),
-    taskmill.task_problem(p_type, 'key', NULL, NULL, p_priority, p_max_retries, p_timeout_ms,
-                          p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
-                          p_backoff_jitter, NULL, NULL, NULL, NULL));
+  v_problem text := taskmill.put_job_problem(
+    p_name, p_schedule, p_time_zone, p_type, p_payload, p_priority, p_max_retries, p_timeout_ms,
+    p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter, p_enabled, p_routing,
+    p_shards, p_overlap, p_misfire, p_catch_up_limit, p_description, p_source, p_next_fire_at,
+    p_anchor_at, p_dialect);
   cur taskmill.jobs;
   keeps boolean;
 BEGIN

@@ -118,6 +118,24 @@ pb::Job job_of(const job_config& j) {
 caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
                                   const std::function<bool()>& keep_waiting) {
   const auto& cfg = *node.cfg;
+  // Every job is checked before anything is written, so that a bad one
+  // leaves the database as it was.
+  std::vector<pb::Job> jobs;
+  for (const auto& j : cfg.jobs) {
+    auto job = job_of(j);
+    auto err = schedule_job(job, seconds_now());
+    if (!err) {
+      auto problem = ask_patiently<std::string>(
+          sys, node.storage, keep_waiting, "checking the config's jobs", check_job_atom_v, job);
+      if (!problem)
+        err = problem.error();
+      else if (!problem->empty())
+        err = make_error(errc::invalid_argument, *problem);
+    }
+    if (err)
+      return make_error(errc::invalid_argument, "jobs: " + j.name + ": " + error_message(err));
+    jobs.push_back(std::move(job));
+  }
   auto configured =
       ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
                              configure_atom_v, type_settings(cfg));
@@ -127,16 +145,12 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
     return make_error(errc::invalid_argument,
                       "[defaults] or [types.*]: " + error_message(configured.error()));
   if (!configured) return configured.error();
-  for (const auto& j : cfg.jobs) {
-    auto job = job_of(j);
-    auto err = schedule_job(job, seconds_now());
-    if (!err) {
-      auto put = ask_patiently<pb::JobPutResult>(sys, node.storage, keep_waiting,
-                                                 "writing the config's jobs", job_atom_v, job);
-      if (!put) err = put.error();
-    }
-    if (err)
-      return make_error(errc::invalid_argument, "jobs: " + j.name + ": " + error_message(err));
+  for (const auto& job : jobs) {
+    auto put = ask_patiently<pb::JobPutResult>(sys, node.storage, keep_waiting,
+                                               "writing the config's jobs", job_atom_v, job);
+    if (!put)
+      return make_error(errc::invalid_argument,
+                        "jobs: " + job.name() + ": " + error_message(put.error()));
   }
   pb::NodeRegistration reg;
   node.incarnation = new_incarnation();
