@@ -335,16 +335,17 @@ BOOST_AUTO_TEST_CASE(an_older_node_leaves_the_definitions_of_a_newer_generation_
   BOOST_CHECK_EQUAL(database.scalar("SELECT (taskmill.submit('T', 'k')).outcome"), "created");
 }
 
-// CREATE EXTENSION run as the taskmill user puts the extension's functions
-// and views in the taskmill schema, and CREATE PROCEDURE the procedure
-// (search_path "$user"); applying the definitions leaves them be (it once
-// refused to start a node next to pg_stat_statements, and next to a
-// procedure, which DROP FUNCTION refused).
+// CREATE EXTENSION run as the taskmill user puts the extension's functions,
+// views and composite types in the taskmill schema, and CREATE PROCEDURE the
+// procedure (search_path "$user"); applying the definitions leaves them be
+// (it once refused to start a node next to pg_stat_statements, and next to
+// a procedure, which DROP FUNCTION refused).
 BOOST_AUTO_TEST_CASE(definitions_leave_extensions_and_procedures_in_the_schema_alone) {
   test::scratch_database database{"migext"};
   auto conn = database.connect();
   BOOST_REQUIRE(db::apply_migrations(conn, db::all_migrations()));
   BOOST_REQUIRE(conn.exec("CREATE EXTENSION pg_stat_statements SCHEMA taskmill"));
+  BOOST_REQUIRE(conn.exec("CREATE EXTENSION tablefunc SCHEMA taskmill"));
   BOOST_REQUIRE(conn.exec("CREATE PROCEDURE taskmill.housekeeping() LANGUAGE sql AS 'SELECT 1'"));
   auto changed = db::all_definitions();
   changed.push_back(
@@ -357,6 +358,11 @@ BOOST_AUTO_TEST_CASE(definitions_leave_extensions_and_procedures_in_the_schema_a
                       "'pg_stat_statements_info' AND relnamespace = 'taskmill'::regnamespace"),
       "t");
   BOOST_CHECK(conn.exec("CALL taskmill.housekeeping()"));
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM pg_type WHERE typname = "
+                                    "'tablefunc_crosstab_2' AND typnamespace = "
+                                    "'taskmill'::regnamespace"),
+                    "1");
+  BOOST_REQUIRE(conn.exec("DROP EXTENSION tablefunc"));
   BOOST_REQUIRE(conn.exec("DROP EXTENSION pg_stat_statements"));
 }
 
