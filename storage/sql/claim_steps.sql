@@ -1,0 +1,356 @@
+-- The steps of a claim (taskmill.claim_by_turns). They run under its
+-- settings (kept generic plans, no sequential scans, no sorts, no JIT),
+-- which hold for the functions it calls; the searches lock what they find
+-- with SKIP LOCKED, and the claim makes those running in one update a level.
+
+-- Up to p_want due tasks of p_types at level p_level that p_node may run,
+-- oldest first over all of them, locked for the caller's claim: each type's
+-- oldest are read from the index led by the type, where a search in claim
+-- order over the level would read every due task of the other types on the
+-- way to tell its type. Twice as many are looked at as are wanted, so that a
+-- claim running beside this one and taking the same oldest tasks leaves it
+-- the next ones rather than none; those taken meanwhile, or changed, are
+-- left alone. One type needs no merge: its oldest are locked as they are
+-- read, each read once. Types are matched as in taskmill.probe_levels, so
+-- that only the index led by the type serves the searches.
+CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
+                                              p_want integer) RETURNS bigint[]
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+BEGIN
+  IF cardinality(p_types) = 1 THEN
+    RETURN ARRAY(
+      SELECT d.id FROM taskmill.tasks d
+       WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[p_types[1]])
+         AND d.priority = p_level AND d.execute_at <= now()
+         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       ORDER BY d.type, d.priority, d.execute_at, d.id
+       LIMIT p_want
+       FOR UPDATE SKIP LOCKED);
+  END IF;
+  RETURN ARRAY(
+    SELECT c.id
+      FROM unnest(ARRAY(
+             SELECT n.id FROM unnest(p_types) AS o(type)
+             CROSS JOIN LATERAL (
+               SELECT d.id, d.execute_at FROM taskmill.tasks d
+                WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
+                  AND d.priority = p_level AND d.execute_at <= now()
+                  AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+                ORDER BY d.type, d.priority, d.execute_at, d.id
+                LIMIT 2 * p_want) n
+             ORDER BY n.execute_at, n.id
+             LIMIT 2 * p_want)) WITH ORDINALITY AS k(id, ord)
+      JOIN taskmill.tasks c ON c.id = k.id
+     WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
+       AND c.priority = p_level
+       AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
+     ORDER BY k.ord
+     LIMIT p_want
+     FOR UPDATE OF c SKIP LOCKED);
+END
+$$;
+
+-- Of the tasks a claim found in claim order (p_ids, of types p_types), those
+-- within the room left to each type with a running limit (p_capped, room),
+-- in that order, and the room each has left after them. Most often every
+-- type found fits its room and the tasks are taken as found.
+CREATE FUNCTION taskmill.within_rooms(p_ids bigint[], p_types text[], p_capped text[],
+                                      INOUT room integer[], OUT ids bigint[])
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_took integer[] := array_fill(0, ARRAY[cardinality(p_capped)]);
+  v_over boolean := false;
+  k integer;
+BEGIN
+  FOR j IN 1..cardinality(p_capped) LOOP
+    v_took[j] := coalesce(cardinality(array_positions(p_types, p_capped[j])), 0);
+    v_over := v_over OR v_took[j] > room[j];
+  END LOOP;
+  ids := p_ids;
+  IF v_over THEN
+    ids := '{}';
+    v_took := array_fill(0, ARRAY[cardinality(p_capped)]);
+    FOR n IN 1..cardinality(p_ids) LOOP
+      k := array_position(p_capped, p_types[n]);
+      IF k IS NOT NULL THEN
+        CONTINUE WHEN v_took[k] >= room[k];
+        v_took[k] := v_took[k] + 1;
+      END IF;
+      ids := ids || p_ids[n];
+    END LOOP;
+  END IF;
+  FOR j IN 1..cardinality(p_capped) LOOP
+    room[j] := room[j] - v_took[j];
+  END LOOP;
+END
+$$;
+
+-- The short-claim fast path: after a claim that took fewer tasks than it had
+-- permits for, with no running limit or executor capacity applying, the
+-- ids of every due task p_node may run when fewer than p_limit tasks of any
+-- type are due (pinned ones included); NULL when more are, and the claim
+-- goes by the turns. One bounded read, without a lock: the claim locks them
+-- after. It takes tasks of any type and stops at p_limit, so that a backlog
+-- of types this node does not run costs that many entries before the claim
+-- goes on as any other.
+CREATE FUNCTION taskmill.all_due_if_few(p_node text, p_limit integer, p_types text[])
+RETURNS bigint[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_read integer;
+  v_ids bigint[];
+BEGIN
+  SELECT count(*)::integer,
+         coalesce(array_agg(d.id) FILTER (WHERE (p_types IS NULL OR d.type = ANY (p_types))
+                                          AND (d.pinned_node IS NULL
+                                               OR d.pinned_node = p_node)), '{}')
+    INTO v_read, v_ids
+    FROM (SELECT d.id, d.type, d.pinned_node FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed') AND d.priority = ANY ('{1,2,3,4,5}')
+             AND d.execute_at <= now()
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT p_limit) d;
+  RETURN CASE WHEN v_read < p_limit THEN v_ids END;
+END
+$$;
+
+-- The fast path's claim: the tasks of p_ids that are still due, running
+-- under p_node from now, refused to a node declared dead. Read without a
+-- lock (taskmill.all_due_if_few): those another claim holds are skipped;
+-- the rows locked are their latest versions, so those taken or moved
+-- meanwhile are left. They are tested after the lock, so that only the
+-- primary key can serve it: the plan is kept, and one made on a small table
+-- read every due task through the claim index.
+CREATE FUNCTION taskmill.claim_ids(p_node text, p_ids bigint[], p_turns_taken integer)
+RETURNS SETOF taskmill.running_task
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF cardinality(p_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    WITH locked AS (
+      SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
+       WHERE c.id = ANY (p_ids)
+       FOR UPDATE SKIP LOCKED)
+    UPDATE taskmill.tasks t
+       SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+           heartbeat_at = now(), started_at = now(), updated_at = now()
+      FROM locked
+     WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
+       AND locked.execute_at <= now()
+    RETURNING (taskmill.as_running(t, p_turns_taken)).*;
+END
+$$;
+
+-- The room a claim has under the running limits: p_limit less what the
+-- global limit leaves (left), and each limited type's room (capped, room):
+-- its limit less its running tasks, 0 for a type this node does not run,
+-- and for a type it runs on executors of limited capacity (p_local_types,
+-- p_local_room) at most what they have left. Running tasks are counted
+-- under the limits' lock, held until the claim commits, so that claims
+-- that check limits take turns and never count the same room twice.
+CREATE FUNCTION taskmill.claim_rooms(p_limit integer, p_types text[], p_capped_types text[],
+                                     p_type_limits integer[], p_global_limit integer,
+                                     p_local_types text[], p_local_room integer[],
+                                     OUT left_in_claim integer, OUT capped text[],
+                                     OUT room integer[])
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_running integer;
+  v_running_types text[];
+  v_running_counts integer[];
+  v_at integer;
+BEGIN
+  left_in_claim := p_limit;
+  capped := coalesce(p_capped_types, '{}');
+  room := '{}';
+  IF p_global_limit > 0 OR cardinality(capped) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+    SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
+           coalesce(sum(r.n), 0)
+      INTO v_running_types, v_running_counts, v_running
+      FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
+             WHERE t.status = 'running' GROUP BY t.type) r;
+  END IF;
+  IF p_global_limit > 0 THEN
+    left_in_claim := least(left_in_claim, p_global_limit - v_running);
+  END IF;
+  FOR i IN 1..cardinality(capped) LOOP
+    v_running := coalesce(v_running_counts[array_position(v_running_types, capped[i])], 0);
+    room[i] := CASE WHEN p_types IS NULL OR capped[i] = ANY (p_types)
+                    THEN greatest(0, p_type_limits[i] - v_running) ELSE 0 END;
+  END LOOP;
+  FOR j IN 1..coalesce(cardinality(p_local_types), 0) LOOP
+    v_at := array_position(capped, p_local_types[j]);
+    IF v_at IS NULL THEN
+      capped := capped || p_local_types[j];
+      room := room || greatest(0, p_local_room[j]);
+    ELSE
+      room[v_at] := least(room[v_at], greatest(0, p_local_room[j]));
+    END IF;
+  END LOOP;
+END
+$$;
+
+-- Whether p_type may have due tasks at one of p_levels: one at its limit,
+-- whose tasks may be ahead of the others'. One probe a level, from the
+-- newest due task back (claims leave the entries of the tasks they took at
+-- the oldest end until a vacuum).
+CREATE FUNCTION taskmill.may_have_due(p_type text, p_levels integer[]) RETURNS boolean
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_level integer;
+BEGIN
+  FOREACH v_level IN ARRAY p_levels LOOP
+    IF (SELECT true FROM taskmill.tasks d
+         WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[p_type])
+           AND d.priority = v_level AND d.execute_at <= now()
+         ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC LIMIT 1) THEN
+      RETURN true;
+    END IF;
+  END LOOP;
+  RETURN false;
+END
+$$;
+
+-- Up to p_want due tasks at p_levels that p_node may run, of p_types (NULL:
+-- any) but not of p_excluded, in claim order, locked: one search of the
+-- claim index, which reads from the oldest due task until it has what it
+-- wants or reaches now. Their types come along when p_with_types (to be
+-- counted against rooms; collected for every search they cost more).
+CREATE FUNCTION taskmill.lock_oldest_due(p_levels integer[], p_types text[],
+                                         p_excluded text[], p_node text, p_want integer,
+                                         p_with_types boolean, OUT ids bigint[],
+                                         OUT types text[])
+LANGUAGE plpgsql AS $$
+BEGIN
+  SELECT coalesce(array_agg(c.id), '{}'),
+         coalesce(array_agg(c.type) FILTER (WHERE p_with_types), '{}')
+    INTO ids, types
+    FROM (SELECT d.id, d.type FROM taskmill.tasks d
+           WHERE d.status IN ('pending', 'failed') AND d.priority = ANY (p_levels)
+             AND d.execute_at <= now()
+             AND d.type <> ALL (p_excluded)
+             AND (p_types IS NULL OR d.type = ANY (p_types))
+             -- A broadcast shard is for its node only.
+             AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+           ORDER BY d.priority, d.execute_at, d.id
+           LIMIT p_want
+           FOR UPDATE SKIP LOCKED) c;
+END
+$$;
+
+-- Up to p_want due tasks of p_types at p_levels, level by level (so that
+-- the index reads each only up to now; as one range of levels it read every
+-- task due later on the way), each type in the index led by it
+-- (taskmill.lock_oldest_of_types), locked.
+CREATE FUNCTION taskmill.lock_oldest_by_level(p_types text[], p_levels integer[],
+                                              p_node text, p_want integer) RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[] := '{}';
+  v_level integer;
+BEGIN
+  FOREACH v_level IN ARRAY p_levels LOOP
+    EXIT WHEN cardinality(v_ids) >= p_want;
+    v_ids := v_ids || taskmill.lock_oldest_of_types(p_types, v_level, p_node,
+                                                    p_want - cardinality(v_ids));
+  END LOOP;
+  RETURN v_ids;
+END
+$$;
+
+-- Whether every type with a running limit that this node runs
+-- (p_types; NULL: any) has room left.
+CREATE FUNCTION taskmill.rooms_left_for_all(p_capped text[], p_room integer[],
+                                            p_types text[]) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  FOR k IN 1..cardinality(p_capped) LOOP
+    IF p_room[k] <= 0 AND p_capped[k] = ANY (coalesce(p_types, p_capped)) THEN
+      RETURN false;
+    END IF;
+  END LOOP;
+  RETURN true;
+END
+$$;
+
+-- The steps of one level in a pass of taskmill.claim_by_turns: the types
+-- with a running limit first, each to its room, then (a step past them) the
+-- others; or, p_together, every type in one search in claim order, each
+-- keeping what its room allows (taskmill.within_rooms). Where a limited
+-- type may have due tasks left, or the level has a task of a type this
+-- node does not run at an end (a backlog no node runs, perhaps), a search in
+-- claim order would read through those: there the types without a limit
+-- are searched one by one, as each type with a limit always is (its room is
+-- its own). Answers the ids it locked, what is left of each room, of the
+-- level's quota and of the claim's room, whether more may be due, whether a
+-- limited type may have due tasks left, and what the last search read and
+-- kept (NULL: none ran).
+CREATE FUNCTION taskmill.lock_level(p_node text, p_types text[], p_level integer,
+                                    p_levels integer[], p_foreign_ends integer[],
+                                    p_capped text[], p_uncapped boolean, p_together boolean,
+                                    INOUT room integer[], INOUT quota integer,
+                                    INOUT left_in_claim integer, INOUT more boolean,
+                                    INOUT capped_may_wait boolean,
+                                    INOUT unlimited_types text[], OUT ids bigint[],
+                                    OUT read integer, OUT kept integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_type text;
+  v_step integer;
+  v_ids bigint[];
+  v_found record;
+  v_within record;
+BEGIN
+  ids := '{}';
+  FOR i IN 1..cardinality(p_capped) + 1 LOOP
+    v_type := p_capped[i];
+    CONTINUE WHEN p_together AND v_type IS NOT NULL;
+    v_step := CASE WHEN v_type IS NOT NULL THEN least(quota, room[i])
+                   WHEN p_uncapped OR p_together THEN quota ELSE 0 END;
+    IF v_type IS NOT NULL AND v_step <= 0 AND p_uncapped AND NOT capped_may_wait THEN
+      capped_may_wait := taskmill.may_have_due(v_type, p_levels);
+    END IF;
+    CONTINUE WHEN v_step <= 0;
+    IF v_type IS NULL AND NOT (capped_may_wait OR p_levels && p_foreign_ends) THEN
+      v_found := taskmill.lock_oldest_due(
+                   CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
+                   p_types, CASE WHEN p_together THEN '{}' ELSE p_capped END, p_node, v_step,
+                   p_together);
+      v_ids := v_found.ids;
+      read := cardinality(v_ids);
+      IF p_together THEN
+        v_within := taskmill.within_rooms(v_ids, v_found.types, p_capped, room);
+        room := v_within.room;
+        v_ids := v_within.ids;
+      END IF;
+    ELSE
+      IF v_type IS NULL AND unlimited_types IS NULL THEN
+        unlimited_types := ARRAY(
+          SELECT DISTINCT o.type
+            FROM unnest(coalesce(p_types, ARRAY(SELECT taskmill.queued_types()))) AS o(type)
+           WHERE o.type <> ALL (p_capped));
+      END IF;
+      v_ids := taskmill.lock_oldest_by_level(
+                 CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE unlimited_types END,
+                 p_levels, p_node, v_step);
+      read := cardinality(v_ids);
+    END IF;
+    -- Locked: the claim's update takes them all.
+    kept := cardinality(v_ids);
+    ids := ids || v_ids;
+    more := more OR read >= v_step;
+    IF v_type IS NOT NULL THEN
+      room[i] := room[i] - kept;
+      capped_may_wait := capped_may_wait OR kept >= v_step;
+    END IF;
+    quota := quota - kept;
+    left_in_claim := left_in_claim - kept;
+  END LOOP;
+END
+$$;
