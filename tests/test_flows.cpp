@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE flows
 #include <boost/test/unit_test.hpp>
 
+#include "actors/alerter.hpp"
 #include "actors/cluster.hpp"
 #include "actors/dispatcher.hpp"
 #include "actors/executors/caf_executors.hpp"
@@ -18,6 +19,8 @@
 #include <caf/scheduler/test_coordinator.hpp>
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
+
+#include <prometheus/histogram.h>
 
 #include <algorithm>
 #include <array>
@@ -235,6 +238,19 @@ struct flow_fixture {
     sched.run();
     BOOST_REQUIRE(out->has_value());
     return std::move(**out);
+  }
+
+  /// Dispatches task `id` of type SLEEP, asleep for `ms`, as claimed.
+  pb::Task dispatch_a_sleep(int64_t id, int ms) {
+    auto sleeping = noop_task(id, 3);
+    sleeping.set_type("SLEEP");
+    sleeping.set_payload(std::to_string(ms));
+    sleeping.set_attempt(1);
+    pb::TaskList claimed;
+    *claimed.add_tasks() = sleeping;
+    caf::anon_send(dispatcher, dispatch_atom_v, claimed);
+    sched.run();
+    return sleeping;
   }
 
   /// Runs the first round, which finds nothing due, then lets `tasks` come
@@ -518,14 +534,7 @@ BOOST_AUTO_TEST_CASE(after_a_claim_fails_the_tasks_it_may_have_taken_are_run) {
 BOOST_AUTO_TEST_CASE(the_dispatcher_adopts_only_tasks_it_does_not_know_and_that_still_run) {
   start(100, 10);
   sched.run();
-  auto sleeping = noop_task(1, 3);
-  sleeping.set_type("SLEEP");
-  sleeping.set_payload("60000");
-  sleeping.set_attempt(1);
-  pb::TaskList claimed;
-  *claimed.add_tasks() = sleeping;
-  caf::anon_send(dispatcher, dispatch_atom_v, claimed);
-  sched.run();
+  auto sleeping = dispatch_a_sleep(1, 60000);
   auto unknown = noop_task(2, 3);
   unknown.set_attempt(1);
   auto ended = noop_task(3, 3);
@@ -548,6 +557,21 @@ BOOST_AUTO_TEST_CASE(the_dispatcher_adopts_only_tasks_it_does_not_know_and_that_
   caf::anon_send(dispatcher, adopt_atom_v, running);
   sched.run();
   BOOST_CHECK_EQUAL(rec->outcomes.size(), 1u);
+}
+
+// An execution's time is the actor clock's: here the scheduler's, advanced by
+// the test, not the time the test took.
+BOOST_AUTO_TEST_CASE(an_executions_time_is_measured_on_the_actor_clock) {
+  start(100, 10);
+  sched.run();
+  dispatch_a_sleep(1, 2000);
+  BOOST_CHECK(rec->outcomes.empty());
+  sched.advance_time(2s);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  auto histogram = metrics->of_type("SLEEP").execution_seconds.Collect().histogram;
+  BOOST_CHECK_EQUAL(histogram.sample_count, 1u);
+  BOOST_CHECK_CLOSE(histogram.sample_sum, 2.0, 1.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_task_whose_outcome_waits_to_be_stored_again_is_not_adopted) {
@@ -1058,6 +1082,69 @@ BOOST_AUTO_TEST_CASE(a_leader_whose_heartbeat_hangs_gives_up_the_lead_before_its
   BOOST_CHECK(!leads());
   BOOST_CHECK(!rec->last_want.value_or(true));
   BOOST_CHECK(!rec->paused.has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// The checks an alert storage stand-in was asked for.
+struct alert_recorder {
+  std::vector<pb::AlertCheck> checks;
+};
+
+caf::behavior alert_storage_stand_in(std::shared_ptr<alert_recorder> rec) {
+  return {
+      [rec](alerts_atom, const pb::AlertCheck& check) {
+        rec->checks.push_back(check);
+        return pb::AlertRound{};
+      },
+      [](deliver_atom, const pb::DeliveryResults&) { return int32_t{0}; },
+  };
+}
+
+}  // namespace
+
+/// An alerter on an alert storage stand-in, checking every second.
+struct alerter_fixture : flow_fixture {
+  alerter_fixture() {
+    storage = sys.spawn(alert_storage_stand_in, rec);
+    auto ao = alerter_options_from(config{});
+    ao.storage = caf::actor_cast<alert_storage_actor>(storage);
+    ao.interval = 1s;
+    ao.overdue_check_interval = 5s;
+    alerter = spawn_alerter(sys, ao);
+  }
+
+  ~alerter_fixture() {
+    caf::anon_send_exit(alerter, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(storage, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  std::shared_ptr<alert_recorder> rec = std::make_shared<alert_recorder>();
+  caf::actor storage;
+  alerter_actor alerter;
+};
+
+BOOST_FIXTURE_TEST_SUITE(alerts, alerter_fixture)
+
+// The overdue check, a costlier query, runs at its own interval, counted on
+// the actor clock: passes between its turns leave it out.
+BOOST_AUTO_TEST_CASE(the_overdue_check_runs_at_its_interval_of_the_actor_clock) {
+  caf::anon_send(alerter, lead_atom_v, int64_t{3});
+  sched.run();
+  sched.trigger_timeouts();
+  sched.run();
+  for (int second = 1; second <= 5; ++second) {
+    sched.advance_time(1s);
+    sched.run();
+  }
+  BOOST_REQUIRE_EQUAL(rec->checks.size(), 6u);
+  std::vector<bool> overdue;
+  for (const auto& c : rec->checks) overdue.push_back(c.check_overdue());
+  BOOST_CHECK((overdue == std::vector<bool>{true, false, false, false, false, true}));
+  BOOST_CHECK_EQUAL(rec->checks.back().term(), 3);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
