@@ -193,6 +193,8 @@ caf::error read_submit_task(const json& value, const std::string& where, pb::Sub
     out.set_shard_index(static_cast<int32_t>(*v));
   if (auto v = r.integer("shard_total", INT32_MIN, INT32_MAX))
     out.set_shard_total(static_cast<int32_t>(*v));
+  if (auto v = r.raw("after")) out.set_after(*v);
+  if (auto v = r.text("on_parent_failure")) out.set_on_parent_failure(*v);
   return r.finish();
 }
 
@@ -276,6 +278,15 @@ void write_waiting(std::string& out, const pb::Waiting& waiting) {
   w.text("reason", waiting.reason());
   w.text("message", waiting.message());
   if (waiting.has_until()) w.time_or_null("until", waiting.until(), true);
+  if (waiting.parents_size() > 0) {
+    auto& parents = w.field("parents");
+    parents += '[';
+    for (int i = 0; i < waiting.parents_size(); ++i) {
+      if (i > 0) parents += ',';
+      parents += std::to_string(waiting.parents(i));
+    }
+    parents += ']';
+  }
 }
 
 void write_task(std::string& out, const pb::Task& t) {

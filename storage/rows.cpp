@@ -36,9 +36,12 @@ task_columns::task_columns(const result& res)
 
 namespace {
 
+// A task waiting for its parents is due at 'infinity' (storage/sql/dependencies.sql):
+// it has no time to answer until they finished.
 void read_time(const result& res, int row, int col,
                google::protobuf::Timestamp* (pb::Task::*field)(), pb::Task* out) {
-  if (!res.is_null(row, col)) set_micros((out->*field)(), res.micros(row, col));
+  if (!res.is_null(row, col) && res.text(row, col) != "infinity")
+    set_micros((out->*field)(), res.micros(row, col));
 }
 
 param text_param(const std::string& s) {
@@ -120,6 +123,10 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
       optional([](auto t) { return t->has_trace_id() ? text_param(t->trace_id()) : param{}; }),
       optional([&](auto t) { return optional_number(t->has_shard_index(), t->shard_index()); }),
       optional([&](auto t) { return optional_number(t->has_shard_total(), t->shard_total()); }),
+      optional([](auto t) { return t->has_after() ? text_param(t->after()) : param{}; }),
+      optional([](auto t) {
+        return t->has_on_parent_failure() ? text_param(t->on_parent_failure()) : param{};
+      }),
   };
 }
 

@@ -8,7 +8,9 @@ const statement submit_batch{
     "submit_batch",
     "SELECT * FROM taskmill.submit_batch($1::text[], $2::text[], "
     "$3::bigint[], $4::jsonb[], $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[], "
-    "$10::int[], $11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[])"};
+    "$10::int[], $11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[], "
+    "$17::jsonb[], "
+    "$18::text[])"};
 
 const statement reschedule{
     "reschedule",
@@ -78,10 +80,10 @@ const statement still_running{
     "attempt) JOIN taskmill.tasks t ON t.id = e.id AND t.attempt = e.attempt WHERE t.status = "
     "'running' AND t.started_at + t.timeout_ms * interval '1 ms' > now() ORDER BY t.id"};
 
-const statement waiting_reason{
-    "waiting_reason",
-    "SELECT reason, message, until FROM taskmill.waiting_reason($1::bigint, $2::bigint, "
-    "$3::bigint, $4::int, $5::int[])"};
+const statement waiting_reason{"waiting_reason",
+                               "SELECT reason, message, until, array_to_string(parents, ',') "
+                               "FROM taskmill.waiting_reason($1::bigint, $2::bigint, "
+                               "$3::bigint, $4::int, $5::int[])"};
 
 const statement put_type_settings{
     "put_type_settings",

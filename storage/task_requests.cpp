@@ -10,6 +10,8 @@
 
 #include <caf/send.hpp>
 
+#include <charconv>
+
 #include <spdlog/spdlog.h>
 
 namespace taskmill::storage_internal {
@@ -26,6 +28,20 @@ constexpr int list_scan_rows = 50000;
 constexpr int64_t exact_counts_up_to = 100000;
 
 // -- reading rows ---------------------------------------------------------------
+
+/// Task ids joined by commas (array_to_string of a bigint[]).
+std::vector<int64_t> split_ids(std::string_view text) {
+  std::vector<int64_t> ids;
+  while (!text.empty()) {
+    int64_t id = 0;
+    auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), id);
+    if (ec != std::errc{}) break;
+    ids.push_back(id);
+    text.remove_prefix(static_cast<size_t>(end - text.data()));
+    if (!text.empty()) text.remove_prefix(1);
+  }
+  return ids;
+}
 
 caf::expected<pb::Task> single_task(const db::result& res, const std::string& missing) {
   if (res.rows() == 0) return make_error(errc::not_found, missing);
@@ -258,6 +274,7 @@ caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
           waiting->set_reason(r.string(0, 0));
           waiting->set_message(r.string(0, 1));
           if (!r.is_null(0, 2)) set_micros(waiting->mutable_until(), r.micros(0, 2));
+          for (auto id : split_ids(r.text(0, 3))) waiting->add_parents(id);
         }
         return task;
       });

@@ -417,8 +417,19 @@ struct submit_options {
   std::optional<int64_t> max_retries;
   std::optional<int64_t> timeout_ms;
   std::string batch;
+  std::vector<std::string> after;
+  std::string on_parent_failure;
   bool wait = false;
 };
+
+/// A parent of --after: a task id, or TYPE:KEY (the unit's current task).
+json parent_ref(const std::string& ref) {
+  if (!ref.empty() && ref.find_first_not_of("0123456789") == std::string::npos)
+    return std::stoll(ref);
+  auto colon = ref.find(':');
+  if (colon == std::string::npos) return ref;  // refused by the node, naming it
+  return json{{"type", ref.substr(0, colon)}, {"key", ref.substr(colon + 1)}};
+}
 
 json submit_body(const submit_options& o) {
   json body{{"type", o.type}, {"key", o.key}};
@@ -429,6 +440,11 @@ json submit_body(const submit_options& o) {
   if (o.max_retries) body["max_retries"] = *o.max_retries;
   if (o.timeout_ms) body["timeout_ms"] = *o.timeout_ms;
   if (!o.batch.empty()) body["batch"] = o.batch;
+  if (!o.after.empty()) {
+    auto& after = body["after"] = json::array();
+    for (const auto& ref : o.after) after.push_back(parent_ref(ref));
+  }
+  if (!o.on_parent_failure.empty()) body["on_parent_failure"] = o.on_parent_failure;
   return body;
 }
 
@@ -493,6 +509,10 @@ void add_submit(CLI::App& app, client_command& chosen) {
   sub->add_option("--max-retries", o->max_retries, "Retries after a failed attempt");
   sub->add_option("--timeout-ms", o->timeout_ms, "Execution timeout in milliseconds");
   sub->add_option("--batch", o->batch, "Batch the task belongs to");
+  sub->add_option("--after", o->after,
+                  "A task that must finish first: its id, or TYPE:KEY (repeatable)");
+  sub->add_option("--on-parent-failure", o->on_parent_failure,
+                  "With --after, when a parent ends dead or cancelled: fail (default), run, skip");
   sub->add_flag("--wait", o->wait, "Wait until the task is finished; exit 0 only if it succeeded");
   on_parsed(sub, chosen, [o] { return submit(*o); });
 }

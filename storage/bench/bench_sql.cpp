@@ -56,7 +56,9 @@ const char* const raw_reset = "TRUNCATE bench_raw.jobs";
 
 const char* const vacuum_raw = "VACUUM ANALYZE bench_raw.jobs";
 
-const char* const reset_tasks = "TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
+const char* const reset_tasks =
+    "TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts, taskmill.task_edges, "
+    "taskmill.task_waits";
 
 const char* const vacuum_tasks =
     "VACUUM ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
@@ -130,5 +132,44 @@ const char* const submit_reporting_start =
     "SELECT (taskmill.submit($1, $2, payload => '{\"report_start\": true}')).outcome";
 
 const char* const submit_one = "SELECT (taskmill.submit($1, $2)).outcome";
+
+// Each submit finds the one before by its (type, key): submitted earlier in
+// the same statement, it is there to be found.
+const char* const submit_chain = R"sql(
+SELECT count(*) FROM (
+  SELECT taskmill.submit($1, 'chain-' || g,
+           after => CASE WHEN g > 1 THEN jsonb_build_array(jsonb_build_object(
+                                           'type', $1::text, 'key', 'chain-' || (g - 1))) END)
+    FROM generate_series(1, $2::int) g) s
+)sql";
+
+const char* const submit_fan_out = R"sql(
+SELECT count(*) FROM (
+  SELECT taskmill.submit($1, 'fan-root')
+  UNION ALL
+  SELECT taskmill.submit($1, 'fan-' || g,
+           after => jsonb_build_array(jsonb_build_object('type', $1::text, 'key', 'fan-root')))
+    FROM generate_series(1, $2::int) g) s
+)sql";
+
+const char* const submit_fan_in = R"sql(
+SELECT (taskmill.submit($1, 'fan-in', after => (
+          SELECT jsonb_agg(jsonb_build_object('type', $1::text, 'key', 'fan-' || g))
+            FROM generate_series(1, $2::int) g))).outcome
+)sql";
+
+const char* const chain_seconds = R"sql(
+SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8
+  FROM taskmill.tasks WHERE type = $1 AND status = 'succeeded'
+)sql";
+
+const char* const fan_seconds = R"sql(
+SELECT extract(epoch FROM c.last - r.finished_at)::float8,
+       extract(epoch FROM i.started_at - c.last)::float8
+  FROM (SELECT max(finished_at) AS last FROM taskmill.tasks
+         WHERE type = $1 AND key NOT IN ('fan-root', 'fan-in')) c,
+       taskmill.tasks r, taskmill.tasks i
+ WHERE r.type = $1 AND r.key = 'fan-root' AND i.type = $1 AND i.key = 'fan-in'
+)sql";
 
 }  // namespace taskmill::db::bench_sql

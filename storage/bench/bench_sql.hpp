@@ -42,6 +42,18 @@ extern const char* const load_mixed_backlog;
 extern const char* const load_calendar;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.
 extern const char* const delete_types;
+/// $1: type, $2: how many. A chain of tasks (keys chain-1, chain-2, ...),
+/// each submitted after the one before.
+extern const char* const submit_chain;
+/// $1: type, $2: how many. A root (key fan-root), that many children after
+/// it (fan-1, fan-2, ...), and one task after all of them (fan-in).
+extern const char* const submit_fan_out;
+extern const char* const submit_fan_in;
+/// $1: type. Seconds from the chain's first start to its last finish.
+extern const char* const chain_seconds;
+/// $1: type. Seconds from the root's finish to the children's last finish,
+/// and from that to the fan-in task's start.
+extern const char* const fan_seconds;
 
 /// The database's clock now.
 extern const char* const now;

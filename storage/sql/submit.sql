@@ -127,6 +127,7 @@ CREATE FUNCTION taskmill.submit(
   backoff_cap_ms integer DEFAULT NULL, backoff_jitter real DEFAULT NULL,
   batch text DEFAULT NULL, trace_id text DEFAULT NULL,
   shard_index integer DEFAULT NULL, shard_total integer DEFAULT NULL,
+  after jsonb DEFAULT NULL, on_parent_failure text DEFAULT NULL,
   OUT outcome text, OUT task taskmill.tasks)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
@@ -146,6 +147,15 @@ DECLARE
   v_deadline timestamptz;
   v_trace text := coalesce(trace_id, taskmill.new_trace_id());
   v_problem text;
+  -- The parents of `after`, their edges' policies and, once locked, their
+  -- statuses; how the task begins among them (taskmill.child_start).
+  v_parents bigint[];
+  v_policies text[];
+  v_statuses taskmill.task_status[];
+  v_start_status taskmill.task_status;
+  v_start_error text;
+  v_parents_left integer;
+  v_waiting boolean;
 BEGIN
   v_problem := taskmill.task_problem(type, key, version, execute_at, priority, max_retries,
                                      timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
@@ -154,6 +164,12 @@ BEGIN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
   v_deadline := v_execute_at + s.pending_deadline_ms * interval '1 millisecond';
+  IF after IS NOT NULL THEN
+    SELECT array_agg(r.parent_id), array_agg(r.on_failure) INTO v_parents, v_policies
+      FROM taskmill.parent_refs(after, coalesce(on_parent_failure, 'fail')) r;
+  ELSIF on_parent_failure IS NOT NULL THEN
+    PERFORM taskmill.bad_argument('on_parent_failure goes with after');
+  END IF;
 
   PERFORM taskmill.lock_unit(type, key);
   LOOP
@@ -169,15 +185,23 @@ BEGIN
         task := cur;
         RETURN;
       END IF;
+      -- A task waiting for parents waits on, due at the new time after them.
+      v_waiting := cur.status = 'pending' AND cur.execute_at = 'infinity';
+      IF v_waiting THEN
+        UPDATE taskmill.task_waits w SET execute_at = v_execute_at WHERE w.task_id = cur.id;
+      END IF;
       UPDATE taskmill.tasks t
-         SET status = 'pending', payload = v_payload, execute_at = v_execute_at,
+         SET status = 'pending', payload = v_payload,
+             execute_at = CASE WHEN v_waiting THEN t.execute_at ELSE v_execute_at END,
              priority = v_priority, max_retries = v_max_retries, timeout_ms = v_timeout_ms,
              backoff_kind = v_kind, backoff_base_ms = v_base, backoff_cap_ms = v_cap,
-             backoff_jitter = v_jitter, deadline_at = v_deadline, batch = submit.batch,
+             backoff_jitter = v_jitter, deadline_at = CASE WHEN NOT v_waiting THEN v_deadline END,
+             batch = submit.batch,
              trace_id = v_trace, shard_index = submit.shard_index,
              shard_total = submit.shard_total, retry_count = 0, result = NULL,
              heartbeat_at = NULL, updated_at = now()
        WHERE t.id = cur.id AND t.status IN ('pending', 'failed', 'dead', 'stopped')
+         AND (t.execute_at = 'infinity') = v_waiting
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'replaced';
@@ -195,15 +219,44 @@ BEGIN
                        WHERE k.type = type AND k.key = key AND k.version < v_version)
          AND t.status IN ('pending', 'failed');
     END IF;
+    IF cardinality(v_parents) > 0 THEN
+      SELECT array_agg(l.id), array_agg(l.status), array_agg(r.policy)
+        INTO v_parents, v_statuses, v_policies
+        FROM taskmill.lock_parents(v_parents) l
+        JOIN unnest(v_parents, v_policies) AS r(id, policy) ON r.id = l.id;
+      SELECT c.status, c.error, c.parents_left INTO v_start_status, v_start_error, v_parents_left
+        FROM taskmill.child_start(v_parents, v_statuses, v_policies) c;
+    END IF;
+    -- Waiting, or ended by a parent (below): out of the claims' reach.
     INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
                                 timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                 backoff_jitter, deadline_at, batch, trace_id, shard_index,
                                 shard_total)
-    VALUES (type, key, v_version, v_payload, v_execute_at, v_priority, v_max_retries,
-            v_timeout_ms, v_kind, v_base, v_cap, v_jitter, v_deadline, batch, v_trace,
-            shard_index, shard_total)
+    VALUES (type, key, v_version, v_payload,
+            CASE WHEN v_start_status IS NULL
+                      OR (v_start_status = 'pending' AND v_parents_left = 0)
+                 THEN v_execute_at ELSE 'infinity' END,
+            v_priority, v_max_retries, v_timeout_ms, v_kind, v_base, v_cap, v_jitter,
+            CASE WHEN coalesce(v_parents_left, 0) = 0 THEN v_deadline END,
+            batch, v_trace, shard_index, shard_total)
     RETURNING * INTO task;
     outcome := 'created';
+    IF v_start_status IS NOT NULL THEN
+      PERFORM taskmill.link_parents(task.id, v_parents, v_statuses, v_policies,
+                                    CASE WHEN v_start_status = 'pending' THEN v_parents_left
+                                         ELSE 0 END,
+                                    v_execute_at);
+      IF v_start_status <> 'pending' THEN
+        UPDATE taskmill.tasks t
+           SET status = v_start_status, error = v_start_error, execute_at = v_execute_at,
+               updated_at = now()
+         WHERE t.id = task.id
+        RETURNING * INTO task;
+      END IF;
+      IF task.execute_at > now() OR task.status <> 'pending' THEN
+        RETURN;
+      END IF;
+    END IF;
     -- Due at once, it may go to an idle node as the transaction commits
     -- (storage/sql/offers.sql), which wakes the nodes if it does not.
     IF v_execute_at <= now() AND s.running_limit IS NULL THEN
@@ -235,7 +288,8 @@ CREATE FUNCTION taskmill.submit_batch(
   p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
   p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
   p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
-  p_shard_indexes integer[], p_shard_totals integer[])
+  p_shard_indexes integer[], p_shard_totals integer[], p_afters jsonb[] DEFAULT NULL,
+  p_on_parent_failures text[] DEFAULT NULL)
 RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, version bigint,
                status taskmill.task_status, priority smallint, execute_at timestamptz,
                payload jsonb, result jsonb, error text, attempt integer, retry_count integer,
@@ -244,7 +298,7 @@ RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, ver
                deadline_at timestamptz, batch text, shard_index integer, shard_total integer,
                trace_id text, picked_by text, heartbeat_at timestamptz, started_at timestamptz,
                created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-               pinned_node text)
+               pinned_node text, has_children boolean)
 LANGUAGE plpgsql
 -- The plans are kept for the session: planned at every call, a submit spent
 -- more time planning than a task of a small batch costs to store. With
@@ -293,6 +347,14 @@ BEGIN
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
+  -- The parents of tasks with `after` are checked here to name the task in
+  -- the batch; taskmill.submit finds them again.
+  IF cardinality(p_types) > 1 THEN
+    PERFORM taskmill.parent_refs(u.after, coalesce(u.on_parent_failure, 'fail'),
+                                 format('tasks[%s].', u.ord - 1))
+       FROM unnest(p_afters, p_on_parent_failures) WITH ORDINALITY AS u(after, on_parent_failure, ord)
+      WHERE u.after IS NOT NULL;
+  END IF;
 
   PERFORM pg_advisory_xact_lock(l.h)
      FROM (SELECT DISTINCT taskmill.unit_lock_key(k.type, k.key) AS h
@@ -318,6 +380,7 @@ BEGIN
     SELECT u.ord
       FROM unnest(p_types, p_keys) WITH ORDINALITY AS u(type, key, ord)
      WHERE u.ord = ANY (v_copies)
+        OR p_afters[u.ord] IS NOT NULL OR p_on_parent_failures[u.ord] IS NOT NULL
         OR EXISTS (SELECT 1 FROM taskmill.task_keys k
                     WHERE k.type = u.type AND k.key = u.key OFFSET 0)
         OR (cardinality(p_types) = 1 AND coalesce(p_execute_ats[1], now()) <= now()
@@ -387,7 +450,8 @@ BEGIN
                            p_execute_ats[v_ord], p_priorities[v_ord], p_max_retries[v_ord],
                            p_timeouts[v_ord], p_backoff_kinds[v_ord], p_backoff_bases[v_ord],
                            p_backoff_caps[v_ord], p_backoff_jitters[v_ord], p_batches[v_ord],
-                           p_trace_ids[v_ord], p_shard_indexes[v_ord], p_shard_totals[v_ord]) s;
+                           p_trace_ids[v_ord], p_shard_indexes[v_ord], p_shard_totals[v_ord],
+                           p_afters[v_ord], p_on_parent_failures[v_ord]) s;
   END LOOP;
 END
 $$;
@@ -402,6 +466,7 @@ DECLARE
   cur taskmill.tasks;
   prev taskmill.tasks;
   s taskmill.task_types;
+  v_waiting boolean;
   problem text := coalesce(
     taskmill.task_problem(type, key, NULL, execute_at, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
                           NULL, NULL, NULL, NULL),
@@ -452,11 +517,20 @@ BEGIN
     END IF;
 
     IF cur.status IN ('pending', 'failed') THEN
+      -- A task waiting for parents waits on, due at the new time after them.
+      v_waiting := cur.status = 'pending' AND cur.execute_at = 'infinity';
+      IF v_waiting THEN
+        UPDATE taskmill.task_waits w SET execute_at = reschedule.execute_at
+         WHERE w.task_id = cur.id;
+      END IF;
       UPDATE taskmill.tasks t
-         SET execute_at = reschedule.execute_at, payload = coalesce(payload, t.payload),
-             deadline_at = taskmill.deadline_after(reschedule.execute_at, type),
+         SET execute_at = CASE WHEN v_waiting THEN t.execute_at ELSE reschedule.execute_at END,
+             payload = coalesce(payload, t.payload),
+             deadline_at = CASE WHEN NOT v_waiting
+                                THEN taskmill.deadline_after(reschedule.execute_at, type) END,
              updated_at = now()
        WHERE t.id = cur.id AND t.status IN ('pending', 'failed')
+         AND (t.execute_at = 'infinity') = v_waiting
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'updated';
@@ -480,19 +554,22 @@ BEGIN
       UPDATE taskmill.tasks t
          SET status = 'cancelled',
              error = format('rescheduled to %s while running', reschedule.execute_at),
-             updated_at = now()
+             has_children = false, updated_at = now()
        WHERE t.id = cur.id AND t.status = 'running' AND t.attempt = cur.attempt;
       IF FOUND THEN
         INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
-                                    trace_id, shard_index, shard_total)
+                                    trace_id, shard_index, shard_total, has_children)
         VALUES (type, key, cur.version, coalesce(payload, cur.payload), execute_at,
                 cur.priority, cur.max_retries, cur.timeout_ms, cur.backoff_kind,
                 cur.backoff_base_ms, cur.backoff_cap_ms, cur.backoff_jitter,
                 taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
-                cur.shard_index, cur.shard_total)
+                cur.shard_index, cur.shard_total, cur.has_children)
         RETURNING * INTO task;
+        -- The copy is the one its children wait for.
+        UPDATE taskmill.task_edges e SET parent_id = task.id
+         WHERE e.parent_id = cur.id AND NOT e.done;
         outcome := 'recreated';
         PERFORM taskmill.wake_nodes();
         RETURN;

@@ -91,7 +91,7 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history; so are long-dead nodes, closed firings of
+-- are deleted with their history and edges; so are long-dead nodes, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
@@ -107,6 +107,12 @@ LANGUAGE sql AS $$
     RETURNING t.id),
   history AS (
     DELETE FROM taskmill.attempts a USING gone g WHERE a.task_id = g.id
+  ),
+  edges_to_children AS (
+    DELETE FROM taskmill.task_edges e USING gone g WHERE e.parent_id = g.id
+  ),
+  edges_to_parents AS (
+    DELETE FROM taskmill.task_edges e USING gone g WHERE e.child_id = g.id
   ),
   nodes AS (
     DELETE FROM taskmill.nodes n

@@ -6,14 +6,14 @@
 -- is probed once per priority level.
 
 -- The first of the reasons that holds, in the order a claim meets them:
--- not due yet; no node that could claim it; a full limit; due work ahead.
+-- parents to wait for (the first 100 of them in parents); not due yet; no node that could claim it; a full limit; due work ahead.
 -- p_lease_ms and p_heartbeat_ms are the asking node's lease and heartbeat
 -- interval (every node of a cluster has the same); p_global_limit its global
 -- running limit (0: none) and p_weights the priority weights, levels 1..5.
 -- No row for a task in any other status, or no task.
 CREATE FUNCTION taskmill.waiting_reason(p_id bigint, p_lease_ms bigint, p_heartbeat_ms bigint,
                                         p_global_limit integer, p_weights integer[])
-RETURNS TABLE (reason text, message text, until timestamptz)
+RETURNS TABLE (reason text, message text, until timestamptz, parents bigint[])
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   t taskmill.tasks;
@@ -32,14 +32,29 @@ BEGIN
     RETURN;
   END IF;
 
+  IF t.execute_at = 'infinity' THEN
+    RETURN QUERY
+      SELECT 'waiting_for_parents',
+             format('waits for %s unfinished parent%s: %s%s; due %s after them', p.total,
+                    CASE WHEN p.total = 1 THEN '' ELSE 's' END,
+                    array_to_string(p.ids[1:10], ', '),
+                    CASE WHEN p.total > 10 THEN format(' and %s more', p.total - 10) ELSE '' END,
+                    CASE WHEN w.execute_at <= now() THEN 'at once' ELSE 'at ' || w.execute_at END),
+             NULL::timestamptz, p.ids
+        FROM taskmill.unfinished_parents(t.id, 100) p
+        LEFT JOIN taskmill.task_waits w ON w.task_id = t.id;
+    RETURN;
+  END IF;
+
   IF t.execute_at > now() THEN
     IF t.status = 'failed' THEN
       RETURN QUERY SELECT 'retry_backoff', format(
         'attempt %s failed (%s); retry %s of %s waits for its backoff until %s',
         t.attempt, coalesce(t.error, 'no error given'), t.retry_count, t.max_retries,
-        t.execute_at), t.execute_at;
+        t.execute_at), t.execute_at, NULL::bigint[];
     ELSE
-      RETURN QUERY SELECT 'due_later', format('due later, at %s', t.execute_at), t.execute_at;
+      RETURN QUERY SELECT 'due_later', format('due later, at %s', t.execute_at), t.execute_at,
+        NULL::bigint[];
     END IF;
     RETURN;
   END IF;
@@ -49,7 +64,7 @@ BEGIN
         WHERE n.name = t.pinned_node AND n.stopped_at IS NULL AND n.heartbeat_at >= v_live_since) THEN
     RETURN QUERY SELECT 'pinned_node_down', format(
       'shard %s of %s is pinned to node %s, which is down; the leader pins it to a live node',
-      t.shard_index, t.shard_total, t.pinned_node), NULL::timestamptz;
+      t.shard_index, t.shard_total, t.pinned_node), NULL::timestamptz, NULL::bigint[];
     RETURN;
   END IF;
 
@@ -62,13 +77,14 @@ BEGIN
      AND (t.pinned_node IS NULL OR n.name = t.pinned_node);
   IF cardinality(v_nodes) = 0 THEN
     RETURN QUERY SELECT 'no_node_for_type',
-      format('no live node runs type %s', t.type), NULL::timestamptz;
+      format('no live node runs type %s', t.type), NULL::timestamptz, NULL::bigint[];
     RETURN;
   END IF;
   IF cardinality(v_claiming) = 0 THEN
     RETURN QUERY SELECT 'claiming_paused', format(
       'claiming is paused on %s: the lease is in doubt (no heartbeat stored for over %s ms)',
-      array_to_string(v_nodes, ', '), p_lease_ms - p_heartbeat_ms), NULL::timestamptz;
+      array_to_string(v_nodes, ', '), p_lease_ms - p_heartbeat_ms), NULL::timestamptz,
+      NULL::bigint[];
     RETURN;
   END IF;
 
@@ -78,7 +94,7 @@ BEGIN
     IF v_running >= v_limit THEN
       RETURN QUERY SELECT 'limit_full', format(
         'the running limit of type %s is full: %s of %s running', t.type, v_running, v_limit),
-        NULL::timestamptz;
+        NULL::timestamptz, NULL::bigint[];
       RETURN;
     END IF;
   END IF;
@@ -87,7 +103,7 @@ BEGIN
     IF v_running >= p_global_limit THEN
       RETURN QUERY SELECT 'limit_full', format(
         'the global running limit is full: %s of %s running', v_running, p_global_limit),
-        NULL::timestamptz;
+        NULL::timestamptz, NULL::bigint[];
       RETURN;
     END IF;
   END IF;
@@ -106,12 +122,12 @@ BEGIN
     RETURN QUERY SELECT 'behind_priorities', format(
       'due work of higher priority (%s) goes first; priority %s gets %s%% of each claim round',
       (SELECT string_agg(l::text, ', ') FROM unnest(v_levels) l WHERE l < t.priority),
-      t.priority, round(100 * v_share)), NULL::timestamptz;
+      t.priority, round(100 * v_share)), NULL::timestamptz, NULL::bigint[];
     RETURN;
   END IF;
 
   RETURN QUERY SELECT 'due_now', format(
     'due since %s; the next claim round on %s takes it', t.execute_at,
-    array_to_string(v_claiming, ', ')), NULL::timestamptz;
+    array_to_string(v_claiming, ', ')), NULL::timestamptz, NULL::bigint[];
 END
 $$;

@@ -17,7 +17,8 @@ namespace {
 constexpr const char* task_columns =
     "id, type, key, version, status, priority, payload::text, coalesce(error, ''), attempt, "
     "retry_count, max_retries, timeout_ms, coalesce(picked_by, ''), coalesce(batch, ''), trace_id, "
-    "extract(epoch from execute_at - now())::float8";
+    "CASE WHEN execute_at = 'infinity' THEN 'Infinity'::float8 "
+    "ELSE extract(epoch from execute_at - now())::float8 END";
 
 std::string text_or_empty(const db::result& res, int row, const char* name) {
   auto col = res.column(name);

@@ -31,7 +31,7 @@ struct task_row {
   std::string picked_by;
   std::string batch;
   std::string trace_id;
-  double execute_in_s = 0;  // execute_at - now(), in seconds
+  double execute_in_s = 0;  // execute_at - now(), in seconds; infinite while waiting for parents
 };
 
 task_row read_task_row(const db::result& res, int row);

@@ -101,11 +101,16 @@ struct plan {
   int calendar_tasks;
   /// One-task submit clients, each on a connection of its own.
   int many_clients;
+  /// Steps of the dependency chain, children of the fan-out and fan-in.
+  int chain_steps;
+  int fan_children;
 };
 
 plan plan_for(bool quick) {
-  if (quick) return {1, 1.0, 10'000, 3.0, 200, 100'000, 10'000, 10'000, 20'000, 200'000, 64};
-  return {3, 5.0, 100'000, 15.0, 200, 1'000'000, 10'000, 10'000, 100'000, 5'000'000, 64};
+  if (quick)
+    return {1, 1.0, 10'000, 3.0, 200, 100'000, 10'000, 10'000, 20'000, 200'000, 64, 200, 2'000};
+  return {3,      5.0,     100'000,   15.0, 200,   1'000'000, 10'000,
+          10'000, 100'000, 5'000'000, 64,   1'000, 10'000};
 }
 
 /// Several runs of one measurement.
@@ -878,6 +883,43 @@ double calendar_drain_rate(bench_node& node, db::connection& conn, int tasks, in
   });
 }
 
+/// A chain of `steps` noop tasks, each submitted after the one before: the
+/// milliseconds each step takes, from one task's finish through the next
+/// one's release, claim and run.
+double chain_step_ms(bench_node& node, db::connection& conn, int steps) {
+  node.stop();
+  run(conn, sql::reset_tasks);
+  run(conn, sql::submit_chain, {std::string{backlog_type}, std::to_string(steps)});
+  node.start();
+  await_succeeded(conn, {backlog_type}, steps);
+  node.stop();
+  return 1000 * run(conn, sql::chain_seconds, {std::string{backlog_type}}).float64(0, 0) / steps;
+}
+
+struct fan_run {
+  double submit_s;   // the graph's submit, in one transaction
+  double fan_out_s;  // the root's finish to the children's last
+  double fan_in_ms;  // the children's last finish to the fan-in task's start
+};
+
+/// A root, `children` noop tasks after it, and one task after them all.
+fan_run fan_out_and_in(bench_node& node, db::connection& conn, int children) {
+  node.stop();
+  run(conn, sql::reset_tasks);
+  auto submitted = steady::now();
+  run(conn, "BEGIN");
+  run(conn, sql::submit_fan_out, {std::string{backlog_type}, std::to_string(children)});
+  run(conn, sql::submit_fan_in, {std::string{backlog_type}, std::to_string(children)});
+  run(conn, "COMMIT");
+  auto submit_s = seconds_since(submitted);
+  run(conn, sql::vacuum_tasks);
+  node.start();
+  await_succeeded(conn, {backlog_type}, children + 2);
+  node.stop();
+  auto res = run(conn, sql::fan_seconds, {std::string{backlog_type}});
+  return {submit_s, res.float64(0, 0), 1000 * res.float64(0, 1)};
+}
+
 // -- the report ----------------------------------------------------------------------
 
 struct target {
@@ -986,7 +1028,8 @@ int measure(const bench_options& options) {
       limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"}, limits_beside_ratio{"ratio"},
       drain_stranded{"tasks/s"}, stranded_ratio{"ratio"}, drain_calendar{"tasks/s"},
       calendar_ratio{"ratio"}, pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"},
-      pooled_submit{"tasks/s"}, pooled_submit_ratio{"ratio"};
+      pooled_submit{"tasks/s"}, pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"},
+      fan_out_rate{"tasks/s"}, fan_out_ratio{"ratio"}, fan_in{"ms"};
   auto peak_rss = [&] {
     return std::max(
         {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
@@ -1091,6 +1134,16 @@ int measure(const bench_options& options) {
     drain_calendar.runs.push_back(calendar_drain_rate(node, conn, p.drain_tasks, r));
     calendar_ratio.runs.push_back(drain_calendar.runs.back() / drain.median());
   }
+  for (int r = 0; r < p.runs; ++r) {
+    runs("a chain of " + std::to_string(p.chain_steps) + " tasks, each after the one before", r);
+    chain_step.runs.push_back(chain_step_ms(node, conn, p.chain_steps));
+    runs("fan-out to " + std::to_string(p.fan_children) + " tasks and fan-in from them", r);
+    auto fan = fan_out_and_in(node, conn, p.fan_children);
+    fan_submit.runs.push_back(fan.submit_s);
+    fan_out_rate.runs.push_back(p.fan_children / fan.fan_out_s);
+    fan_out_ratio.runs.push_back(fan_out_rate.runs.back() / drain.median());
+    fan_in.runs.push_back(fan.fan_in_ms);
+  }
   rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
@@ -1140,6 +1193,11 @@ int measure(const bench_options& options) {
       {"that drain / direct drain", pooled_drain_ratio},
       {"submit: 1 task/request, 4 clients, PgBouncer", pooled_submit},
       {"that submit / direct submit", pooled_submit_ratio},
+      {"chain of " + k(p.chain_steps) + ": time per step", chain_step},
+      {"submit of a fan-out to " + k(p.fan_children) + " and fan-in", fan_submit},
+      {"fan-out: its " + k(p.fan_children) + " children drained", fan_out_rate},
+      {"fan-out drain / plain drain", fan_out_ratio},
+      {"fan-in from " + k(p.fan_children) + ": last parent to its start", fan_in},
       {"node peak RSS", rss},
   };
   std::vector<target> targets{
@@ -1157,6 +1215,7 @@ int measure(const bench_options& options) {
       {"beside due tasks no node runs >= 60%", stranded_ratio.median(), ">=", 0.6},
       {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
        ">=", 0.8},
+      {"chain: time per step (ms)", chain_step.median(), "<=", 5},
       {"node peak RSS (MiB)", rss.median(), "<=", 50},
   };
   std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",

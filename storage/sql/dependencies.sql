@@ -1,0 +1,272 @@
+-- Task dependencies (SPEC §10). A task submitted `after` others is pending
+-- with execute_at 'infinity' while it waits (taskmill.task_waits keeps when
+-- it is due after them), and becomes due in the transaction in which its last
+-- parent finishes: a trigger on that finish, one home for every way a task
+-- ends (an outcome, a sweep, a cancel, a supersede).
+
+-- Whether a status is final for the graph: the task will not run again of
+-- itself.
+CREATE FUNCTION taskmill.is_finished(p_status taskmill.task_status) RETURNS boolean
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT p_status IN ('succeeded', 'dead', 'cancelled', 'stopped')
+$$;
+
+-- The parents named by a submit's `after`: a JSON array of task ids, or of
+-- objects {"id"} or {"type", "key"} (the unit's current task), each with an
+-- optional "on_failure" overriding p_on_failure. Refuses, naming the field,
+-- anything else, a task that does not exist, and a parent named twice;
+-- p_where leads the field names (a batch names the task: "tasks[3].").
+CREATE FUNCTION taskmill.parent_refs(p_after jsonb, p_on_failure text, p_where text DEFAULT '')
+RETURNS TABLE (parent_id bigint, on_failure text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_ref jsonb;
+  v_at text;
+  v_id bigint;
+  v_policy text;
+  v_seen bigint[] := '{}';
+BEGIN
+  IF p_on_failure NOT IN ('fail', 'run', 'skip') THEN
+    PERFORM taskmill.bad_argument(format(
+      '%son_parent_failure must be one of fail, run, skip (got "%s")', p_where, p_on_failure));
+  END IF;
+  IF jsonb_typeof(p_after) IS DISTINCT FROM 'array' THEN
+    PERFORM taskmill.bad_argument(format(
+      '%safter must be an array of task ids or {"type", "key"} references', p_where));
+  END IF;
+  IF jsonb_array_length(p_after) > 10000 THEN
+    PERFORM taskmill.bad_argument(format('%safter may name at most 10000 tasks', p_where));
+  END IF;
+  FOR i IN 0 .. jsonb_array_length(p_after) - 1 LOOP
+    v_ref := p_after -> i;
+    v_at := format('%safter[%s]', p_where, i);
+    v_policy := p_on_failure;
+    IF jsonb_typeof(v_ref) = 'object' THEN
+      IF EXISTS (SELECT FROM jsonb_object_keys(v_ref) k WHERE k NOT IN ('id', 'type', 'key', 'on_failure')) THEN
+        PERFORM taskmill.bad_argument(format('%s may have only id, type, key and on_failure', v_at));
+      END IF;
+      IF v_ref ? 'on_failure' THEN
+        v_policy := v_ref ->> 'on_failure';
+        IF v_policy IS NULL OR v_policy NOT IN ('fail', 'run', 'skip') THEN
+          PERFORM taskmill.bad_argument(format(
+            '%s.on_failure must be one of fail, run, skip (got %s)', v_at, v_ref -> 'on_failure'));
+        END IF;
+      END IF;
+    END IF;
+    v_id := taskmill.parent_id(v_ref, v_at);
+    IF v_id = ANY (v_seen) THEN
+      PERFORM taskmill.bad_argument(format('%s names task %s a second time', v_at, v_id));
+    END IF;
+    v_seen := v_seen || v_id;
+    parent_id := v_id;
+    on_failure := v_policy;
+    RETURN NEXT;
+  END LOOP;
+END
+$$;
+
+-- The task one reference of `after` names (its place: p_at).
+CREATE FUNCTION taskmill.parent_id(p_ref jsonb, p_at text) RETURNS bigint
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_id bigint;
+BEGIN
+  IF jsonb_typeof(p_ref) = 'object' AND p_ref ? 'id' THEN
+    IF p_ref ? 'type' OR p_ref ? 'key' THEN
+      PERFORM taskmill.bad_argument(format('%s names a task by id or by type and key, not both', p_at));
+    END IF;
+    p_ref := p_ref -> 'id';
+    p_at := p_at || '.id';
+  END IF;
+  IF jsonb_typeof(p_ref) = 'number' THEN
+    IF p_ref::text !~ '^[0-9]{1,18}$' THEN
+      PERFORM taskmill.bad_argument(format('%s must be a task id (got %s)', p_at, p_ref));
+    END IF;
+    SELECT t.id INTO v_id FROM taskmill.tasks t WHERE t.id = p_ref::text::bigint;
+    IF v_id IS NULL THEN
+      PERFORM taskmill.bad_argument(format('%s: no task %s', p_at, p_ref));
+    END IF;
+    RETURN v_id;
+  END IF;
+  IF jsonb_typeof(p_ref) <> 'object' OR jsonb_typeof(p_ref -> 'type') IS DISTINCT FROM 'string'
+     OR jsonb_typeof(p_ref -> 'key') IS DISTINCT FROM 'string' THEN
+    PERFORM taskmill.bad_argument(format(
+      '%s must be a task id or {"type", "key"} (got %s)', p_at, p_ref));
+  END IF;
+  v_id := (taskmill.current_task(p_ref ->> 'type', p_ref ->> 'key')).id;
+  IF v_id IS NULL THEN
+    PERFORM taskmill.bad_argument(format('%s: no task of type %s with key %s', p_at,
+                                         p_ref -> 'type', p_ref -> 'key'));
+  END IF;
+  RETURN v_id;
+END
+$$;
+
+-- Locks the parents of a task being submitted, in id order (two submits of
+-- children cannot deadlock), and answers their statuses as they are once
+-- locked: a parent that finishes meanwhile is seen finished, one that has not
+-- finished cannot before this transaction ends, and by then its children
+-- are marked.
+CREATE FUNCTION taskmill.lock_parents(p_ids bigint[])
+RETURNS TABLE (id bigint, status taskmill.task_status)
+LANGUAGE sql AS $$
+  SELECT t.id, t.status FROM taskmill.tasks t
+   WHERE t.id = ANY (p_ids) ORDER BY t.id FOR NO KEY UPDATE
+$$;
+
+-- How a task begins, given its parents' statuses and their edges' policies:
+-- cancelled by a failed parent (fail), stopped without running (skip),
+-- waiting for parents_left of them, or due.
+CREATE FUNCTION taskmill.child_start(p_ids bigint[], p_statuses taskmill.task_status[],
+                                     p_policies text[], OUT status taskmill.task_status,
+                                     OUT error text, OUT parents_left integer)
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN f.fail IS NOT NULL THEN 'cancelled'
+              WHEN f.skip IS NOT NULL THEN 'stopped'
+              ELSE 'pending' END::taskmill.task_status,
+         CASE WHEN f.fail IS NOT NULL THEN format('parent %s ended %s', f.fail, f.fail_status)
+              WHEN f.skip IS NOT NULL THEN format('skipped: parent %s ended %s', f.skip, f.skip_status)
+         END,
+         f.left_
+    FROM (SELECT min(p.id) FILTER (WHERE p.failed AND p.policy = 'fail') AS fail,
+                 min(p.status::text) FILTER (WHERE p.failed AND p.policy = 'fail') AS fail_status,
+                 min(p.id) FILTER (WHERE p.failed AND p.policy = 'skip') AS skip,
+                 min(p.status::text) FILTER (WHERE p.failed AND p.policy = 'skip') AS skip_status,
+                 count(*) FILTER (WHERE NOT taskmill.is_finished(p.status))::integer AS left_
+            FROM (SELECT u.id, u.status, u.policy, u.status IN ('dead', 'cancelled') AS failed
+                    FROM unnest(p_ids, p_statuses, p_policies) AS u(id, status, policy)) p) f
+$$;
+
+-- Records the edges of a task just submitted after its (locked) parents,
+-- and, while it waits, when it is due after them.
+CREATE FUNCTION taskmill.link_parents(p_child bigint, p_ids bigint[],
+                                      p_statuses taskmill.task_status[], p_policies text[],
+                                      p_parents_left integer, p_execute_at timestamptz)
+RETURNS void
+LANGUAGE sql AS $$
+  INSERT INTO taskmill.task_edges (parent_id, child_id, on_failure, done)
+  SELECT u.id, p_child, u.policy, taskmill.is_finished(u.status)
+    FROM unnest(p_ids, p_statuses, p_policies) AS u(id, status, policy);
+  UPDATE taskmill.tasks t SET has_children = true
+   WHERE t.id = ANY (p_ids) AND NOT t.has_children AND NOT taskmill.is_finished(t.status);
+  INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
+  SELECT p_child, p_parents_left, p_execute_at WHERE p_parents_left > 0;
+$$;
+
+-- Counts the finish of the parents p_ids (p_failed: ended dead or cancelled)
+-- for their children, and so on down the graph: a child whose last parent
+-- finished becomes due; one a failed parent fails is cancelled, one it skips
+-- is stopped, each in turn a finished parent. Each edge counts once. The
+-- tasks it ends fire the finish trigger, which leaves them to this walk.
+CREATE FUNCTION taskmill.settle_children(p_ids bigint[], p_failed boolean[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ids bigint[] := p_ids;
+  v_failed boolean[] := p_failed;
+  -- Per child of this round: parents counted, and the first parent that
+  -- failed it or skips it.
+  v_children bigint[];
+  v_counted integer[];
+  v_fail bigint[];
+  v_skip bigint[];
+  v_due integer;
+BEGIN
+  PERFORM set_config('taskmill.settling', 'on', true);
+  WHILE cardinality(v_ids) > 0 LOOP
+    WITH counted AS (
+      UPDATE taskmill.task_edges e SET done = true
+        FROM unnest(v_ids, v_failed) AS p(id, failed)
+       WHERE e.parent_id = p.id AND NOT e.done
+      RETURNING e.child_id, p.id AS parent_id, p.failed, e.on_failure
+    )
+    SELECT coalesce(array_agg(c.child_id), '{}'), array_agg(c.counted), array_agg(c.fail),
+           array_agg(c.skip)
+      INTO v_children, v_counted, v_fail, v_skip
+      FROM (SELECT e.child_id, count(*) FILTER (WHERE NOT e.failed OR e.on_failure = 'run') AS counted,
+                   min(e.parent_id) FILTER (WHERE e.failed AND e.on_failure = 'fail') AS fail,
+                   min(e.parent_id) FILTER (WHERE e.failed AND e.on_failure = 'skip') AS skip
+              FROM counted e GROUP BY e.child_id) c;
+    EXIT WHEN cardinality(v_children) = 0;
+    WITH ended AS (
+      UPDATE taskmill.tasks t
+         SET status = CASE WHEN s.fail IS NOT NULL THEN 'cancelled'
+                           ELSE 'stopped' END::taskmill.task_status,
+             error = format(CASE WHEN s.fail IS NOT NULL THEN 'parent %s ended %s'
+                                 ELSE 'skipped: parent %s ended %s' END,
+                            p.id, p.status),
+             execute_at = w.execute_at, updated_at = now()
+        FROM unnest(v_children, v_fail, v_skip) AS s(child_id, fail, skip)
+        JOIN taskmill.tasks p ON p.id = coalesce(s.fail, s.skip)
+        JOIN taskmill.task_waits w ON w.task_id = s.child_id
+       WHERE t.id = s.child_id AND t.status = 'pending' AND t.execute_at = 'infinity'
+      RETURNING t.id, t.status, t.has_children
+    )
+    SELECT coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.status = 'cancelled'), '{}')
+      INTO v_ids, v_failed FROM ended e WHERE e.has_children;
+    WITH counted AS (
+      UPDATE taskmill.task_waits w SET parents_left = w.parents_left - s.counted
+        FROM unnest(v_children, v_counted, v_fail, v_skip) AS s(child_id, counted, fail, skip)
+       WHERE w.task_id = s.child_id AND s.fail IS NULL AND s.skip IS NULL AND s.counted > 0
+      RETURNING w.task_id, w.parents_left, w.execute_at
+    ),
+    released AS (
+      UPDATE taskmill.tasks t
+         SET execute_at = greatest(c.execute_at, now()),
+             deadline_at = taskmill.deadline_after(greatest(c.execute_at, now()), t.type),
+             updated_at = now()
+        FROM counted c
+       WHERE t.id = c.task_id AND c.parents_left = 0
+         AND t.status = 'pending' AND t.execute_at = 'infinity'
+      RETURNING t.execute_at
+    )
+    SELECT count(*) FILTER (WHERE r.execute_at <= now()) INTO v_due FROM released r;
+    DELETE FROM taskmill.task_waits w
+     USING unnest(v_children, v_fail, v_skip) AS s(child_id, fail, skip)
+     WHERE w.task_id = s.child_id
+       AND (s.fail IS NOT NULL OR s.skip IS NOT NULL OR w.parents_left <= 0);
+    IF v_due > 0 THEN
+      PERFORM taskmill.wake_nodes();
+    END IF;
+  END LOOP;
+  PERFORM set_config('taskmill.settling', '', true);
+END
+$$;
+
+-- A task finished: its children are settled, and, if it was waiting for
+-- parents itself (cancelled, say), its wait is over and it shows the time it
+-- was to be due.
+CREATE FUNCTION taskmill.task_finished() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF current_setting('taskmill.settling', true) = 'on' THEN
+    RETURN NULL;
+  END IF;
+  IF OLD.execute_at = 'infinity' THEN
+    WITH waited AS (
+      DELETE FROM taskmill.task_waits w WHERE w.task_id = NEW.id RETURNING w.execute_at
+    )
+    UPDATE taskmill.tasks t SET execute_at = waited.execute_at
+      FROM waited WHERE t.id = NEW.id;
+  END IF;
+  IF NEW.has_children THEN
+    PERFORM taskmill.settle_children(ARRAY[NEW.id], ARRAY[NEW.status IN ('dead', 'cancelled')]);
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_finished AFTER UPDATE ON taskmill.tasks
+  FOR EACH ROW
+  WHEN (NEW.status IN ('succeeded', 'dead', 'cancelled', 'stopped')
+        AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled', 'stopped')
+        AND (NEW.has_children OR OLD.execute_at = 'infinity'))
+  EXECUTE FUNCTION taskmill.task_finished();
+
+-- The parents a waiting task still waits for (at most p_limit of them), and
+-- how many there are.
+CREATE FUNCTION taskmill.unfinished_parents(p_id bigint, p_limit integer,
+                                            OUT ids bigint[], OUT total integer)
+LANGUAGE sql STABLE AS $$
+  SELECT (array_agg(e.parent_id ORDER BY e.parent_id))[1:p_limit], count(*)::integer
+    FROM taskmill.task_edges e WHERE e.child_id = p_id AND NOT e.done
+$$;
