@@ -2,7 +2,8 @@
 -- with execute_at 'infinity' while it waits (taskmill.task_waits keeps when
 -- it is due after them), and becomes due in the transaction in which its last
 -- parent finishes: a trigger on that finish, one home for every way a task
--- ends (an outcome, a sweep, a cancel, a supersede).
+-- ends (a sweep, a cancel, a supersede); outcomes, the common way, settle
+-- their whole batch at once (taskmill.complete_many).
 
 -- Whether a status is final for the graph: the task will not run again of
 -- itself.
@@ -103,38 +104,48 @@ END
 $$;
 
 -- Locks the parents of a task being submitted, in id order (two submits of
--- children cannot deadlock), and answers their statuses as they are once
--- locked: a parent that finishes meanwhile is seen finished, one that has not
--- finished cannot before this transaction ends, and by then its children
--- are marked.
-CREATE FUNCTION taskmill.lock_parents(p_ids bigint[])
-RETURNS TABLE (id bigint, status taskmill.task_status)
-LANGUAGE sql AS $$
-  SELECT t.id, t.status FROM taskmill.tasks t
-   WHERE t.id = ANY (p_ids) ORDER BY t.id FOR NO KEY UPDATE
-$$;
-
--- How a task begins, given its parents' statuses and their edges' policies:
--- cancelled by a failed parent (fail), stopped without running (skip),
--- waiting for parents_left of them, or due.
-CREATE FUNCTION taskmill.child_start(p_ids bigint[], p_statuses taskmill.task_status[],
-                                     p_policies text[], OUT status taskmill.task_status,
-                                     OUT error text, OUT parents_left integer)
-LANGUAGE sql STABLE AS $$
-  SELECT CASE WHEN f.fail IS NOT NULL THEN 'cancelled'
-              WHEN f.skip IS NOT NULL THEN 'stopped'
-              ELSE 'pending' END::taskmill.task_status,
-         CASE WHEN f.fail IS NOT NULL THEN format('parent %s ended %s', f.fail, f.fail_status)
-              WHEN f.skip IS NOT NULL THEN format('skipped: parent %s ended %s', f.skip, f.skip_status)
-         END,
-         f.left_
-    FROM (SELECT min(p.id) FILTER (WHERE p.failed AND p.policy = 'fail') AS fail,
-                 min(p.status::text) FILTER (WHERE p.failed AND p.policy = 'fail') AS fail_status,
-                 min(p.id) FILTER (WHERE p.failed AND p.policy = 'skip') AS skip,
-                 min(p.status::text) FILTER (WHERE p.failed AND p.policy = 'skip') AS skip_status,
-                 count(*) FILTER (WHERE NOT taskmill.is_finished(p.status))::integer AS left_
-            FROM (SELECT u.id, u.status, u.policy, u.status IN ('dead', 'cancelled') AS failed
-                    FROM unnest(p_ids, p_statuses, p_policies) AS u(id, status, policy)) p) f
+-- children cannot deadlock), and reads their statuses as they are once
+-- locked: a parent that finishes meanwhile is seen finished, one that has
+-- not cannot finish before this transaction ends, and by then its children
+-- are marked. Answers the parents in id order with their statuses and
+-- policies, and how the task begins among them: cancelled by a failed
+-- parent (fail), stopped without running (skip), or pending, waiting for
+-- parents_left of them.
+CREATE FUNCTION taskmill.lock_parents(p_ids bigint[], p_policies text[], OUT ids bigint[],
+                                      OUT statuses taskmill.task_status[], OUT policies text[],
+                                      OUT status taskmill.task_status, OUT error text,
+                                      OUT parents_left integer)
+LANGUAGE plpgsql AS $$
+DECLARE
+  -- The first parent that ended dead or cancelled on an edge that fails the
+  -- task, and on one that skips it.
+  v_failed bigint;
+  v_skipped bigint;
+BEGIN
+  SELECT array_agg(l.id ORDER BY l.id), array_agg(l.status ORDER BY l.id),
+         array_agg(r.policy ORDER BY l.id)
+    INTO ids, statuses, policies
+    FROM (SELECT t.id, t.status FROM taskmill.tasks t
+           WHERE t.id = ANY (p_ids) ORDER BY t.id FOR NO KEY UPDATE) l
+    JOIN unnest(p_ids, p_policies) AS r(id, policy) ON r.id = l.id;
+  IF coalesce(cardinality(ids), 0) < cardinality(p_ids) THEN
+    PERFORM taskmill.bad_argument(format('after: task %s no longer exists',
+      (SELECT min(x) FROM unnest(p_ids) x WHERE x <> ALL (coalesce(ids, '{}')))));
+  END IF;
+  SELECT min(u.id) FILTER (WHERE u.policy = 'fail'), min(u.id) FILTER (WHERE u.policy = 'skip')
+    INTO v_failed, v_skipped
+    FROM unnest(ids, statuses, policies) AS u(id, status, policy)
+   WHERE u.status IN ('dead', 'cancelled');
+  status := CASE WHEN v_failed IS NOT NULL THEN 'cancelled'
+                 WHEN v_skipped IS NOT NULL THEN 'stopped' ELSE 'pending' END;
+  IF v_failed IS NOT NULL THEN
+    error := format('parent %s ended %s', v_failed, statuses[array_position(ids, v_failed)]);
+  ELSIF v_skipped IS NOT NULL THEN
+    error := format('skipped: parent %s ended %s', v_skipped,
+                    statuses[array_position(ids, v_skipped)]);
+  END IF;
+  SELECT count(*) INTO parents_left FROM unnest(statuses) s WHERE NOT taskmill.is_finished(s);
+END
 $$;
 
 -- Records the edges of a task just submitted after its (locked) parents,
@@ -143,14 +154,88 @@ CREATE FUNCTION taskmill.link_parents(p_child bigint, p_ids bigint[],
                                       p_statuses taskmill.task_status[], p_policies text[],
                                       p_parents_left integer, p_execute_at timestamptz)
 RETURNS void
-LANGUAGE sql AS $$
+LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO taskmill.task_edges (parent_id, child_id, on_failure, done)
   SELECT u.id, p_child, u.policy, taskmill.is_finished(u.status)
     FROM unnest(p_ids, p_statuses, p_policies) AS u(id, status, policy);
   UPDATE taskmill.tasks t SET has_children = true
    WHERE t.id = ANY (p_ids) AND NOT t.has_children AND NOT taskmill.is_finished(t.status);
-  INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
-  SELECT p_child, p_parents_left, p_execute_at WHERE p_parents_left > 0;
+  IF p_parents_left > 0 THEN
+    INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
+    VALUES (p_child, p_parents_left, p_execute_at);
+  END IF;
+END
+$$;
+
+-- Ends the waiting children a failed parent fails (cancelled) or skips
+-- (stopped), with the parent named; answers those with children of their
+-- own, and whether each ended failed, for the next round of the walk. Rows
+-- are found by id (= ANY): the tables' sizes are not known to the plan.
+CREATE FUNCTION taskmill.end_children(p_children bigint[], p_fail bigint[], p_skip bigint[],
+                                      OUT ids bigint[], OUT failed boolean[])
+LANGUAGE plpgsql AS $$
+BEGIN
+  WITH ended AS (
+    UPDATE taskmill.tasks t
+       SET status = CASE WHEN s.fail IS NOT NULL THEN 'cancelled'
+                         ELSE 'stopped' END::taskmill.task_status,
+           error = format(CASE WHEN s.fail IS NOT NULL THEN 'parent %s ended %s'
+                               ELSE 'skipped: parent %s ended %s' END,
+                          p.id, p.status),
+           execute_at = w.execute_at, updated_at = now()
+      FROM unnest(p_children, p_fail, p_skip) AS s(child_id, fail, skip)
+      JOIN taskmill.tasks p ON p.id = coalesce(s.fail, s.skip)
+      JOIN taskmill.task_waits w ON w.task_id = s.child_id
+     WHERE t.id = ANY (p_children) AND w.task_id = ANY (p_children)
+       AND p.id = ANY (p_fail || p_skip) AND t.id = s.child_id
+       AND t.status = 'pending' AND t.execute_at = 'infinity'
+    RETURNING t.id, t.status, t.has_children
+  )
+  SELECT coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.status = 'cancelled'), '{}')
+    INTO ids, failed
+    FROM ended e WHERE e.has_children;
+  DELETE FROM taskmill.task_waits w
+   WHERE w.task_id = ANY (p_children)
+     AND w.task_id IN (SELECT s.child_id
+                         FROM unnest(p_children, p_fail, p_skip) AS s(child_id, fail, skip)
+                        WHERE s.fail IS NOT NULL OR s.skip IS NOT NULL);
+END
+$$;
+
+-- Counts parents off the other children's waits (p_counted each); a child
+-- with none left is due (at the time it was submitted with, or now).
+-- Answers how many became due now.
+CREATE FUNCTION taskmill.count_off_parents(p_children bigint[], p_counted integer[])
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_released bigint[];
+  v_due integer;
+BEGIN
+  WITH counted AS (
+    UPDATE taskmill.task_waits w SET parents_left = w.parents_left - s.counted
+      FROM unnest(p_children, p_counted) AS s(child_id, counted)
+     WHERE w.task_id = ANY (p_children) AND w.task_id = s.child_id AND s.counted > 0
+    RETURNING w.task_id, w.parents_left, w.execute_at
+  ),
+  released AS (
+    UPDATE taskmill.tasks t
+       SET execute_at = greatest(c.execute_at, now()),
+           deadline_at = taskmill.deadline_after(greatest(c.execute_at, now()), t.type),
+           updated_at = now()
+      FROM counted c
+     WHERE t.id = ANY (p_children) AND t.id = c.task_id AND c.parents_left = 0
+       AND t.status = 'pending' AND t.execute_at = 'infinity'
+    RETURNING t.id, t.execute_at
+  )
+  SELECT coalesce(array_agg(r.id), '{}'), count(*) FILTER (WHERE r.execute_at <= now())
+    INTO v_released, v_due FROM released r;
+  IF cardinality(v_released) > 0 THEN
+    DELETE FROM taskmill.task_waits w WHERE w.task_id = ANY (v_released);
+  END IF;
+  RETURN v_due;
+END
 $$;
 
 -- Counts the finish of the parents p_ids (p_failed: ended dead or cancelled)
@@ -164,67 +249,37 @@ DECLARE
   v_ids bigint[] := p_ids;
   v_failed boolean[] := p_failed;
   -- Per child of this round: parents counted, and the first parent that
-  -- failed it or skips it.
+  -- fails it or skips it.
   v_children bigint[];
   v_counted integer[];
   v_fail bigint[];
   v_skip bigint[];
-  v_due integer;
+  -- Whether a failed parent ends any of them.
+  v_some_end boolean;
 BEGIN
   PERFORM set_config('taskmill.settling', 'on', true);
   WHILE cardinality(v_ids) > 0 LOOP
     WITH counted AS (
       UPDATE taskmill.task_edges e SET done = true
         FROM unnest(v_ids, v_failed) AS p(id, failed)
-       WHERE e.parent_id = p.id AND NOT e.done
+       WHERE e.parent_id = ANY (v_ids) AND e.parent_id = p.id AND NOT e.done
       RETURNING e.child_id, p.id AS parent_id, p.failed, e.on_failure
     )
     SELECT coalesce(array_agg(c.child_id), '{}'), array_agg(c.counted), array_agg(c.fail),
-           array_agg(c.skip)
-      INTO v_children, v_counted, v_fail, v_skip
-      FROM (SELECT e.child_id, count(*) FILTER (WHERE NOT e.failed OR e.on_failure = 'run') AS counted,
+           array_agg(c.skip), coalesce(bool_or(c.fail IS NOT NULL OR c.skip IS NOT NULL), false)
+      INTO v_children, v_counted, v_fail, v_skip, v_some_end
+      FROM (SELECT e.child_id,
+                   count(*) FILTER (WHERE NOT e.failed OR e.on_failure = 'run') AS counted,
                    min(e.parent_id) FILTER (WHERE e.failed AND e.on_failure = 'fail') AS fail,
                    min(e.parent_id) FILTER (WHERE e.failed AND e.on_failure = 'skip') AS skip
               FROM counted e GROUP BY e.child_id) c;
     EXIT WHEN cardinality(v_children) = 0;
-    WITH ended AS (
-      UPDATE taskmill.tasks t
-         SET status = CASE WHEN s.fail IS NOT NULL THEN 'cancelled'
-                           ELSE 'stopped' END::taskmill.task_status,
-             error = format(CASE WHEN s.fail IS NOT NULL THEN 'parent %s ended %s'
-                                 ELSE 'skipped: parent %s ended %s' END,
-                            p.id, p.status),
-             execute_at = w.execute_at, updated_at = now()
-        FROM unnest(v_children, v_fail, v_skip) AS s(child_id, fail, skip)
-        JOIN taskmill.tasks p ON p.id = coalesce(s.fail, s.skip)
-        JOIN taskmill.task_waits w ON w.task_id = s.child_id
-       WHERE t.id = s.child_id AND t.status = 'pending' AND t.execute_at = 'infinity'
-      RETURNING t.id, t.status, t.has_children
-    )
-    SELECT coalesce(array_agg(e.id), '{}'), coalesce(array_agg(e.status = 'cancelled'), '{}')
-      INTO v_ids, v_failed FROM ended e WHERE e.has_children;
-    WITH counted AS (
-      UPDATE taskmill.task_waits w SET parents_left = w.parents_left - s.counted
-        FROM unnest(v_children, v_counted, v_fail, v_skip) AS s(child_id, counted, fail, skip)
-       WHERE w.task_id = s.child_id AND s.fail IS NULL AND s.skip IS NULL AND s.counted > 0
-      RETURNING w.task_id, w.parents_left, w.execute_at
-    ),
-    released AS (
-      UPDATE taskmill.tasks t
-         SET execute_at = greatest(c.execute_at, now()),
-             deadline_at = taskmill.deadline_after(greatest(c.execute_at, now()), t.type),
-             updated_at = now()
-        FROM counted c
-       WHERE t.id = c.task_id AND c.parents_left = 0
-         AND t.status = 'pending' AND t.execute_at = 'infinity'
-      RETURNING t.execute_at
-    )
-    SELECT count(*) FILTER (WHERE r.execute_at <= now()) INTO v_due FROM released r;
-    DELETE FROM taskmill.task_waits w
-     USING unnest(v_children, v_fail, v_skip) AS s(child_id, fail, skip)
-     WHERE w.task_id = s.child_id
-       AND (s.fail IS NOT NULL OR s.skip IS NOT NULL OR w.parents_left <= 0);
-    IF v_due > 0 THEN
+    v_ids := '{}';
+    IF v_some_end THEN
+      SELECT e.ids, e.failed INTO v_ids, v_failed
+        FROM taskmill.end_children(v_children, v_fail, v_skip) e;
+    END IF;
+    IF taskmill.count_off_parents(v_children, v_counted) > 0 THEN
       PERFORM taskmill.wake_nodes();
     END IF;
   END LOOP;

@@ -35,7 +35,14 @@ DECLARE
   v_ids bigint[];
   v_statuses taskmill.task_status[];
   v_running constant taskmill.task_status := 'running';
+  -- The tasks with children that finished, and whether each ended dead.
+  v_parents bigint[];
+  v_parents_dead boolean[];
 BEGIN
+  -- Their children are settled below, once for the whole batch, not by the
+  -- finish trigger a task at a time (storage/sql/dependencies.sql): the
+  -- children of a fan-in would count off one row a parent.
+  PERFORM set_config('taskmill.settling', 'on', true);
   WITH updated AS (
     UPDATE taskmill.tasks t
        SET status = CASE
@@ -57,7 +64,8 @@ BEGIN
       FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
              AS i(id, attempt, outcome, result, error)
      WHERE t.id = ANY (p_ids) AND t.id = i.id AND t.status = v_running AND t.attempt = i.attempt
-    RETURNING t.id, t.status, i.attempt, i.outcome, i.error, t.picked_by, t.started_at
+    RETURNING t.id, t.status, i.attempt, i.outcome, i.error, t.picked_by, t.started_at,
+              t.has_children
   ),
   history AS (
     INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at,
@@ -66,7 +74,14 @@ BEGIN
       FROM updated u WHERE u.outcome <> 'succeeded'
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
   )
-  SELECT array_agg(u.id), array_agg(u.status) INTO v_ids, v_statuses FROM updated u;
+  SELECT array_agg(u.id), array_agg(u.status),
+         array_agg(u.id) FILTER (WHERE u.has_children AND u.status <> 'failed'),
+         array_agg(u.status = 'dead') FILTER (WHERE u.has_children AND u.status <> 'failed')
+    INTO v_ids, v_statuses, v_parents, v_parents_dead FROM updated u;
+  PERFORM set_config('taskmill.settling', '', true);
+  IF v_parents IS NOT NULL THEN
+    PERFORM taskmill.settle_children(v_parents, v_parents_dead);
+  END IF;
   -- A retry is due again after its backoff: the nodes set their timers anew.
   IF 'failed' = ANY (v_statuses) THEN
     PERFORM taskmill.wake_nodes();

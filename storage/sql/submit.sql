@@ -148,7 +148,7 @@ DECLARE
   v_trace text := coalesce(trace_id, taskmill.new_trace_id());
   v_problem text;
   -- The parents of `after`, their edges' policies and, once locked, their
-  -- statuses; how the task begins among them (taskmill.child_start).
+  -- statuses; how the task begins among them (taskmill.lock_parents).
   v_parents bigint[];
   v_policies text[];
   v_statuses taskmill.task_status[];
@@ -220,12 +220,9 @@ BEGIN
          AND t.status IN ('pending', 'failed');
     END IF;
     IF cardinality(v_parents) > 0 THEN
-      SELECT array_agg(l.id), array_agg(l.status), array_agg(r.policy)
-        INTO v_parents, v_statuses, v_policies
-        FROM taskmill.lock_parents(v_parents) l
-        JOIN unnest(v_parents, v_policies) AS r(id, policy) ON r.id = l.id;
-      SELECT c.status, c.error, c.parents_left INTO v_start_status, v_start_error, v_parents_left
-        FROM taskmill.child_start(v_parents, v_statuses, v_policies) c;
+      SELECT l.ids, l.statuses, l.policies, l.status, l.error, l.parents_left
+        INTO v_parents, v_statuses, v_policies, v_start_status, v_start_error, v_parents_left
+        FROM taskmill.lock_parents(v_parents, v_policies) l;
     END IF;
     -- Waiting, or ended by a parent (below): out of the claims' reach.
     INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
