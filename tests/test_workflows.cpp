@@ -5,18 +5,24 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/nodes.hpp"
+#include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
 #include "tools/http_fetch.hpp"
+#include "tools/node_process.hpp"
 
 #include <nlohmann/json.hpp>
 
 #include <cmath>
+#include <cstdlib>
 #include <future>
 #include <latch>
+#include <map>
+#include <memory>
 #include <thread>
 
 using namespace taskmill;
 using nlohmann::json;
+using namespace std::chrono_literals;
 using test::task_database;
 using test::task_row;
 
@@ -464,6 +470,57 @@ BOOST_AUTO_TEST_CASE(bad_parents_are_400_naming_the_field) {
                  R"({"type": "NOOP", "key": "c", "after": [], "on_parent_failure": 3})");
   BOOST_CHECK_EQUAL(last_status, 400);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), before);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(crashes)
+
+// The node running a parent is killed: the child waits through the lost
+// attempt and the retry, and runs once, after the parent's success.
+BOOST_AUTO_TEST_CASE(a_child_waits_for_the_retry_of_a_parent_whose_node_was_killed) {
+  task_database db{"crash_parent"};
+  test::scripted_executor executor;
+  std::vector<std::string> options{"heartbeat.interval=200ms", "heartbeat.missed=5",
+                                   "watcher.interval=200ms", "scheduling.poll_interval=200ms",
+                                   "node.log_level=warn", "types.SLOW.executor=http",
+                                   "types.SLOW.timeout=20s", "types.NOOP.executor=noop"};
+  options.push_back("types.SLOW.url=" + executor.url());
+  auto binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
+  std::map<std::string, std::unique_ptr<node_process>> nodes;
+  for (const auto* name : {"n1", "n2"})
+    nodes[name] = std::make_unique<node_process>(binary, name, db.conninfo(), options);
+  auto parent = db.call("submit('SLOW', 'p', payload => '{\"delay_ms\": 1500}', "
+                        "backoff_kind => 'fixed', backoff_base_ms => 10)");
+  auto child = db.call("submit('NOOP', 'c', after => '[" + id(parent) + "]')");
+  std::string holder;
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        holder = db.by_id(parent.id).picked_by;
+        return db.by_id(parent.id).status == "running";
+      },
+      30s));
+  nodes.at(holder)->kill_hard();
+  BOOST_CHECK(waits(db.by_id(child.id)));
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually([&] { return db.by_id(child.id).status == "succeeded"; }, 60s),
+      test::later{[&](std::ostream& out) {
+        for (const auto& [name, n] : nodes)
+          if (name != holder) out << n->log_tail();
+      }});
+  auto p = db.by_id(parent.id);
+  BOOST_CHECK_EQUAL(p.status, "succeeded");
+  BOOST_CHECK_EQUAL(p.attempt, 2);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(outcome, ',' ORDER BY attempt) FROM "
+                              "taskmill.attempt_history WHERE task_id = $1",
+                              {id(parent)}),
+                    "lost,succeeded");
+  BOOST_CHECK_EQUAL(db.by_id(child.id).attempt, 1);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT c.started_at >= p.finished_at FROM taskmill.tasks c, "
+                              "taskmill.tasks p WHERE c.id = $1 AND p.id = $2",
+                              {id(child), id(parent)}),
+                    "t");
 }
 
 BOOST_AUTO_TEST_SUITE_END()
