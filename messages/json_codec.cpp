@@ -273,20 +273,21 @@ class object_writer {
   bool first_ = true;
 };
 
+void write_ids(std::string& out, const google::protobuf::RepeatedField<int64_t>& ids) {
+  out += '[';
+  for (int i = 0; i < ids.size(); ++i) {
+    if (i > 0) out += ',';
+    out += std::to_string(ids[i]);
+  }
+  out += ']';
+}
+
 void write_waiting(std::string& out, const pb::Waiting& waiting) {
   object_writer w{out};
   w.text("reason", waiting.reason());
   w.text("message", waiting.message());
   if (waiting.has_until()) w.time_or_null("until", waiting.until(), true);
-  if (waiting.parents_size() > 0) {
-    auto& parents = w.field("parents");
-    parents += '[';
-    for (int i = 0; i < waiting.parents_size(); ++i) {
-      if (i > 0) parents += ',';
-      parents += std::to_string(waiting.parents(i));
-    }
-    parents += ']';
-  }
+  if (waiting.parents_size() > 0) write_ids(w.field("parents"), waiting.parents());
 }
 
 void write_task(std::string& out, const pb::Task& t) {
@@ -328,6 +329,8 @@ void write_task(std::string& out, const pb::Task& t) {
   w.time_or_null("created_at", t.created_at(), t.has_created_at());
   w.time_or_null("updated_at", t.updated_at(), t.has_updated_at());
   if (t.has_waiting()) write_waiting(w.field("waiting"), t.waiting());
+  if (t.parents_size() > 0) write_ids(w.field("parents"), t.parents());
+  if (t.children_size() > 0) write_ids(w.field("children"), t.children());
 }
 
 /// `{"outcome": "...", "task": {...}}`

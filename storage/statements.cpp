@@ -65,6 +65,13 @@ const statement complete_many{
 
 const statement get_task{"get_task", "SELECT * FROM taskmill.tasks WHERE id = $1::bigint"};
 
+const statement task_relatives{
+    "task_relatives",
+    "SELECT array_to_string(ARRAY(SELECT e.parent_id FROM taskmill.task_edges e "
+    "WHERE e.child_id = $1::bigint ORDER BY e.parent_id LIMIT 100), ','), "
+    "array_to_string(ARRAY(SELECT e.child_id FROM taskmill.task_edges e "
+    "WHERE e.parent_id = $1::bigint ORDER BY e.child_id LIMIT 100), ',')"};
+
 const statement running_on_node{
     "running_on_node",
     "SELECT id, attempt FROM taskmill.tasks WHERE status = 'running' AND picked_by = $1::text"};
@@ -296,6 +303,7 @@ const std::vector<const statement*>& all() {
       &withdraw_offer,
       &complete_many,
       &get_task,
+      &task_relatives,
       &running_on_node,
       &still_running,
       &live_counts,

@@ -22,6 +22,9 @@ extern const statement add_to_offer;
 extern const statement withdraw_offer;
 extern const statement complete_many;
 extern const statement get_task;
+/// $1: a task id. Its parents' and its children's ids (the first 100 of
+/// each), joined by commas.
+extern const statement task_relatives;
 extern const statement running_on_node;
 extern const statement still_running;
 extern const statement live_counts;

@@ -266,8 +266,15 @@ caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
                    std::to_string(w.heartbeat_interval.count()), std::to_string(w.global_limit),
                    std::move(weights)}};
   return ask_db<pb::Task>(
-      self, {db::call{&db::sql::get_task, {std::to_string(id)}}, reason}, [id](results& rs) {
+      self,
+      {db::call{&db::sql::get_task, {std::to_string(id)}}, reason,
+       db::call{&db::sql::task_relatives, {std::to_string(id)}}},
+      [id](results& rs) {
         auto task = single_task(*rs[0], "no task with id " + std::to_string(id));
+        if (task) {
+          for (auto parent : split_ids(rs[2]->text(0, 0))) task->add_parents(parent);
+          for (auto child : split_ids(rs[2]->text(0, 1))) task->add_children(child);
+        }
         if (task && rs[1]->rows() > 0) {
           const auto& r = *rs[1];
           auto* waiting = task->mutable_waiting();

@@ -441,6 +441,9 @@ BOOST_AUTO_TEST_CASE(children_wait_for_their_parents_through_the_api) {
   auto waiting = task(child_id)["waiting"];
   BOOST_CHECK_EQUAL(waiting["reason"], "waiting_for_parents");
   BOOST_CHECK_EQUAL(waiting["parents"], json::array({held_id}));
+  BOOST_CHECK_EQUAL(task(child_id)["parents"], json::array({held_id}));
+  BOOST_CHECK_EQUAL(task(held_id)["children"], json::array({child_id}));
+  BOOST_CHECK(!task(held_id).contains("parents"));
   call("POST", "/v1/tasks/cancel", R"({"id": )" + std::to_string(held_id) + "}");
   BOOST_CHECK_EQUAL(task(child_id)["status"], "cancelled");
 

@@ -739,7 +739,8 @@
     ['retry_count', 'Retry count'], ['max_retries', 'Max retries'], ['timeout_ms', 'Timeout (ms)'],
     ['backoff', 'Backoff'], ['picked_by', 'Picked by'], ['batch', 'Batch'], ['shard_index', 'Shard'],
     ['trace_id', 'Trace ID'], ['heartbeat_at', 'Heartbeat at'], ['started_at', 'Started at'],
-    ['created_at', 'Created at'], ['updated_at', 'Updated at'],
+    ['created_at', 'Created at'], ['updated_at', 'Updated at'], ['parents', 'After (parents)'],
+    ['children', 'Before (children)'],
   ];
   const TASK_SHOWN_ELSEWHERE = new Set(['payload', 'result', 'error', 'waiting', 'shard_total']);
 
@@ -747,6 +748,10 @@
     const v = t[name];
     if (name === 'status') return statusBadge(v, { 'data-test': null });
     if (name === 'batch') return v ? h('a', { href: batchHref(v) }, v) : null;
+    if (name === 'parents' || name === 'children') {
+      if (!v || !v.length) return null;
+      return v.flatMap((task, i) => [i ? ', ' : null, h('a', { href: taskHref(task) }, String(task))]);
+    }
     if (name === 'shard_index') return t.shard_total != null ? `${v} of ${t.shard_total}` : null;
     if (name === 'backoff') {
       if (!v || !v.kind || v.kind === 'unspecified') return 'the type\'s default';

@@ -99,6 +99,7 @@ def arrange(node):
     later = submit({"type": "SLOW", "key": "later", "execute_at": "2099-01-01T00:00:00Z",
                     "payload": {"pages": 12}})
     unwanted = submit({"type": "SLOW", "key": "unwanted", "execute_at": "2099-06-01T00:00:00Z"})
+    child = submit({"type": "NOOP", "key": "after-later", "after": [later["id"]]})
     status, _ = node.call("PUT", "/v1/jobs/hourly-report",
                           {"schedule": "0 * * * *", "type": "NOOP", "payload": {"scope": "all"}})
     assert status in (200, 201), status
@@ -110,10 +111,10 @@ def arrange(node):
             {"type": "CALENDAR", "key": "c-%d-%d" % (b, i), "execute_at": "2099-01-01T00:00:00Z"}
             for i in range(1000)]})
         assert status == 200, (status, body)
-    return doomed, later, unwanted
+    return doomed, later, unwanted, child
 
 
-def walk(console, node, doomed, later, unwanted, shots):
+def walk(console, node, doomed, later, unwanted, child, shots):
     driver = console.driver
 
     # The token is asked once, then kept for the browser session.
@@ -161,6 +162,9 @@ def walk(console, node, doomed, later, unwanted, shots):
           eventually(lambda: console.find("waiting", reason="due_later") is not None),
           console.text("waiting"))
     check("task detail: payload", "12" in console.text("payload"))
+    check("task detail: links its children",
+          console.fresh(lambda e: e.find_element("css selector", "a[href='#/tasks/%d']" % child["id"]),
+                        "field", field="children") is not None)
     driver.save_screenshot(os.path.join(shots, "console-task.png"))
     at = console.find("reschedule-at")
     driver.execute_script(
@@ -175,6 +179,15 @@ def walk(console, node, doomed, later, unwanted, shots):
                        == "2098-03-04T05:06:00Z")
     check("reschedule: the new time is stored (by the API)", moved,
           node.call("GET", "/v1/tasks/%d" % later["id"])[1]["execute_at"])
+
+    # A task waiting for its parent says so, and links it.
+    console.open("/tasks/%d" % child["id"])
+    check("task detail: waits for its parents",
+          eventually(lambda: console.find("waiting", reason="waiting_for_parents") is not None),
+          console.text("waiting"))
+    check("task detail: links its parents",
+          console.fresh(lambda e: e.find_element("css selector", "a[href='#/tasks/%d']" % later["id"]),
+                        "field", field="parents") is not None)
 
     # Cancel, with the confirmation dismissed once first.
     console.open("/tasks/%d" % unwanted["id"])
@@ -300,10 +313,10 @@ def main():
     options = ["types.NOOP.executor=noop", "types.SLOW.executor=sleep",
                "types.FAIL.executor=fail", "alerts.interval=500ms"]
     with running_node("console", token=TOKEN, options=options) as node:
-        doomed, later, unwanted = arrange(node)
+        doomed, later, unwanted, child = arrange(node)
         driver = browser(1280, 900)
         try:
-            walk(Console(driver, node.base), node, doomed, later, unwanted, args.screenshots)
+            walk(Console(driver, node.base), node, doomed, later, unwanted, child, args.screenshots)
         except Exception:
             results["failed"] += 1
             traceback.print_exc()
