@@ -265,26 +265,29 @@ caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
                   {std::to_string(id), std::to_string(w.lease.count()),
                    std::to_string(w.heartbeat_interval.count()), std::to_string(w.global_limit),
                    std::move(weights)}};
-  return ask_db<pb::Task>(
-      self,
-      {db::call{&db::sql::get_task, {std::to_string(id)}}, reason,
-       db::call{&db::sql::task_relatives, {std::to_string(id)}}},
-      [id](results& rs) {
-        auto task = single_task(*rs[0], "no task with id " + std::to_string(id));
-        if (task) {
-          for (auto parent : split_ids(rs[2]->text(0, 0))) task->add_parents(parent);
-          for (auto child : split_ids(rs[2]->text(0, 1))) task->add_children(child);
-        }
-        if (task && rs[1]->rows() > 0) {
-          const auto& r = *rs[1];
-          auto* waiting = task->mutable_waiting();
-          waiting->set_reason(r.string(0, 0));
-          waiting->set_message(r.string(0, 1));
-          if (!r.is_null(0, 2)) set_micros(waiting->mutable_until(), r.micros(0, 2));
-          for (auto id : split_ids(r.text(0, 3))) waiting->add_parents(id);
-        }
-        return task;
-      });
+  return ask_db<pb::Task>(self,
+                          {db::call{&db::sql::get_task, {std::to_string(id)}}, reason,
+                           db::call{&db::sql::task_relatives, {std::to_string(id)}}},
+                          [id](results& rs) {
+                            auto task =
+                                single_task(*rs[0], "no task with id " + std::to_string(id));
+                            if (task) {
+                              for (auto parent : split_ids(rs[2]->text(0, 0)))
+                                task->add_parents(parent);
+                              for (auto child : split_ids(rs[2]->text(0, 1)))
+                                task->add_children(child);
+                            }
+                            if (task && rs[1]->rows() > 0) {
+                              const auto& r = *rs[1];
+                              auto* waiting = task->mutable_waiting();
+                              waiting->set_reason(r.string(0, 0));
+                              waiting->set_message(r.string(0, 1));
+                              if (!r.is_null(0, 2))
+                                set_micros(waiting->mutable_until(), r.micros(0, 2));
+                              for (auto id : split_ids(r.text(0, 3))) waiting->add_parents(id);
+                            }
+                            return task;
+                          });
 }
 
 caf::result<pb::Task> task_by_id(self_ptr self, const db::statement& statement, int64_t id) {

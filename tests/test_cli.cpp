@@ -507,6 +507,30 @@ BOOST_AUTO_TEST_CASE(alerts_lists_what_was_raised) {
   BOOST_CHECK_MESSAGE(contains(bad.err, "since must be an alert id or an RFC 3339 time"), bad);
 }
 
+// --after names parents by id or TYPE:KEY; the child waits for them, then runs.
+BOOST_AUTO_TEST_CASE(submit_after_parents_by_id_and_by_type_and_key) {
+  start();
+  auto first = run_json({"submit", "NOOP", "first", "--wait"});
+  auto held = run_json({"submit", "NOOP", "held:1", "--in", "1h"})["task"];
+  auto child =
+      run_json({"submit", "NOOP", "child", "--after", std::to_string(first["id"].get<int64_t>()),
+                "--after", "NOOP:held:1", "--on-parent-failure", "run"})["task"];
+  BOOST_CHECK(child["execute_at"].is_null());
+  auto id = std::to_string(child["id"].get<int64_t>());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(parent_id::text || ' ' || on_failure, ',' ORDER "
+                              "BY parent_id) FROM taskmill.task_edges WHERE child_id = " +
+                              id),
+                    std::to_string(first["id"].get<int64_t>()) + " run," +
+                        std::to_string(held["id"].get<int64_t>()) + " run");
+  auto unknown = run({"submit", "NOOP", "orphan", "--after", "NOOP:nobody"});
+  CHECK_RUN(unknown, 1);
+  BOOST_CHECK_EQUAL(unknown.err, "error: after[0]: no task of type \"NOOP\" with key \"nobody\"\n");
+  CHECK_RUN(run({"cancel", std::to_string(held["id"].get<int64_t>())}), 0);
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id) == "succeeded";
+  }));
+}
+
 BOOST_AUTO_TEST_CASE(errors_show_the_servers_message) {
   start();
   auto unknown = run({"show", "999999"});

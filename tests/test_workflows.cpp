@@ -485,17 +485,18 @@ BOOST_AUTO_TEST_CASE(a_child_waits_for_the_retry_of_a_parent_whose_node_was_kill
   task_database db{"crash_parent"};
   test::scripted_executor executor;
   std::vector<std::string> options{"heartbeat.interval=200ms", "heartbeat.missed=5",
-                                   "watcher.interval=200ms", "scheduling.poll_interval=200ms",
-                                   "node.log_level=warn", "types.SLOW.executor=http",
-                                   "types.SLOW.timeout=20s", "types.NOOP.executor=noop"};
+                                   "watcher.interval=200ms",   "scheduling.poll_interval=200ms",
+                                   "node.log_level=warn",      "types.SLOW.executor=http",
+                                   "types.SLOW.timeout=20s",   "types.NOOP.executor=noop"};
   options.push_back("types.SLOW.url=" + executor.url());
   auto binary = std::getenv("TASKMILL_BINARY");
   BOOST_REQUIRE_MESSAGE(binary, "TASKMILL_BINARY is not set: run the tests through ctest");
   std::map<std::string, std::unique_ptr<node_process>> nodes;
   for (const auto* name : {"n1", "n2"})
     nodes[name] = std::make_unique<node_process>(binary, name, db.conninfo(), options);
-  auto parent = db.call("submit('SLOW', 'p', payload => '{\"delay_ms\": 1500}', "
-                        "backoff_kind => 'fixed', backoff_base_ms => 10)");
+  auto parent = db.call(
+      "submit('SLOW', 'p', payload => '{\"delay_ms\": 1500}', "
+      "backoff_kind => 'fixed', backoff_base_ms => 10)");
   auto child = db.call("submit('NOOP', 'c', after => '[" + id(parent) + "]')");
   std::string holder;
   BOOST_REQUIRE(test::eventually(
