@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE workflows
 #include <boost/test/unit_test.hpp>
 
+#include "messages/errors.hpp"
 #include "tests/support/nodes.hpp"
 #include "tests/support/scripted_executor.hpp"
 #include "tests/support/task_sql.hpp"
@@ -185,6 +186,38 @@ BOOST_AUTO_TEST_CASE(a_cancelled_parent_or_child_settles_the_graph) {
   BOOST_CHECK_EQUAL(db.by_id(e.id).status, "cancelled");
 }
 
+// A waiting task is not retried; one that ended before its parents did and
+// is brought back waits for them again.
+BOOST_AUTO_TEST_CASE(a_task_brought_back_waits_again_for_its_unfinished_parents) {
+  task_database db{"after_retry"};
+  auto p = db.call("submit('EXTRACT', 'p')");
+  auto c = db.call("submit('T', 'c', after => '[" + id(p) + "]')");
+  auto refused = db.error_of("SELECT taskmill.retry(" + id(c) + ")");
+  BOOST_CHECK_MESSAGE(contains(refused, "task " + id(c) + " waits for its parents"), refused);
+  db.call("cancel(" + id(c) + "::bigint)");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT (taskmill.retry(" + id(c) + ")).execute_at::text"),
+                    "infinity");
+  BOOST_CHECK(waits(db.by_id(c.id)));
+  finish(db, p, "succeeded");
+  BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
+}
+
+// A transaction whose snapshot is older than its statements could miss a
+// child submitted meanwhile: a parent finishes only in read committed.
+BOOST_AUTO_TEST_CASE(a_parent_finishes_only_in_a_read_committed_transaction) {
+  task_database db{"after_isolation"};
+  auto p = db.call("submit('EXTRACT', 'p')");
+  db.call("submit('T', 'c', after => '[" + id(p) + "]')");
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec("BEGIN ISOLATION LEVEL REPEATABLE READ"));
+  auto res = conn.exec("SELECT taskmill.cancel(" + id(p) + "::bigint)");
+  BOOST_REQUIRE(!res);
+  BOOST_CHECK(contains(error_message(res.error()), "finishes only in a read committed"));
+  BOOST_REQUIRE(conn.exec("ROLLBACK"));
+  BOOST_CHECK_EQUAL(db.by_id(p.id).status, "pending");
+}
+
 BOOST_AUTO_TEST_CASE(replacing_or_rescheduling_a_waiting_child_keeps_it_waiting) {
   task_database db{"after_replace"};
   auto p = db.call("submit('EXTRACT', 'p')");
@@ -358,6 +391,28 @@ BOOST_AUTO_TEST_CASE(a_parent_finishing_while_its_child_is_submitted_never_stran
   BOOST_CHECK_EQUAL(children.size(), static_cast<size_t>(rounds));
 }
 
+// A child submitted while its running parent is rescheduled: the copy the
+// reschedule makes is the one it waits for, and its finish releases it.
+BOOST_AUTO_TEST_CASE(a_child_submitted_while_its_parent_is_rescheduled_waits_for_the_copy) {
+  task_database db{"race_reschedule"};
+  auto p = db.call("submit('EXTRACT', 'p')");
+  run(db, p);
+  auto submitter = db.connect();
+  BOOST_REQUIRE(submitter.exec("BEGIN"));
+  auto c = task_database::call_on(submitter, "submit('T', 'c', after => '[" + id(p) + "]')");
+  auto rescheduler = db.connect();
+  auto copy = std::async(std::launch::async, [&] {
+    return task_database::call_on(rescheduler, "reschedule('EXTRACT', 'p', now())");
+  });
+  await_lock_waits(db, 1);
+  BOOST_REQUIRE(submitter.exec("COMMIT"));
+  auto recreated = copy.get();
+  BOOST_REQUIRE_EQUAL(recreated.outcome, "recreated");
+  BOOST_CHECK(waits(db.by_id(c.id)));
+  finish(db, recreated, "succeeded");
+  BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
+}
+
 // Parents of one child finishing at once in separate transactions: each
 // finish counts once, and the child becomes due once, when the last commits.
 BOOST_AUTO_TEST_CASE(parents_finishing_together_on_several_connections_release_the_child_once) {
@@ -501,8 +556,9 @@ BOOST_AUTO_TEST_CASE(a_child_waits_for_the_retry_of_a_parent_whose_node_was_kill
   std::string holder;
   BOOST_REQUIRE(test::eventually(
       [&] {
-        holder = db.by_id(parent.id).picked_by;
-        return db.by_id(parent.id).status == "running";
+        auto p = db.by_id(parent.id);
+        holder = p.picked_by;
+        return p.status == "running" && nodes.count(holder) > 0;
       },
       30s));
   nodes.at(holder)->kill_hard();

@@ -210,7 +210,9 @@ CREATE FUNCTION taskmill.count_off_parents(p_children bigint[], p_counted intege
 RETURNS integer
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_released bigint[];
+  -- Waits with no parent left: their tasks are due (or were brought back
+  -- by hand meanwhile, and are not waiting).
+  v_over bigint[];
   v_due integer;
 BEGIN
   WITH counted AS (
@@ -218,6 +220,9 @@ BEGIN
       FROM unnest(p_children, p_counted) AS s(child_id, counted)
      WHERE w.task_id = ANY (p_children) AND w.task_id = s.child_id AND s.counted > 0
     RETURNING w.task_id, w.parents_left, w.execute_at
+  ),
+  none_left AS (
+    SELECT c.task_id FROM counted c WHERE c.parents_left = 0
   ),
   released AS (
     UPDATE taskmill.tasks t
@@ -229,10 +234,11 @@ BEGIN
        AND t.status = 'pending' AND t.execute_at = 'infinity'
     RETURNING t.id, t.execute_at
   )
-  SELECT coalesce(array_agg(r.id), '{}'), count(*) FILTER (WHERE r.execute_at <= now())
-    INTO v_released, v_due FROM released r;
-  IF cardinality(v_released) > 0 THEN
-    DELETE FROM taskmill.task_waits w WHERE w.task_id = ANY (v_released);
+  SELECT (SELECT coalesce(array_agg(n.task_id), '{}') FROM none_left n),
+         (SELECT count(*) FILTER (WHERE r.execute_at <= now()) FROM released r)
+    INTO v_over, v_due;
+  IF cardinality(v_over) > 0 THEN
+    DELETE FROM taskmill.task_waits w WHERE w.task_id = ANY (v_over);
   END IF;
   RETURN v_due;
 END
@@ -257,6 +263,11 @@ DECLARE
   -- Whether a failed parent ends any of them.
   v_some_end boolean;
 BEGIN
+  -- A snapshot older than the statement would miss children submitted since.
+  IF current_setting('transaction_isolation') <> 'read committed' THEN
+    RAISE EXCEPTION USING ERRCODE = 'feature_not_supported', MESSAGE =
+      'a task with children finishes only in a read committed transaction';
+  END IF;
   PERFORM set_config('taskmill.settling', 'on', true);
   WHILE cardinality(v_ids) > 0 LOOP
     WITH counted AS (
@@ -316,6 +327,35 @@ CREATE TRIGGER tasks_finished AFTER UPDATE ON taskmill.tasks
         AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled', 'stopped')
         AND (NEW.has_children OR OLD.execute_at = 'infinity'))
   EXECUTE FUNCTION taskmill.task_finished();
+
+-- A finished task brought back (a retry, a replacing submit, a reschedule of
+-- a dead task) waits again for those of its parents that have not finished,
+-- locked as a submit locks them.
+CREATE FUNCTION taskmill.task_rearmed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_left integer;
+BEGIN
+  PERFORM 1 FROM taskmill.tasks p
+   WHERE p.id IN (SELECT e.parent_id FROM taskmill.task_edges e
+                   WHERE e.child_id = NEW.id AND NOT e.done)
+   ORDER BY p.id FOR NO KEY UPDATE;
+  SELECT count(*) INTO v_left FROM taskmill.task_edges e WHERE e.child_id = NEW.id AND NOT e.done;
+  IF v_left > 0 THEN
+    INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
+    VALUES (NEW.id, v_left, NEW.execute_at)
+    ON CONFLICT (task_id) DO UPDATE
+      SET parents_left = EXCLUDED.parents_left, execute_at = EXCLUDED.execute_at;
+    UPDATE taskmill.tasks t SET execute_at = 'infinity', deadline_at = NULL WHERE t.id = NEW.id;
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER tasks_rearmed AFTER UPDATE ON taskmill.tasks
+  FOR EACH ROW
+  WHEN (OLD.status IN ('succeeded', 'dead', 'cancelled', 'stopped') AND NEW.status = 'pending')
+  EXECUTE FUNCTION taskmill.task_rearmed();
 
 -- The parents a waiting task still waits for (at most p_limit of them), and
 -- how many there are.

@@ -211,6 +211,13 @@ BEGIN
       -- Claimed between reading and writing: decide again.
       CONTINUE;
     END IF;
+    -- Parents before the versions it supersedes, as a parent's finish
+    -- locks its children after itself.
+    IF cardinality(v_parents) > 0 THEN
+      SELECT l.ids, l.statuses, l.policies, l.status, l.error, l.parents_left
+        INTO v_parents, v_statuses, v_policies, v_start_status, v_start_error, v_parents_left
+        FROM taskmill.lock_parents(v_parents, v_policies) l;
+    END IF;
     IF cur.id IS NOT NULL THEN
       UPDATE taskmill.tasks t
          SET status = 'cancelled', error = format('superseded by version %s', v_version),
@@ -218,11 +225,6 @@ BEGIN
        WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
                        WHERE k.type = type AND k.key = key AND k.version < v_version)
          AND t.status IN ('pending', 'failed');
-    END IF;
-    IF cardinality(v_parents) > 0 THEN
-      SELECT l.ids, l.statuses, l.policies, l.status, l.error, l.parents_left
-        INTO v_parents, v_statuses, v_policies, v_start_status, v_start_error, v_parents_left
-        FROM taskmill.lock_parents(v_parents, v_policies) l;
     END IF;
     -- Waiting, or ended by a parent (below): out of the claims' reach.
     INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
@@ -319,6 +321,8 @@ DECLARE
   -- Places of units given more than once.
   v_copies bigint[] := '{}';
   v_locks integer;
+  -- The parents of every task of the batch that has `after`.
+  v_parents bigint[];
   v_ord bigint;
   v_created integer;
 BEGIN
@@ -345,12 +349,27 @@ BEGIN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
   -- The parents of tasks with `after` are checked here to name the task in
-  -- the batch; taskmill.submit finds them again.
+  -- the batch, and all locked at once, in id order, as one submit locks its
+  -- own: submits of children one after another would take them in any order.
+  -- taskmill.submit finds them again.
   IF cardinality(p_types) > 1 THEN
-    PERFORM taskmill.parent_refs(u.after, coalesce(u.on_parent_failure, 'fail'),
-                                 format('tasks[%s].', u.ord - 1))
-       FROM unnest(p_afters, p_on_parent_failures) WITH ORDINALITY AS u(after, on_parent_failure, ord)
-      WHERE u.after IS NOT NULL;
+    SELECT format('tasks[%s].on_parent_failure goes with after', u.ord - 1) INTO v_problem
+      FROM unnest(p_afters, p_on_parent_failures) WITH ORDINALITY AS u(after, on_parent_failure, ord)
+     WHERE u.after IS NULL AND u.on_parent_failure IS NOT NULL
+     ORDER BY u.ord LIMIT 1;
+    IF v_problem IS NOT NULL THEN
+      PERFORM taskmill.bad_argument(v_problem);
+    END IF;
+    v_parents := ARRAY(
+      SELECT r.parent_id
+        FROM unnest(p_afters, p_on_parent_failures)
+             WITH ORDINALITY AS u(after, on_parent_failure, ord),
+             LATERAL taskmill.parent_refs(u.after, coalesce(u.on_parent_failure, 'fail'),
+                                          format('tasks[%s].', u.ord - 1)) r
+       WHERE u.after IS NOT NULL
+       ORDER BY u.ord);
+    PERFORM 1 FROM taskmill.tasks t
+     WHERE t.id = ANY (v_parents) ORDER BY t.id FOR NO KEY UPDATE;
   END IF;
 
   PERFORM pg_advisory_xact_lock(l.h)
@@ -564,9 +583,14 @@ BEGIN
                 taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
                 cur.shard_index, cur.shard_total, cur.has_children)
         RETURNING * INTO task;
-        -- The copy is the one its children wait for.
+        -- The copy is the one its children wait for (a child submitted
+        -- while this waited for the running task's lock included).
         UPDATE taskmill.task_edges e SET parent_id = task.id
          WHERE e.parent_id = cur.id AND NOT e.done;
+        IF FOUND AND NOT task.has_children THEN
+          UPDATE taskmill.tasks t SET has_children = true WHERE t.id = task.id
+          RETURNING t.* INTO task;
+        END IF;
         outcome := 'recreated';
         PERFORM taskmill.wake_nodes();
         RETURN;
@@ -659,6 +683,10 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'object_in_use',
       MESSAGE = format('task %s is running; cancel it first', id);
   END IF;
+  IF cur.status = 'pending' AND cur.execute_at = 'infinity' THEN
+    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
+      MESSAGE = format('task %s waits for its parents; it runs when they finish', id);
+  END IF;
   live := taskmill.current_task(cur.type, cur.key);
   IF live.id IS NOT NULL AND live.version > cur.version THEN
     RAISE EXCEPTION USING ERRCODE = 'object_in_use',
@@ -679,8 +707,9 @@ BEGIN
      SET status = 'pending', execute_at = now(), retry_count = 0,
          deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
          updated_at = now()
-   WHERE t.id = id
-  RETURNING t.* INTO task;
+   WHERE t.id = id;
+  -- As the trigger left it: waiting again, if parents have not finished.
+  SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = id;
   PERFORM taskmill.wake_nodes();
 END
 $$;
