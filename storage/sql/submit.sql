@@ -352,7 +352,7 @@ BEGIN
   -- the batch, and all locked at once, in id order, as one submit locks its
   -- own: submits of children one after another would take them in any order.
   -- taskmill.submit finds them again.
-  IF cardinality(p_types) > 1 THEN
+  IF cardinality(p_types) > 1 AND (p_afters IS NOT NULL OR p_on_parent_failures IS NOT NULL) THEN
     SELECT format('tasks[%s].on_parent_failure goes with after', u.ord - 1) INTO v_problem
       FROM unnest(p_afters, p_on_parent_failures) WITH ORDINALITY AS u(after, on_parent_failure, ord)
      WHERE u.after IS NULL AND u.on_parent_failure IS NOT NULL
