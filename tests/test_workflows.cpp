@@ -203,6 +203,23 @@ BOOST_AUTO_TEST_CASE(a_task_brought_back_waits_again_for_its_unfinished_parents)
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
 }
 
+// A child a failed parent skipped, submitted again, waits for its other
+// parent, and the answer says so.
+BOOST_AUTO_TEST_CASE(a_skipped_child_submitted_again_waits_for_its_other_parents) {
+  task_database db{"after_resubmit"};
+  auto p1 = db.call("submit('EXTRACT', 'p1')");
+  auto p2 = db.call("submit('EXTRACT', 'p2')");
+  auto c = db.call("submit('T', 'c', after => '[" + id(p1) + ", " + id(p2) +
+                   "]', on_parent_failure => 'skip')");
+  finish(db, p1, "fail");
+  BOOST_CHECK_EQUAL(db.by_id(c.id).status, "stopped");
+  auto again = db.call("submit('T', 'c')");
+  BOOST_CHECK_EQUAL(again.outcome, "replaced");
+  BOOST_CHECK(waits(again));
+  finish(db, p2, "succeeded");
+  BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
+}
+
 // A transaction whose snapshot is older than its statements could miss a
 // child submitted meanwhile: a parent finishes only in read committed.
 BOOST_AUTO_TEST_CASE(a_parent_finishes_only_in_a_read_committed_transaction) {

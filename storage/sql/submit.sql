@@ -205,6 +205,10 @@ BEGIN
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'replaced';
+        -- As the trigger left it: a finished task brought back may wait again.
+        IF cur.status IN ('dead', 'stopped') THEN
+          SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = cur.id;
+        END IF;
         PERFORM taskmill.wake_nodes();
         RETURN;
       END IF;
@@ -563,6 +567,8 @@ BEGIN
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'updated';
+        -- As the trigger left it: waiting again, if parents have not finished.
+        SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = cur.id;
         PERFORM taskmill.wake_nodes();
         RETURN;
       END IF;
