@@ -55,6 +55,13 @@ void finish(const task_database& db, const task_row& t, const std::string& outco
   BOOST_REQUIRE(db.complete(t.id, run(db, t), outcome, outcome == "succeeded" ? "" : "broken"));
 }
 
+/// A node's report that task `id` succeeded under `attempt`, as SQL.
+std::string complete_sql(int64_t id, int attempt) {
+  return "SELECT applied FROM taskmill.complete_many(ARRAY[" + std::to_string(id) +
+         "::bigint], ARRAY[" + std::to_string(attempt) +
+         "], ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')";
+}
+
 std::string count_tasks(const task_database& db) {
   return db.scalar(
       "SELECT count(*) || '/' || (SELECT count(*) FROM taskmill.task_edges) || '/' || "
@@ -89,9 +96,7 @@ BOOST_AUTO_TEST_CASE(a_child_is_never_claimed_before_its_last_parent_finishes) {
   auto conn = db.connect();
   BOOST_REQUIRE(conn.exec("BEGIN"));
   auto attempt = claimed[0].id == b.id ? claimed[0].attempt : claimed[1].attempt;
-  BOOST_REQUIRE(conn.exec("SELECT taskmill.complete_many(ARRAY[" + id(b) + "::bigint], ARRAY[" +
-                          std::to_string(attempt) +
-                          "], ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')"));
+  BOOST_REQUIRE(conn.exec(complete_sql(b.id, attempt)));
   auto inside = conn.exec("SELECT execute_at <= now() FROM taskmill.tasks WHERE id = " + id(c));
   BOOST_REQUIRE(inside);
   BOOST_CHECK_EQUAL(inside->string(0, 0), "t");
@@ -335,12 +340,6 @@ void await_lock_waits(const task_database& db, int n) {
   }));
 }
 
-std::string complete_sql(int64_t id, int attempt) {
-  return "SELECT applied FROM taskmill.complete_many(ARRAY[" + std::to_string(id) +
-         "::bigint], ARRAY[" + std::to_string(attempt) +
-         "], ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')";
-}
-
 }  // namespace
 
 // Each order of a parent's outcome and a child's submit, both in flight at
@@ -394,9 +393,7 @@ BOOST_AUTO_TEST_CASE(a_parent_finishing_while_its_child_is_submitted_never_stran
     });
     auto done = std::async(std::launch::async, [&] {
       start.arrive_and_wait();
-      return finisher.exec("SELECT applied FROM taskmill.complete_many(ARRAY[" + id(p) +
-                           "::bigint], ARRAY[" + std::to_string(attempt) +
-                           "], ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')");
+      return finisher.exec(complete_sql(p.id, attempt));
     });
     children.push_back(child.get().id);
     BOOST_REQUIRE(done.get());
@@ -455,10 +452,7 @@ BOOST_AUTO_TEST_CASE(parents_finishing_together_on_several_connections_release_t
     for (int k = 0; k < parents; ++k)
       done.push_back(std::async(std::launch::async, [&, k] {
         start.arrive_and_wait();
-        return static_cast<bool>(conns[k].exec(
-            "SELECT applied FROM taskmill.complete_many(ARRAY[" + std::to_string(claimed[k].id) +
-            "::bigint], ARRAY[" + std::to_string(claimed[k].attempt) +
-            "], ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')"));
+        return static_cast<bool>(conns[k].exec(complete_sql(claimed[k].id, claimed[k].attempt)));
       }));
     for (auto& d : done) BOOST_REQUIRE(d.get());
     auto child = db.by_id(c.id);
