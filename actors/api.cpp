@@ -3,6 +3,7 @@
 #include "actors/http/api_call.hpp"
 #include "actors/http/browser_guard.hpp"
 #include "actors/http/web_assets.hpp"
+#include "actors/http/workflow_endpoints.hpp"
 #include "actors/jobs/job_times.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
@@ -602,6 +603,11 @@ const route routes[] = {
     {"POST", "/v1/tasks/{id}/retry", with_token, retry_task},
     {"GET", "/v1/batches/{batch}", with_token, get_batch},
     {"POST", "/v1/batches/{batch}/retry-failed", with_token, retry_batch},
+    {"GET", "/v1/workflows", with_token, list_workflows},
+    {"POST", "/v1/workflows", with_token, submit_workflow},
+    {"GET", "/v1/workflows/{id}", with_token, get_workflow},
+    {"POST", "/v1/workflows/{id}/cancel", with_token, cancel_workflow},
+    {"POST", "/v1/workflows/{id}/retry", with_token, retry_workflow},
     {"GET", "/v1/stats", with_token, stats},
     {"GET", "/v1/nodes", with_token, list_nodes},
     {"GET", "/v1/alerts", with_token, list_alerts},

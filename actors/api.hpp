@@ -22,6 +22,7 @@ struct api_options {
   std::chrono::milliseconds lease;
   query_storage_actor storage;
   job_storage_actor jobs;
+  workflow_storage_actor workflows;
   inserter_actor inserter;
   dispatcher_actor dispatcher;
   limiter_actor limiter;

@@ -165,6 +165,16 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, take_back_atom, "take_back")
   CAF_ADD_ATOM(taskmill, taskmill, check_job_atom, "check_job")
 
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::SubmitWorkflow))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::WorkflowSubmitted))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Workflow))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::WorkflowList))
+  CAF_ADD_ATOM(taskmill, taskmill, submit_workflow_atom, "submit_wf")
+  CAF_ADD_ATOM(taskmill, taskmill, workflow_atom, "workflow")
+  CAF_ADD_ATOM(taskmill, taskmill, workflows_atom, "workflows")
+  CAF_ADD_ATOM(taskmill, taskmill, cancel_workflow_atom, "cancel_wf")
+  CAF_ADD_ATOM(taskmill, taskmill, retry_workflow_atom, "retry_wf")
+
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
 
@@ -311,6 +321,24 @@ using job_storage_actor = caf::typed_actor<
     // Every job's firings by outcome, last and next fire time (/metrics).
     caf::replies_to<jobs_atom, stats_atom>::with<pb::JobMetrics>>;
 
+/// Writes and reads workflows (SPEC §10; the API's view).
+using workflow_storage_actor = caf::typed_actor<
+    // Stores a workflow's steps as tasks with their edges, or finds the
+    // workflow of its key; nodes silent longer than the given milliseconds
+    // get no broadcast shard.
+    caf::replies_to<submit_workflow_atom, pb::SubmitWorkflow, int64_t>::with<pb::WorkflowSubmitted>,
+    // A workflow with its steps and edges.
+    caf::replies_to<workflow_atom, int64_t>::with<pb::Workflow>,
+    // At most n workflows, newest first, older than the one of this id (0:
+    // the newest), without steps.
+    caf::replies_to<workflows_atom, int32_t, int64_t>::with<pb::WorkflowList>,
+    // Cancels the unfinished tasks of a workflow, running ones too; answers
+    // how many.
+    caf::replies_to<cancel_workflow_atom, int64_t>::with<int32_t>,
+    // Runs a workflow's dead, cancelled and skipped steps again; answers
+    // how many.
+    caf::replies_to<retry_workflow_atom, int64_t>::with<int32_t>>;
+
 /// Jobs due by now, and their planned firings (the cron actor's view).
 using cron_storage_actor = caf::typed_actor<
     // At most n due jobs, oldest first, and when the next one is due.
@@ -342,6 +370,7 @@ using storage_actor = submission_storage_actor
     ::extend_with<sweep_storage_actor>
     ::extend_with<compensation_storage_actor>
     ::extend_with<job_storage_actor>
+    ::extend_with<workflow_storage_actor>
     ::extend_with<cron_storage_actor>
     ::extend_with<alert_storage_actor>
     ::extend<

@@ -60,4 +60,14 @@ std::string encode(const pb::AlertList& list);
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);
 
+// -- workflows (SPEC §10; messages/workflow_json.cpp) ------------------------
+
+/// POST /v1/workflows.
+caf::expected<pb::SubmitWorkflow> decode_workflow(std::string_view body);
+/// A workflow with its steps and edges (GET /v1/workflows/{id}), or without
+/// them (in a list).
+std::string encode(const pb::Workflow& workflow);
+/// GET /v1/workflows.
+std::string encode(const pb::WorkflowList& list);
+
 }  // namespace taskmill::json

@@ -54,6 +54,8 @@ caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const s
     if (auto err = check_text(t.trace_id(), where, "trace_id")) return err;
   if (t.has_payload())
     if (auto err = check_json(t.payload(), limits, where, "payload")) return err;
+  if (t.has_after())
+    if (auto err = check_json(t.after(), limits, where, "after")) return err;
   if (t.has_execute_at())
     if (auto err = check_time(t.execute_at(), where, "execute_at")) return err;
   return caf::none;
@@ -66,6 +68,28 @@ caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits) {
   for (int i = 0; i < tasks.tasks_size(); ++i) {
     auto where = tasks.tasks_size() == 1 ? std::string{} : "tasks[" + std::to_string(i) + "].";
     if (auto err = validate(tasks.tasks(i), limits, where)) return err;
+  }
+  return caf::none;
+}
+
+caf::error validate(const pb::SubmitWorkflow& workflow, const input_limits& limits) {
+  if (auto err = check_text(workflow.name(), "", "name")) return err;
+  if (workflow.has_key())
+    if (auto err = check_text(workflow.key(), "", "key")) return err;
+  if (workflow.steps_size() == 0 || workflow.steps_size() > max_workflow_steps)
+    return bad("", "steps", "must hold 1 to " + std::to_string(max_workflow_steps) + " steps");
+  for (int i = 0; i < workflow.steps_size(); ++i) {
+    auto where = "steps[" + std::to_string(i) + "].";
+    const auto& step = workflow.steps(i);
+    if (auto err = check_text(step.name(), where, "name")) return err;
+    if (step.task().key().empty()) {
+      // The workflow names the step's task ("<id>/<name>").
+      auto named = step.task();
+      named.set_key(step.name());
+      if (auto err = validate(named, limits, where)) return err;
+    } else if (auto err = validate(step.task(), limits, where)) {
+      return err;
+    }
   }
   return caf::none;
 }

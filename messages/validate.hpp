@@ -21,6 +21,9 @@ inline constexpr int max_json_depth = 64;
 inline constexpr int max_envelope_depth = 3;
 /// The most tasks one submit request may carry.
 inline constexpr int max_batch_size = 10000;
+/// The most steps one workflow may have (taskmill.submit_workflow says the
+/// same of its tasks, shards included).
+inline constexpr int max_workflow_steps = 10000;
 
 struct input_limits {
   int64_t max_payload_bytes = 1 << 20;
@@ -29,6 +32,7 @@ struct input_limits {
 caf::error validate(const pb::SubmitTask& task, const input_limits& limits,
                     const std::string& where = "");
 caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits);
+caf::error validate(const pb::SubmitWorkflow& workflow, const input_limits& limits);
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits);
 caf::error validate(const pb::CancelRequest& req);
 caf::error validate(const pb::ResultReport& report, const input_limits& limits);

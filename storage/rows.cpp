@@ -32,7 +32,8 @@ task_columns::task_columns(const result& res)
       heartbeat_at(res.column("heartbeat_at")),
       started_at(res.column("started_at")),
       created_at(res.column("created_at")),
-      updated_at(res.column("updated_at")) {}
+      updated_at(res.column("updated_at")),
+      parent_results(res.column("parent_results")) {}
 
 namespace {
 
@@ -86,6 +87,7 @@ void read_task(const result& res, int row, const task_columns& c, pb::Task* out)
   read_time(res, row, c.started_at, &pb::Task::mutable_started_at, out);
   read_time(res, row, c.created_at, &pb::Task::mutable_created_at, out);
   read_time(res, row, c.updated_at, &pb::Task::mutable_updated_at, out);
+  out->set_parent_results(res.string(row, c.parent_results));
 }
 
 param timestamp_param(const google::protobuf::Timestamp& ts) {

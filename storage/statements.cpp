@@ -72,6 +72,36 @@ const statement task_relatives{
     "array_to_string(ARRAY(SELECT e.child_id FROM taskmill.task_edges e "
     "WHERE e.parent_id = $1::bigint ORDER BY e.child_id LIMIT 100), ',')"};
 
+// $1..$5: the workflow's name, key, step names, shards and the lease (ms);
+// the tasks as submit_batch takes them.
+const statement submit_workflow{
+    "submit_workflow",
+    "SELECT outcome, workflow_id FROM taskmill.submit_workflow($1::text, $2::text, $3::text[], "
+    "$4::int[], $5::bigint, $6::text[], $7::text[], $8::bigint[], $9::jsonb[], "
+    "$10::timestamptz[], $11::int[], $12::int[], $13::int[], $14::text[], $15::int[], $16::int[], "
+    "$17::real[], $18::text[], $19::text[], $20::int[], $21::int[], $22::jsonb[], $23::text[])"};
+
+const statement workflow_summary{"workflow_summary",
+                                 "SELECT * FROM taskmill.workflow_summary($1::bigint) WHERE id "
+                                 "IS NOT NULL"};
+
+const statement workflow_tasks{"workflow_tasks",
+                               "SELECT * FROM taskmill.workflow_tasks($1::bigint)"};
+
+const statement workflow_edges{"workflow_edges",
+                               "SELECT * FROM taskmill.workflow_edges($1::bigint)"};
+
+// $1: at most how many, $2: older than this id (NULL: the newest).
+const statement list_workflows{
+    "list_workflows",
+    "SELECT s.* FROM (SELECT w.id FROM taskmill.workflows w WHERE $2::bigint IS NULL OR w.id < "
+    "$2::bigint ORDER BY w.id DESC LIMIT $1::int) w, LATERAL taskmill.workflow_summary(w.id) s "
+    "ORDER BY s.id DESC"};
+
+const statement cancel_workflow{"cancel_workflow", "SELECT taskmill.cancel_workflow($1::bigint)"};
+
+const statement retry_workflow{"retry_workflow", "SELECT taskmill.retry_workflow($1::bigint)"};
+
 const statement running_on_node{
     "running_on_node",
     "SELECT id, attempt FROM taskmill.tasks WHERE status = 'running' AND picked_by = $1::text"};
@@ -304,6 +334,13 @@ const std::vector<const statement*>& all() {
       &complete_many,
       &get_task,
       &task_relatives,
+      &submit_workflow,
+      &workflow_summary,
+      &workflow_tasks,
+      &workflow_edges,
+      &list_workflows,
+      &cancel_workflow,
+      &retry_workflow,
       &running_on_node,
       &still_running,
       &live_counts,

@@ -25,6 +25,13 @@ extern const statement get_task;
 /// $1: a task id. Its parents' and its children's ids (the first 100 of
 /// each), joined by commas.
 extern const statement task_relatives;
+extern const statement submit_workflow;
+extern const statement workflow_summary;
+extern const statement workflow_tasks;
+extern const statement workflow_edges;
+extern const statement list_workflows;
+extern const statement cancel_workflow;
+extern const statement retry_workflow;
 extern const statement running_on_node;
 extern const statement still_running;
 extern const statement live_counts;

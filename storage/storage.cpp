@@ -443,6 +443,19 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       },
       [self](alerts_atom, const pb::ListAlertsRequest& r) { return list_alerts(self, r); },
       [self](alerts_atom, stats_atom) { return alert_metrics(self); },
+      [self](submit_workflow_atom, const pb::SubmitWorkflow& wf, int64_t lease_ms) {
+        return submit_workflow(self, wf, lease_ms);
+      },
+      [self](workflow_atom, int64_t id) { return get_workflow(self, id); },
+      [self](workflows_atom, int32_t limit, int64_t before) {
+        return list_workflows(self, limit, before);
+      },
+      [self](cancel_workflow_atom, int64_t id) {
+        return ask_count(self, {&db::sql::cancel_workflow, {std::to_string(id)}});
+      },
+      [self](retry_workflow_atom, int64_t id) {
+        return ask_count(self, {&db::sql::retry_workflow, {std::to_string(id)}});
+      },
       [self](caf::flush_atom) { flush(self); },
       [self](reconnect_atom) { reconnect(self); },
   };

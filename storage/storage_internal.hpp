@@ -179,6 +179,12 @@ caf::result<int64_t> lead(self_ptr self, const pb::Lead& req);
 caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req);
 caf::result<int32_t> compensate(self_ptr self, int32_t rule, int64_t term);
 
+// -- workflows (workflow_requests.cpp) ----------------------------------------------
+caf::result<pb::WorkflowSubmitted> submit_workflow(self_ptr self, const pb::SubmitWorkflow& wf,
+                                                   int64_t lease_ms);
+caf::result<pb::Workflow> get_workflow(self_ptr self, int64_t id);
+caf::result<pb::WorkflowList> list_workflows(self_ptr self, int32_t limit, int64_t before);
+
 // -- recurring jobs (job_requests.cpp) ----------------------------------------------
 caf::result<pb::JobPutResult> put_job(self_ptr self, const pb::Job& job);
 caf::result<std::string> put_job_problem(self_ptr self, const pb::Job& job);

@@ -531,6 +531,51 @@ BOOST_AUTO_TEST_CASE(submit_after_parents_by_id_and_by_type_and_key) {
   }));
 }
 
+// A workflow from a file: shown with its steps, cancelled, retried and
+// listed by id; a file the node refuses says why.
+BOOST_AUTO_TEST_CASE(workflow_submit_show_cancel_retry_and_list) {
+  start();
+  auto dir = std::filesystem::temp_directory_path();
+  auto file = (dir / ("taskmill-cli-workflow-" + std::to_string(getpid()) + ".json")).string();
+  std::ofstream{file} << R"({"name": "nightly", "steps": [
+    {"name": "first", "type": "NOOP"},
+    {"name": "held", "type": "NOBODY_RUNS_THIS", "after": ["first"]},
+    {"name": "last", "type": "NOOP", "after": [{"step": "held", "on_failure": "run"}]}]})";
+  auto submitted = run({"workflow", "submit", file});
+  CHECK_RUN(submitted, 0);
+  BOOST_CHECK_MESSAGE(
+      contains(submitted.out, "created\n") && contains(submitted.out, "name:          nightly"),
+      submitted);
+  auto id = std::to_string(
+      run_json({"workflow", "list", "--limit", "1"})["workflows"][0]["id"].get<int64_t>());
+  BOOST_REQUIRE(test::eventually([&] {
+    return run_json({"workflow", "show", id})["steps"][0]["status"] == "succeeded";
+  }));
+  auto shown = run({"workflow", "show", id});
+  CHECK_RUN(shown, 0);
+  BOOST_CHECK_MESSAGE(contains(shown.out, "status:        running"), shown);
+  BOOST_CHECK_MESSAGE(contains(shown.out, "last   pending    held(run)"), shown);
+  auto cancelled = run({"workflow", "cancel", id});
+  CHECK_RUN(cancelled, 0);
+  BOOST_CHECK_EQUAL(cancelled.out, "cancelled 2 tasks\n");
+  auto retried = run({"workflow", "retry", id});
+  CHECK_RUN(retried, 0);
+  BOOST_CHECK_EQUAL(retried.out, "retried 2 tasks\n");
+  auto listed = run({"workflow", "list"});
+  CHECK_RUN(listed, 0);
+  BOOST_CHECK_MESSAGE(contains(listed.out, id + "   nightly  running"), listed);
+
+  std::ofstream{file, std::ios::trunc} << R"({"name": "loop", "steps": [
+    {"name": "a", "type": "NOOP", "after": ["a"]}]})";
+  auto refused = run({"workflow", "submit", file});
+  CHECK_RUN(refused, 1);
+  BOOST_CHECK_EQUAL(refused.err, "error: steps[0].after: a cycle: a -> a\n");
+  std::filesystem::remove(file);
+  auto missing = run({"workflow", "submit", file});
+  CHECK_RUN(missing, 1);
+  BOOST_CHECK_EQUAL(missing.err, "error: cannot read " + file + "\n");
+}
+
 BOOST_AUTO_TEST_CASE(errors_show_the_servers_message) {
   start();
   auto unknown = run({"show", "999999"});

@@ -1,5 +1,7 @@
 #include "tools/client_commands.hpp"
 
+#include "tools/client_support.hpp"
+
 #include "config/config.hpp"
 #include "messages/errors.hpp"
 #include "messages/time.hpp"
@@ -22,113 +24,8 @@ namespace taskmill {
 
 namespace {
 
-using nlohmann::json;
+using namespace client;
 using namespace std::chrono_literals;
-
-/// Table cells and listing values longer than these are cut short.
-constexpr size_t cell_chars = 40;
-constexpr size_t value_chars = 200;
-
-/// Every status a task can have, in the order of its life.
-constexpr const char* task_statuses[] = {"pending", "running",   "succeeded", "failed",
-                                         "dead",    "cancelled", "stopped"};
-
-// -- showing values -----------------------------------------------------------------
-
-bool continuation_byte(char c) {
-  return (static_cast<unsigned char>(c) & 0xC0) == 0x80;
-}
-
-/// Characters on screen: UTF-8 code points.
-size_t display_width(const std::string& text) {
-  return std::count_if(text.begin(), text.end(), [](char c) { return !continuation_byte(c); });
-}
-
-/// At most `max` code points, the cut marked with "...".
-std::string shorten(const std::string& text, size_t max) {
-  if (display_width(text) <= max) return text;
-  size_t kept = 0;
-  size_t end = 0;
-  while (end < text.size() && kept < max - 3) {
-    ++end;
-    while (end < text.size() && continuation_byte(text[end])) ++end;
-    ++kept;
-  }
-  return text.substr(0, end) + "...";
-}
-
-/// Control characters would break a row in two.
-std::string one_line(std::string text) {
-  std::replace_if(
-      text.begin(), text.end(), [](char c) { return c >= 0 && c < 0x20; }, ' ');
-  return text;
-}
-
-/// A value as people read it: strings bare, absent or empty as "-", other JSON
-/// compact.
-std::string shown(const json& value) {
-  if (value.is_null()) return "-";
-  if (value.is_string()) {
-    const auto& text = value.get_ref<const std::string&>();
-    return text.empty() ? "-" : one_line(text);
-  }
-  return value.dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-/// The field `name` of an object; null when absent.
-const json& field(const json& object, const char* name) {
-  static const json absent;
-  if (!object.is_object()) return absent;
-  auto it = object.find(name);
-  return it == object.end() ? absent : *it;
-}
-
-/// The array field `name`; empty when absent.
-const json& array_field(const json& object, const char* name) {
-  static const json none = json::array();
-  const auto& value = field(object, name);
-  return value.is_array() ? value : none;
-}
-
-int64_t integer(const json& value) {
-  return value.is_number_integer() ? value.get<int64_t>() : 0;
-}
-
-std::string upper(std::string text) {
-  std::transform(text.begin(), text.end(), text.begin(), [](char c) {
-    return c >= 'a' && c <= 'z' ? static_cast<char>(c - 'a' + 'A') : c;
-  });
-  return text;
-}
-
-/// Rows printed in aligned columns.
-class table {
- public:
-  explicit table(std::vector<std::string> header = {}) {
-    if (!header.empty()) rows_.push_back(std::move(header));
-  }
-
-  void add(std::vector<std::string> row) { rows_.push_back(std::move(row)); }
-
-  void print(std::ostream& out) const {
-    std::vector<size_t> widths;
-    for (const auto& row : rows_) {
-      widths.resize(std::max(widths.size(), row.size()));
-      for (size_t i = 0; i < row.size(); ++i)
-        widths[i] = std::max(widths[i], display_width(row[i]));
-    }
-    for (const auto& row : rows_) {
-      for (size_t i = 0; i < row.size(); ++i) {
-        out << row[i];
-        if (i + 1 < row.size()) out << std::string(widths[i] - display_width(row[i]) + 2, ' ');
-      }
-      out << "\n";
-    }
-  }
-
- private:
-  std::vector<std::vector<std::string>> rows_;
-};
 
 // -- printing answers ----------------------------------------------------------------
 
@@ -237,141 +134,8 @@ void print_nodes(const json& doc) {
   links.print(std::cout);
 }
 
-// -- calling the API -----------------------------------------------------------------
-
-/// What every client subcommand accepts.
-struct common_options {
-  std::string server = "http://127.0.0.1:8480";
-  bool json_output = false;
-};
-
-/// A successful answer: the body as sent (for --json) and parsed.
-struct answer {
-  std::string body;
-  json doc;
-};
-
-std::string percent_encode(std::string_view text) {
-  static constexpr char hex[] = "0123456789ABCDEF";
-  std::string out;
-  for (char c : text) {
-    bool unreserved = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-                      c == '-' || c == '_' || c == '.' || c == '~';
-    if (unreserved) {
-      out += c;
-    } else {
-      auto byte = static_cast<unsigned char>(c);
-      out += {'%', hex[byte >> 4], hex[byte & 15]};
-    }
-  }
-  return out;
-}
-
-/// The API's own message when it sent one; the raw answer otherwise.
-std::string failure_message(const fetched& res, const json& doc, const std::string& server) {
-  const auto& message = field(field(doc, "error"), "message");
-  if (message.is_string()) return message.get<std::string>();
-  return "unexpected answer from " + server + " (HTTP " + std::to_string(res.status) +
-         "): " + shorten(one_line(res.body), value_chars);
-}
-
-/// Why a task is not running, as an error answer may tell (the task's read
-/// while PostgreSQL is away).
-void print_waiting(std::ostream& out, const json& waiting) {
-  if (!waiting.is_object()) return;
-  out << "waiting: " << shown(field(waiting, "reason")) << "\n"
-      << "why: " << shown(field(waiting, "message")) << "\n";
-}
-
-/// Calls one node's API with the token from TASKMILL_API_TOKEN. A failed call
-/// prints `error: <message>` and returns nothing.
-class api_client {
- public:
-  explicit api_client(const std::string& server) : server_(server) {
-    while (!server_.empty() && server_.back() == '/') server_.pop_back();
-    if (const char* token = std::getenv("TASKMILL_API_TOKEN"); token && *token)
-      headers_.emplace_back("Authorization", std::string{"Bearer "} + token);
-  }
-
-  std::optional<answer> get(const std::string& target) const { return call("GET", target, {}); }
-
-  std::optional<answer> post(const std::string& target) const { return call("POST", target, {}); }
-
-  std::optional<answer> post(const std::string& target, const json& body) const {
-    // Invalid UTF-8 from the command line is sent replaced, not refused here.
-    return call("POST", target, body.dump(-1, ' ', false, json::error_handler_t::replace));
-  }
-
-  std::optional<answer> put(const std::string& target, const json& body) const {
-    return call("PUT", target, body.dump(-1, ' ', false, json::error_handler_t::replace));
-  }
-
-  std::optional<answer> del(const std::string& target) const { return call("DELETE", target, {}); }
-
- private:
-  std::optional<answer> call(const std::string& method, const std::string& target,
-                             const std::string& body) const {
-    auto res = http_fetch(method, server_ + target, body, headers_);
-    if (!res) {
-      std::cerr << "error: " << error_message(res.error()) << " (is a taskmill node listening at "
-                << server_ << "?)\n";
-      return std::nullopt;
-    }
-    auto doc = json::parse(res->body, nullptr, false);
-    if (res->status / 100 != 2 || doc.is_discarded()) {
-      std::cerr << "error: " << failure_message(*res, doc, server_) << "\n";
-      print_waiting(std::cerr, field(field(doc, "error"), "waiting"));
-      return std::nullopt;
-    }
-    return answer{std::move(res->body), std::move(doc)};
-  }
-
-  std::string server_;
-  std::vector<std::pair<std::string, std::string>> headers_;
-};
-
-/// Prints the answer: as sent with --json, else with `print`.
-int print_answer(const common_options& o, const answer& a, void (*print)(const json&)) {
-  if (o.json_output)
-    std::cout << a.body << "\n";
-  else
-    print(a.doc);
-  return EXIT_SUCCESS;
-}
-
-/// Prints the answer of a call; a failed call has printed its error already.
-int answer_of(const common_options& o, const std::optional<answer>& a, void (*print)(const json&)) {
-  return a ? print_answer(o, *a, print) : EXIT_FAILURE;
-}
-
 std::string task_path(int64_t id) {
   return "/v1/tasks/" + std::to_string(id);
-}
-
-// -- command-line checks -------------------------------------------------------------
-
-// CLI11 checks: an empty answer accepts the value, anything else is the complaint.
-
-std::string http_url(const std::string& url) {
-  if (url.rfind("http://", 0) == 0) return {};
-  return "must be an http:// URL such as http://127.0.0.1:8480";
-}
-
-std::string json_text(const std::string& text) {
-  if (!json::parse(text, nullptr, false).is_discarded()) return {};
-  return "must be valid JSON, e.g. '{\"n\": 1}' or '\"text\"'";
-}
-
-std::string duration(const std::string& text) {
-  if (parse_duration(text)) return {};
-  return "must be a duration such as 30s, 5m, 2h or 1d (a bare number is milliseconds)";
-}
-
-void add_common_options(CLI::App& sub, common_options& o) {
-  sub.add_option("--server", o.server, "The node's HTTP API")
-      ->capture_default_str()
-      ->check(CLI::Validator{http_url, "URL"});
-  sub.add_flag("--json", o.json_output, "Print the API's JSON answer as is");
 }
 
 /// When a task should run: an RFC 3339 time or a delay from now.
@@ -397,11 +161,6 @@ void add_when_options(CLI::App& sub, when_options& w, bool required) {
                 ->check(CLI::Validator{duration, "DURATION"});
   at->excludes(in);
   if (required) group->require_option(1);
-}
-
-/// Registers `sub` to set `chosen` to `run` when it is on the command line.
-void on_parsed(CLI::App* sub, client_command& chosen, client_command run) {
-  sub->callback([&chosen, run = std::move(run)] { chosen = run; });
 }
 
 // -- submit --------------------------------------------------------------------------
@@ -1000,6 +759,7 @@ void add_client_commands(CLI::App& app, client_command& chosen) {
   add_get_command(app, chosen, "nodes", "The nodes of the cluster", "/v1/nodes", print_nodes);
   add_jobs(app, chosen);
   add_alerts(app, chosen);
+  add_workflow_commands(app, chosen);
 }
 
 }  // namespace taskmill

@@ -17,4 +17,7 @@ using client_command = std::function<int()>;
 /// never leave a call half made.
 void add_client_commands(CLI::App& app, client_command& chosen);
 
+/// Adds `taskmill workflow ...` (tools/workflow_commands.cpp).
+void add_workflow_commands(CLI::App& app, client_command& chosen);
+
 }  // namespace taskmill

@@ -24,7 +24,7 @@ CREATE TYPE taskmill.running_task AS (
   priority smallint, payload jsonb, attempt integer, retry_count integer,
   max_retries integer, timeout_ms integer, error text, batch text, shard_index integer,
   shard_total integer, trace_id text, picked_by text, execute_at timestamptz,
-  turns_taken integer);
+  parent_results jsonb, turns_taken integer);
 
 -- A task's row as taskmill.running_task. Inlined where it is called: a
 -- claim's RETURNING (taskmill.as_running(t, n)).* reads the columns alone.
@@ -33,7 +33,7 @@ RETURNS taskmill.running_task
 LANGUAGE sql IMMUTABLE AS $$
   SELECT ROW(t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
              t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
-             t.shard_total, t.trace_id, t.picked_by, t.execute_at,
+             t.shard_total, t.trace_id, t.picked_by, t.execute_at, t.parent_results,
              p_turns_taken)::taskmill.running_task
 $$;
 

@@ -41,19 +41,7 @@ BEGIN
   FOR i IN 0 .. jsonb_array_length(p_after) - 1 LOOP
     v_ref := p_after -> i;
     v_at := format('%safter[%s]', p_where, i);
-    v_policy := p_on_failure;
-    IF jsonb_typeof(v_ref) = 'object' THEN
-      IF EXISTS (SELECT FROM jsonb_object_keys(v_ref) k WHERE k NOT IN ('id', 'type', 'key', 'on_failure')) THEN
-        PERFORM taskmill.bad_argument(format('%s may have only id, type, key and on_failure', v_at));
-      END IF;
-      IF v_ref ? 'on_failure' THEN
-        v_policy := v_ref ->> 'on_failure';
-        IF v_policy IS NULL OR v_policy NOT IN ('fail', 'run', 'skip') THEN
-          PERFORM taskmill.bad_argument(format(
-            '%s.on_failure must be one of fail, run, skip (got %s)', v_at, v_ref -> 'on_failure'));
-        END IF;
-      END IF;
-    END IF;
+    v_policy := taskmill.edge_policy(v_ref, '{id,type,key}', p_on_failure, v_at);
     v_id := taskmill.parent_id(v_ref, v_at);
     IF v_id = ANY (v_seen) THEN
       PERFORM taskmill.bad_argument(format('%s names task %s a second time', v_at, v_id));
@@ -63,6 +51,31 @@ BEGIN
     on_failure := v_policy;
     RETURN NEXT;
   END LOOP;
+END
+$$;
+
+-- The policy of one reference of `after` (at p_at): its "on_failure" if it
+-- is an object that has one, else p_default. An object may have only the
+-- fields p_fields and on_failure.
+CREATE FUNCTION taskmill.edge_policy(p_ref jsonb, p_fields text[], p_default text, p_at text)
+RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF jsonb_typeof(p_ref) <> 'object' THEN
+    RETURN p_default;
+  END IF;
+  IF EXISTS (SELECT FROM jsonb_object_keys(p_ref) k WHERE k <> ALL (p_fields || 'on_failure'::text)) THEN
+    PERFORM taskmill.bad_argument(format('%s may have only %s and on_failure', p_at,
+                                         array_to_string(p_fields, ', ')));
+  END IF;
+  IF NOT p_ref ? 'on_failure' THEN
+    RETURN p_default;
+  END IF;
+  IF p_ref ->> 'on_failure' IS NULL OR p_ref ->> 'on_failure' NOT IN ('fail', 'run', 'skip') THEN
+    PERFORM taskmill.bad_argument(format(
+      '%s.on_failure must be one of fail, run, skip (got %s)', p_at, p_ref -> 'on_failure'));
+  END IF;
+  RETURN p_ref ->> 'on_failure';
 END
 $$;
 
@@ -204,16 +217,17 @@ END
 $$;
 
 -- Counts parents off the other children's waits (p_counted each); a child
--- with none left is due (at the time it was submitted with, or now).
--- Answers how many became due now.
-CREATE FUNCTION taskmill.count_off_parents(p_children bigint[], p_counted integer[])
-RETURNS integer
+-- with none left is due (at the time it was submitted with, or now), and a
+-- workflow step is given its parents' results. Answers how many became due
+-- now, and the steps that ended dead instead (taskmill.give_parent_results).
+CREATE FUNCTION taskmill.count_off_parents(p_children bigint[], p_counted integer[],
+                                           OUT due integer, OUT ended bigint[])
 LANGUAGE plpgsql AS $$
 DECLARE
   -- Waits with no parent left: their tasks are due (or were brought back
   -- by hand meanwhile, and are not waiting).
   v_over bigint[];
-  v_due integer;
+  v_steps bigint[];
 BEGIN
   WITH counted AS (
     UPDATE taskmill.task_waits w SET parents_left = w.parents_left - s.counted
@@ -232,15 +246,19 @@ BEGIN
       FROM counted c
      WHERE t.id = ANY (p_children) AND t.id = c.task_id AND c.parents_left = 0
        AND t.status = 'pending' AND t.execute_at = 'infinity'
-    RETURNING t.id, t.execute_at
+    RETURNING t.id, t.execute_at, t.parent_results IS NOT NULL AS step
   )
   SELECT (SELECT coalesce(array_agg(n.task_id), '{}') FROM none_left n),
-         (SELECT count(*) FILTER (WHERE r.execute_at <= now()) FROM released r)
-    INTO v_over, v_due;
+         (SELECT count(*) FILTER (WHERE r.execute_at <= now()) FROM released r),
+         (SELECT coalesce(array_agg(r.id) FILTER (WHERE r.step), '{}') FROM released r)
+    INTO v_over, due, v_steps;
   IF cardinality(v_over) > 0 THEN
     DELETE FROM taskmill.task_waits w WHERE w.task_id = ANY (v_over);
   END IF;
-  RETURN v_due;
+  ended := '{}';
+  IF cardinality(v_steps) > 0 THEN
+    ended := taskmill.give_parent_results(v_steps);
+  END IF;
 END
 $$;
 
@@ -262,6 +280,8 @@ DECLARE
   v_skip bigint[];
   -- Whether a failed parent ends any of them.
   v_some_end boolean;
+  v_due integer;
+  v_ended bigint[];
 BEGIN
   -- A snapshot older than the statement would miss children submitted since.
   IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -286,13 +306,18 @@ BEGIN
               FROM counted e GROUP BY e.child_id) c;
     EXIT WHEN cardinality(v_children) = 0;
     v_ids := '{}';
+    v_failed := '{}';
     IF v_some_end THEN
       SELECT e.ids, e.failed INTO v_ids, v_failed
         FROM taskmill.end_children(v_children, v_fail, v_skip) e;
     END IF;
-    IF taskmill.count_off_parents(v_children, v_counted) > 0 THEN
+    SELECT c.due, c.ended INTO v_due, v_ended
+      FROM taskmill.count_off_parents(v_children, v_counted) c;
+    IF v_due > 0 THEN
       PERFORM taskmill.wake_nodes();
     END IF;
+    v_ids := v_ids || v_ended;
+    v_failed := v_failed || array_fill(true, ARRAY[cardinality(v_ended)]);
   END LOOP;
   PERFORM set_config('taskmill.settling', '', true);
 END
@@ -347,6 +372,8 @@ BEGIN
     ON CONFLICT (task_id) DO UPDATE
       SET parents_left = EXCLUDED.parents_left, execute_at = EXCLUDED.execute_at;
     UPDATE taskmill.tasks t SET execute_at = 'infinity', deadline_at = NULL WHERE t.id = NEW.id;
+  ELSIF NEW.parent_results IS NOT NULL THEN
+    PERFORM taskmill.give_parent_results(ARRAY[NEW.id]);
   END IF;
   RETURN NULL;
 END

@@ -301,7 +301,7 @@ RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, ver
                deadline_at timestamptz, batch text, shard_index integer, shard_total integer,
                trace_id text, picked_by text, heartbeat_at timestamptz, started_at timestamptz,
                created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-               pinned_node text, has_children boolean)
+               pinned_node text, has_children boolean, parent_results jsonb)
 LANGUAGE plpgsql
 -- The plans are kept for the session: planned at every call, a submit spent
 -- more time planning than a task of a small batch costs to store. With

@@ -91,7 +91,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history and edges; so are long-dead nodes, closed firings of
+-- are deleted with their history, edges and workflow steps; so are workflows
+-- left without steps, long-dead nodes, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
@@ -113,6 +114,19 @@ LANGUAGE sql AS $$
   ),
   edges_to_parents AS (
     DELETE FROM taskmill.task_edges e USING gone g WHERE e.child_id = g.id
+  ),
+  steps AS (
+    DELETE FROM taskmill.workflow_steps s USING gone g WHERE s.task_id = g.id
+  ),
+  -- Seen as they were when the statement began: a workflow whose last steps
+  -- go now goes at the next sweep.
+  workflows AS (
+    DELETE FROM taskmill.workflows w
+     WHERE w.id IN (SELECT x.id FROM taskmill.workflows x
+                     WHERE x.created_at < now() - p_retention_ms * interval '1 ms'
+                       AND NOT EXISTS (SELECT 1 FROM taskmill.workflow_steps s
+                                        WHERE s.workflow_id = x.id)
+                     ORDER BY x.created_at LIMIT p_limit)
   ),
   nodes AS (
     DELETE FROM taskmill.nodes n

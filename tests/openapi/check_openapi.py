@@ -924,6 +924,66 @@ def check_jobs(c, run, st):
     c.call("(cleanup)", "DELETE", JN, {"name": every}, expect=200)
 
 
+def check_workflows(c, run, st):
+    noop, slow = c.args.noop_type, c.args.slow_type
+    W, WI = "/v1/workflows", "/v1/workflows/{id}"
+    flow = {"name": "oa-flow", "key": "oa-flow-" + run, "steps": [
+        {"name": "first", "type": noop, "payload": {"n": 1}},
+        {"name": "fan", "type": noop, "routing": "broadcast", "shards": 2, "after": ["first"]},
+        {"name": "last", "type": noop, "after": ["fan", {"step": "first", "on_failure": "run"}],
+         "priority": 2, "backoff": {"kind": "fixed", "base_ms": 100}}]}
+    ans = c.call("(new)", "POST", W, expect=201, body=flow)
+    flow_id = ans.get("id")
+    c.check(ans.get("outcome") == "created" and len(ans.get("steps", default=[])) == 3,
+            "a new workflow is created with its steps")
+    ans = c.call("(same key)", "POST", W, expect=200, body=flow)
+    c.check(ans.get("outcome") == "duplicate" and ans.get("id") == flow_id,
+            "a workflow with the key of an earlier one is that one")
+    c.call("(cycle)", "POST", W, expect=400, body={"name": "oa", "steps": [
+        {"name": "a", "type": noop, "after": ["b"]}, {"name": "b", "type": noop, "after": ["a"]}]})
+    c.call("(unknown step)", "POST", W, expect=400,
+           body={"name": "oa", "steps": [{"name": "a", "type": noop, "after": ["x"]}]})
+    c.call("(unknown field)", "POST", W, expect=400,
+           body={"name": "oa", "steps": [{"name": "a", "type": noop, "colour": 1}]})
+    c.call("(no steps)", "POST", W, expect=400, body={"name": "oa", "steps": []})
+    c.call("(not JSON)", "POST", W, expect=400, body="{")
+    c.call("(payload over the limit)", "POST", W, expect=413, body={"name": "oa", "steps": [
+        {"name": "a", "type": noop, "payload": "x" * (c.args.max_payload_bytes + 100)}]})
+
+    deadline = time.time() + c.args.wait
+    status = None
+    while time.time() < deadline and status != "succeeded":
+        status = c.http("GET", c.fill(WI, {"id": flow_id})).get("status")
+        if status != "succeeded":
+            time.sleep(0.2)
+    c.check(status == "succeeded", "the workflow runs to its end")
+    c.call("", "GET", WI, {"id": flow_id}, expect=200)
+    c.call("", "HEAD", WI, {"id": flow_id}, expect=200)
+    c.call("(unknown)", "GET", WI, {"id": 999999999}, expect=404)
+    c.call("(not an id)", "GET", WI, path=W + "/x", expect=400)
+    ans = c.call("", "GET", W, query={"limit": 5}, expect=200)
+    c.check(any(w.get("id") == flow_id for w in ans.get("workflows", default=[])),
+            "the list holds the workflow")
+    c.call("(limit 0)", "GET", W, query={"limit": 0}, expect=400)
+
+    held = {"name": "oa-held", "steps": [
+        {"name": "slow", "type": slow, "key": "oa-held-" + run, "payload": {"ms": 600000}},
+        {"name": "after", "type": noop, "after": ["slow"]}]}
+    held_id = c.call("(to cancel)", "POST", W, expect=201, body=held).get("id")
+    ans = c.call("", "POST", WI + "/cancel", {"id": held_id}, expect=200)
+    c.check(ans.get("cancelled") == 2, "a cancel ends every unfinished step")
+    c.call("(unknown)", "POST", WI + "/cancel", {"id": 999999999}, expect=404)
+    c.call("(beside a live task of a step's unit)", "POST", "/v1/tasks", expect=200, body={
+        "type": slow, "key": "oa-held-" + run, "execute_at": "2999-01-01T00:00:00Z"})
+    c.call("(a step's unit has a live task)", "POST", WI + "/retry", {"id": held_id}, expect=409)
+    c.call("(cleanup)", "POST", "/v1/tasks/cancel", expect=200,
+           body={"type": slow, "key": "oa-held-" + run})
+    ans = c.call("", "POST", WI + "/retry", {"id": held_id}, expect=200)
+    c.check(ans.get("retried") == 2, "a retry runs the cancelled steps again")
+    c.call("(cleanup)", "POST", WI + "/cancel", {"id": held_id}, expect=200)
+    c.call("(unknown)", "POST", WI + "/retry", {"id": 999999999}, expect=404)
+
+
 def check_coverage(c):
     for template, item in c.doc["paths"].items():
         for method in item:
@@ -966,6 +1026,7 @@ def main():
             check_tasks(c, run, st)
             check_cluster(c, run, st)
             check_jobs(c, run, st)
+            check_workflows(c, run, st)
             check_coverage(c)
     except Exception as e:  # a crash of the checker is a failure, not a silent stop
         import traceback
