@@ -32,7 +32,7 @@
  * resume, trigger) opens the dialog first; click data-test=confirm to go on
  * (or dismiss / Escape to back out). Pages live at #/overview, #/tasks?type=&key=
  * &status=&batch=&limit=&page_token=, #/tasks/<id>, #/batches/<batch>,
- * #/jobs/<name>, #/nodes, #/alerts. window.taskmillConsole.refreshNow() polls
+ * #/jobs/<name>, #/workflows, #/workflows/<id>, #/nodes, #/alerts. window.taskmillConsole.refreshNow() polls
  * at once; describeSchedule(expr) is the cron describer.
  */
 'use strict';
@@ -138,6 +138,7 @@
   const batchHref = (b) => `#/batches/${encodeURIComponent(b)}`;
   const jobHref = (name) => `#/jobs/${encodeURIComponent(name)}`;
   const jobPath = (name) => `/v1/jobs/${encodeURIComponent(name)}`;
+  const workflowHref = (id) => `#/workflows/${encodeURIComponent(String(id))}`;
 
   function statusBadge(status, attrs) {
     return h('span', { class: `badge st-${status}`, 'data-test': 'status', ...attrs }, status);
@@ -1080,6 +1081,125 @@
     };
   }
 
+  function workflowsPage(root, params, query, ctx) {
+    const list = region();
+    root.append(pageHead('Workflows'), list,
+      h('p', { class: 'muted' }, 'The 50 newest. Submit one with ', h('code', null, 'POST /v1/workflows'),
+        ' or ', h('code', null, 'taskmill workflow submit FILE'), '.'));
+    return async () => {
+      const res = await api('GET', '/v1/workflows?limit=50');
+      if (!ctx.alive()) return;
+      fill(list, res.workflows, (wfs) => (wfs && wfs.length
+        ? tableOf('Workflows', ['Id', 'Name', 'Status', 'Created', 'Finished'], wfs.map((w) => h('tr',
+          { 'data-test': 'workflow-row', 'data-id': w.id },
+          h('td', { class: 'n' }, h('a', { href: workflowHref(w.id) }, String(w.id))),
+          h('td', null, w.name), h('td', null, statusBadge(w.status)),
+          h('td', null, timeEl(w.created_at)), h('td', null, timeEl(w.finished_at)))))
+        : h('p', { class: 'muted' }, 'No workflows yet.')), true);
+    };
+  }
+
+  // A workflow's steps in columns by depth (the longest path from a step
+  // without parents), edges from each parent's right side to its child's
+  // left; boxes take their status's colour, and link to the step's task.
+  function workflowGraph(wf) {
+    const steps = wf.steps || [];
+    const parents = new Map(steps.map((s) => [s.name, []]));
+    for (const e of wf.edges || []) if (parents.has(e.child)) parents.get(e.child).push(e);
+    const depth = new Map();
+    const depthOf = (name, seen) => {
+      if (depth.has(name)) return depth.get(name);
+      if (seen.has(name)) return 0;
+      seen.add(name);
+      const d = Math.max(-1, ...parents.get(name).map((e) => depthOf(e.parent, seen))) + 1;
+      depth.set(name, d);
+      return d;
+    };
+    const columns = [];
+    for (const s of steps) {
+      const d = depthOf(s.name, new Set());
+      (columns[d] = columns[d] || []).push(s);
+    }
+    const BW = 150; const BH = 44; const GX = 70; const GY = 18; const PAD = 10;
+    const place = new Map();
+    columns.forEach((col, c) => col.forEach((s, r) => place.set(s.name, { x: PAD + c * (BW + GX), y: PAD + r * (BH + GY) })));
+    const width = PAD * 2 + columns.length * BW + (columns.length - 1) * GX;
+    const height = PAD * 2 + Math.max(...columns.map((c) => c.length)) * (BH + GY) - GY;
+    const edges = (wf.edges || []).filter((e) => place.has(e.parent) && place.has(e.child)).map((e) => {
+      const a = place.get(e.parent); const b = place.get(e.child);
+      const x1 = a.x + BW; const y1 = a.y + BH / 2; const x2 = b.x; const y2 = b.y + BH / 2;
+      return svg('path', { class: `wf-edge on-${e.on_failure}`, 'data-test': 'workflow-edge',
+        'data-parent': e.parent, 'data-child': e.child,
+        d: `M${x1},${y1} C${x1 + GX / 2},${y1} ${x2 - GX / 2},${y2} ${x2},${y2}`, 'marker-end': 'url(#wf-arrow)' },
+      svg('title', null, `${e.parent} → ${e.child} (on failure: ${e.on_failure})`));
+    });
+    const boxes = steps.map((s) => {
+      const p = place.get(s.name);
+      const tasks = s.tasks || [];
+      const label = s.name.length > 18 ? `${s.name.slice(0, 17)}…` : s.name;
+      const box = svg('g', { class: `wf-step st-${s.status}`, 'data-test': 'workflow-step', 'data-step': s.name, 'data-status': s.status },
+        svg('title', null, `${s.name}: ${s.status}${tasks.length > 1 ? ` (${tasks.length} shards)` : ''}`),
+        svg('rect', { x: p.x, y: p.y, width: BW, height: BH, rx: 6 }),
+        svg('text', { class: 'wf-name', x: p.x + 10, y: p.y + 18 }, label),
+        svg('text', { class: 'wf-status', x: p.x + 10, y: p.y + 35 }, tasks.length > 1 ? `${s.status} · ${tasks.length} shards` : s.status));
+      return tasks.length ? svg('a', { href: taskHref(tasks[0].id) }, box) : box;
+    });
+    return h('div', { class: 'wf-graph', role: 'img', 'aria-label': `Graph of ${steps.length} steps`, tabindex: '0' },
+      svg('svg', { width, height, viewBox: `0 0 ${width} ${height}`, 'data-test': 'workflow-graph' },
+        svg('defs', null, svg('marker', { id: 'wf-arrow', viewBox: '0 0 10 10', refX: 10, refY: 5, markerWidth: 7, markerHeight: 7, orient: 'auto' },
+          svg('path', { d: 'M0,0 L10,5 L0,10 z' }))),
+        edges, boxes));
+  }
+
+  function workflowPage(root, params, query, ctx) {
+    const id = params[0];
+    const path = `/v1/workflows/${encodeURIComponent(id)}`;
+    const head = region({ class: 'task-head' }); const fields = region(); const graph = region(); const steps = region();
+    const outcome = outcomeBox();
+    const actions = h('section', { class: 'actions', 'aria-labelledby': 'actions-title' },
+      h('h3', { id: 'actions-title' }, 'Actions'),
+      h('div', { class: 'action-row' },
+        h('button', { type: 'button', 'data-test': 'workflow-retry', onclick: () => runAction(outcome, {
+          title: `Retry workflow ${id}?`,
+          body: 'Its steps that ended dead or cancelled, or were skipped for one that did, run again, each after those of its parents that run again. Steps that succeeded do not.',
+          confirmLabel: 'Retry',
+          call: () => api('POST', `${path}/retry`),
+          done: (r) => h('p', null, `${num(r.retried) ?? 0} task(s) run again.`),
+        }) }, 'Retry'),
+        h('button', { type: 'button', class: 'danger', 'data-test': 'workflow-cancel', onclick: () => runAction(outcome, {
+          title: `Cancel workflow ${id}?`,
+          body: 'Every step that has not finished is cancelled, running ones too: their outcome, if it comes, changes nothing.',
+          confirmLabel: 'Cancel workflow',
+          call: () => api('POST', `${path}/cancel`),
+          done: (r) => h('p', null, `${num(r.cancelled) ?? 0} task(s) cancelled.`),
+        }) }, 'Cancel')),
+      outcome);
+    root.append(pageHead(`Workflow ${id}`, head), actions, card('Fields', fields), card('Graph', graph, 'wide'), card('Steps', steps, 'wide'));
+
+    return async () => {
+      const wf = await api('GET', path);
+      if (!ctx.alive()) return;
+      fill(head, [wf.status, wf.name], () => [statusBadge(wf.status), h('span', { class: 'muted' }, ` ${wf.name}`)]);
+      fill(fields, wf, () => fieldList([['key', 'Key', wf.key], ['created_at', 'Created', timeEl(wf.created_at, true)],
+        ['started_at', 'Started', timeEl(wf.started_at, true)], ['finished_at', 'Finished', timeEl(wf.finished_at, true)],
+        ['cancelled_at', 'Cancelled', wf.cancelled_at ? timeEl(wf.cancelled_at, true) : null]]), true);
+      fill(graph, [wf.steps.map((s) => s.status), wf.edges], () => workflowGraph(wf));
+      fill(steps, wf.steps, (list) => tableOf('Steps', ['Step', 'Status', 'After', 'Tasks', 'Attempt', 'Started', 'Finished', 'Error'],
+        list.map((s) => {
+          const after = (wf.edges || []).filter((e) => e.child === s.name).map((e) => (e.on_failure === 'fail' ? e.parent : `${e.parent} (${e.on_failure})`));
+          const one = s.tasks.length === 1 ? s.tasks[0] : null;
+          const finished = s.tasks.every((t) => ['succeeded', 'dead', 'cancelled', 'stopped'].includes(t.status));
+          return h('tr', { 'data-test': 'step-row', 'data-step': s.name },
+            h('td', null, s.name), h('td', null, statusBadge(s.status)), h('td', null, after.join(', ')),
+            h('td', null, s.tasks.map((t, i) => [i ? ' ' : '', h('a', { href: taskHref(t.id) }, String(t.id))])),
+            h('td', { class: 'n' }, one ? String(one.attempt) : ''),
+            h('td', null, one ? timeEl(one.started_at) : ''),
+            h('td', null, one && finished ? timeEl(one.updated_at) : ''),
+            h('td', { class: 'error-cell' }, one && one.error ? one.error : ''));
+        })));
+    };
+  }
+
   function notFoundPage(root) {
     root.append(pageHead('Not found'), h('p', null, 'No such page. ', h('a', { href: '#/overview' }, 'Go to the overview.')));
     return null;
@@ -1115,7 +1235,8 @@
     const section = parts[0] || 'overview';
     const rest = parts.slice(1);
     const pages = { overview: overviewPage, tasks: rest.length ? taskPage : tasksPage, batches: batchesPage,
-      jobs: rest.length ? jobPage : jobsPage, nodes: nodesPage, alerts: alertsPage };
+      jobs: rest.length ? jobPage : jobsPage, workflows: rest.length ? workflowPage : workflowsPage,
+      nodes: nodesPage, alerts: alertsPage };
     const page = pages[section] || notFoundPage;
     clearError();
     view.replaceChildren();

@@ -258,6 +258,40 @@ def walk(console, node, doomed, later, unwanted, child, shots):
     check("job: resumed (by the API)",
           eventually(lambda: node.call("GET", "/v1/jobs/hourly-report")[1]["enabled"] is True))
 
+    # A workflow: its graph and steps, cancelled then retried from the page.
+    status, wf = node.call("POST", "/v1/workflows", {"name": "console-flow", "steps": [
+        {"name": "extract", "type": "NOOP"},
+        {"name": "wait", "type": "SLOW", "after": ["extract"],
+         "execute_at": "2099-01-01T00:00:00Z"},
+        {"name": "load", "type": "NOOP", "after": [{"step": "wait", "on_failure": "run"}]}]})
+    check("workflow: submitted (by the API)", status == 201, (status, wf))
+    console.click("nav-workflows")
+    console.follow("workflow-row", id=wf["id"])
+    boxes = lambda: driver.find_elements(By.CSS_SELECTOR, sel("workflow-step"))  # noqa: E731
+    check("workflow: a box per step", eventually(lambda: len(boxes()) == 3), len(boxes()))
+    edges = driver.find_elements(By.CSS_SELECTOR, sel("workflow-edge"))
+    check("workflow: an edge per pair of steps",
+          sorted((e.get_attribute("data-parent"), e.get_attribute("data-child")) for e in edges)
+          == [("extract", "wait"), ("wait", "load")])
+    status_of = lambda step: next((b.get_attribute("data-status") for b in boxes()  # noqa: E731
+                                   if b.get_attribute("data-step") == step), None)
+    check("workflow: a box takes its step's status",
+          eventually(lambda: status_of("extract") == "succeeded"), status_of("extract"))
+    check("workflow: the steps table says what a step waits for",
+          "load" in console.text("step-row", step="load")
+          and "wait (run)" in console.text("step-row", step="load"))
+    driver.save_screenshot(os.path.join(shots, "console-workflow.png"))
+    console.click("workflow-cancel")
+    console.confirm()
+    check("workflow: cancelled (by the API)", eventually(
+        lambda: node.call("GET", "/v1/workflows/%d" % wf["id"])[1]["status"] == "cancelled"))
+    check("workflow: the cancelled step's box says so",
+          eventually(lambda: status_of("wait") == "cancelled"), status_of("wait"))
+    console.click("workflow-retry")
+    console.confirm()
+    check("workflow: retried (by the API)", eventually(
+        lambda: node.call("GET", "/v1/workflows/%d" % wf["id"])[1]["status"] != "cancelled"))
+
     # Nodes: role and heartbeat.
     console.click("nav-nodes")
     check("nodes: role", eventually(lambda: console.text("role").strip() == "leader"),
@@ -293,7 +327,7 @@ def phone(node, shots):
         console.find("token-input").send_keys(TOKEN)
         console.click("token-save")
         console.find("count", type="NOOP", status="succeeded")
-        for route in ("/overview", "/tasks", "/jobs/hourly-report", "/nodes"):
+        for route in ("/overview", "/tasks", "/jobs/hourly-report", "/workflows", "/nodes"):
             console.open(route)
             console.find("page-title")
             time.sleep(0.3)

@@ -37,7 +37,11 @@ struct recording_executor::job {
   int64_t task_id = 0;
   int attempt = 0;
   std::string payload;
+  /// JSON text; "null" for a task that is not a workflow step.
+  std::string parents = "null";
   std::string key;
+  /// The answer of a success: what the work gave, or {"done": true}.
+  std::string result = R"({"done":true})";
   /// SQL literals: a number, or NULL for a task that is not a shard.
   std::string shard_index = "NULL";
   std::string shard_total = "NULL";
@@ -97,12 +101,13 @@ double draw_delay_ms(const executor_behaviour& b, std::mt19937_64& random) {
 
 namespace {
 
-/// The work statement for one delivery: {payload} (jsonb), {key} (text),
-/// {attempt}, {shard_index} and {shard_total} become literals;
+/// The work statement for one delivery: {payload} and {parents} (jsonb),
+/// {key} (text), {attempt}, {shard_index} and {shard_total} become literals;
 /// standard_conforming_strings is on since PostgreSQL 9.1, so doubling quotes
 /// is all the quoting they need.
 std::string work_statement(const std::string& sql, const recording_executor::job& j) {
   auto out = replace_all(sql, "{payload}", quoted(j.payload) + "::jsonb");
+  out = replace_all(out, "{parents}", quoted(j.parents) + "::jsonb");
   out = replace_all(out, "{key}", quoted(j.key));
   out = replace_all(out, "{shard_index}", j.shard_index);
   out = replace_all(out, "{shard_total}", j.shard_total);
@@ -171,6 +176,7 @@ void recording_executor::on_request(http_request req, http_reply reply) {
   j->attempt = task.value("attempt", 0);
   j->key = task.value("key", std::string{});
   j->payload = task.contains("payload") ? task["payload"].dump() : "null";
+  if (task.contains("parents")) j->parents = task["parents"].dump();
   if (task.value("shard_total", json{}).is_number_integer()) {
     j->shard_index = std::to_string(task["shard_index"].get<int64_t>());
     j->shard_total = std::to_string(task["shard_total"].get<int64_t>());
@@ -243,7 +249,10 @@ void recording_executor::run_jobs() {
       if (conn) {
         auto res = conn->exec(work_statement(behaviour_.work_sql, *next));
         done = static_cast<bool>(res);
-        if (!res) why = error_message(res.error());
+        if (!res)
+          why = error_message(res.error());
+        else if (res->rows() > 0 && !res->is_null(0, 0))
+          next->result = res->string(0, 0);
       }
       if (!done) {
         // The database may be down (a scenario crashes it): a failed attempt.
@@ -268,9 +277,9 @@ void recording_executor::run_jobs() {
       http_fetch("POST", result_api + "/v1/tasks/" + std::to_string(next->task_id) + "/result",
                  report.dump());
     } else if (next->reply) {
-      next->reply(http_response{
-          next->status, "application/json",
-          next->status == 200 ? R"({"done":true})" : R"({"error":"scripted failure"})"});
+      next->reply(
+          http_response{next->status, "application/json",
+                        next->status == 200 ? next->result : R"({"error":"scripted failure"})"});
     }
     lock.lock();
   }

@@ -45,8 +45,10 @@ struct executor_behaviour {
   double late_rate = 0;
   int late_ms = 0;
   /// The business work, run before a success is answered; {payload},
-  /// {key}, {attempt}, {shard_index} and {shard_total} stand for the task's.
-  /// An error in it is answered 503, a failed attempt.
+  /// {parents} (a workflow step's parents' results), {key}, {attempt},
+  /// {shard_index} and {shard_total} stand for the task's. The first column
+  /// of its first row, if it gives one, is the task's result (JSON). An
+  /// error in it is answered 503, a failed attempt.
   std::string work_sql;
 };
 
