@@ -20,6 +20,25 @@
 
 namespace taskmill::json {
 
+namespace {
+
+/// A batch callback: a task of its own, due after the batch (SPEC §10).
+caf::error read_callback(const json& value, const std::string& where, pb::SubmitTask& out) {
+  object_reader r{value, where};
+  if (auto v = r.text("type")) out.set_type(*v);
+  if (auto v = r.text("key")) out.set_key(*v);
+  if (auto v = r.raw("payload")) out.set_payload(*v);
+  if (auto v = r.integer("priority", INT32_MIN, INT32_MAX))
+    out.set_priority(static_cast<int32_t>(*v));
+  if (auto v = r.integer("max_retries", INT32_MIN, INT32_MAX))
+    out.set_max_retries(static_cast<int32_t>(*v));
+  if (auto v = r.integer("timeout_ms", INT32_MIN, INT32_MAX))
+    out.set_timeout_ms(static_cast<int32_t>(*v));
+  return r.finish();
+}
+
+}  // namespace
+
 caf::expected<pb::SubmitTasks> decode_submit(std::string_view body, bool& batch) {
   auto doc = parse_body(body);
   if (!doc) return doc.error();
@@ -31,8 +50,14 @@ caf::expected<pb::SubmitTasks> decode_submit(std::string_view body, bool& batch)
   }
   object_reader r{*doc, ""};
   auto tasks = r.find("tasks");
+  auto on_finish = r.find("on_finish");
+  auto on_success = r.find("on_success");
   if (auto err = r.finish()) return err;
   if (!tasks || !tasks->is_array()) return bad("tasks must be an array");
+  if (on_finish)
+    if (auto err = read_callback(*on_finish, "on_finish", *out.mutable_on_finish())) return err;
+  if (on_success)
+    if (auto err = read_callback(*on_success, "on_success", *out.mutable_on_success())) return err;
   if (tasks->size() > static_cast<size_t>(max_batch_size))
     return bad("tasks must hold at most " + std::to_string(max_batch_size) + " tasks");
   for (size_t i = 0; i < tasks->size(); ++i)
@@ -127,7 +152,14 @@ std::string encode(const pb::SubmitResults& results, bool batch) {
     if (i > 0) out += ',';
     one(results.results(i));
   }
-  out += "]}";
+  out += ']';
+  for (auto [name, callback] : {std::pair{"on_finish", &results.on_finish()},
+                                std::pair{"on_success", &results.on_success()}})
+    if (callback->has_task()) {
+      out += ",\"" + std::string{name} + "\":";
+      one(*callback);
+    }
+  out += '}';
   return out;
 }
 
@@ -259,6 +291,18 @@ std::string encode_error(const std::string& code, const std::string& message) {
   error.set_code(code);
   error.set_message(message);
   return encode_error(error);
+}
+
+std::string encode_callback(const pb::SubmitTask& callback) {
+  std::string out;
+  object_writer w{out};
+  w.text("type", callback.type());
+  if (!callback.key().empty()) w.text("key", callback.key());
+  if (callback.has_payload()) w.raw_or_null("payload", callback.payload());
+  if (callback.has_priority()) w.number("priority", callback.priority());
+  if (callback.has_max_retries()) w.number("max_retries", callback.max_retries());
+  if (callback.has_timeout_ms()) w.number("timeout_ms", callback.timeout_ms());
+  return out;
 }
 
 std::string encode_execution(const pb::Task& t) {

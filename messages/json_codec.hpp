@@ -57,6 +57,9 @@ std::string encode(const pb::Alert& alert);
 /// GET /v1/alerts: each alert with its deliveries.
 std::string encode(const pb::AlertList& list);
 
+/// A batch callback's task as taskmill.submit_batch_with_callbacks takes it.
+std::string encode_callback(const pb::SubmitTask& callback);
+
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);
 

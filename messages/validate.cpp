@@ -61,15 +61,38 @@ caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const s
   return caf::none;
 }
 
+namespace {
+
+caf::error validate_callback(const pb::SubmitTask& callback, const input_limits& limits,
+                             const std::string& where) {
+  // Without a key the batch names it ("<batch>:on_finish").
+  if (!callback.key().empty()) return validate(callback, limits, where);
+  auto named = callback;
+  named.set_key(where);
+  return validate(named, limits, where);
+}
+
+}  // namespace
+
 caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits) {
   if (tasks.tasks_size() == 0) return bad("", "tasks", "must not be empty");
   if (tasks.tasks_size() > max_batch_size)
     return bad("", "tasks", "must hold at most " + std::to_string(max_batch_size) + " tasks");
   for (int i = 0; i < tasks.tasks_size(); ++i) {
-    auto where = tasks.tasks_size() == 1 ? std::string{} : "tasks[" + std::to_string(i) + "].";
+    auto where = tasks.tasks_size() == 1 && !has_callbacks(tasks)
+                     ? std::string{}
+                     : "tasks[" + std::to_string(i) + "].";
     if (auto err = validate(tasks.tasks(i), limits, where)) return err;
   }
+  if (tasks.has_on_finish())
+    if (auto err = validate_callback(tasks.on_finish(), limits, "on_finish.")) return err;
+  if (tasks.has_on_success())
+    if (auto err = validate_callback(tasks.on_success(), limits, "on_success.")) return err;
   return caf::none;
+}
+
+bool has_callbacks(const pb::SubmitTasks& tasks) {
+  return tasks.has_on_finish() || tasks.has_on_success();
 }
 
 caf::error validate(const pb::SubmitWorkflow& workflow, const input_limits& limits) {

@@ -32,6 +32,8 @@ struct input_limits {
 caf::error validate(const pb::SubmitTask& task, const input_limits& limits,
                     const std::string& where = "");
 caf::error validate(const pb::SubmitTasks& tasks, const input_limits& limits);
+/// Whether a batch carries callbacks (on_finish, on_success).
+bool has_callbacks(const pb::SubmitTasks& tasks);
 caf::error validate(const pb::SubmitWorkflow& workflow, const input_limits& limits);
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits);
 caf::error validate(const pb::CancelRequest& req);

@@ -72,6 +72,13 @@ const statement task_relatives{
     "array_to_string(ARRAY(SELECT e.child_id FROM taskmill.task_edges e "
     "WHERE e.parent_id = $1::bigint ORDER BY e.child_id LIMIT 100), ',')"};
 
+const statement submit_batch_with_callbacks{
+    "submit_batch_with_callbacks",
+    "SELECT * FROM taskmill.submit_batch_with_callbacks($1::text[], $2::text[], $3::bigint[], "
+    "$4::jsonb[], $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[], $10::int[], "
+    "$11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[], $17::jsonb[], "
+    "$18::text[], $19::jsonb, $20::jsonb)"};
+
 // $1..$5: the workflow's name, key, step names, shards and the lease (ms);
 // the tasks as submit_batch takes them.
 const statement submit_workflow{
@@ -334,6 +341,7 @@ const std::vector<const statement*>& all() {
       &complete_many,
       &get_task,
       &task_relatives,
+      &submit_batch_with_callbacks,
       &submit_workflow,
       &workflow_summary,
       &workflow_tasks,

@@ -25,6 +25,7 @@ extern const statement get_task;
 /// $1: a task id. Its parents' and its children's ids (the first 100 of
 /// each), joined by commas.
 extern const statement task_relatives;
+extern const statement submit_batch_with_callbacks;
 extern const statement submit_workflow;
 extern const statement workflow_summary;
 extern const statement workflow_tasks;

@@ -1,8 +1,10 @@
 #include "storage/storage_internal.hpp"
 
 #include "messages/errors.hpp"
+#include "messages/json_codec.hpp"
 #include "messages/names.hpp"
 #include "messages/time.hpp"
+#include "messages/validate.hpp"
 #include "storage/alert_rows.hpp"
 #include "storage/hand_off_notice.hpp"
 #include "storage/job_rows.hpp"
@@ -155,25 +157,40 @@ void requeue_submits(self_ptr self, std::vector<submit_request>& requests, const
   schedule_flush(self);
 }
 
+/// The callbacks of a request (alone in its part) are answered after its
+/// tasks, on_finish then on_success.
 part submit_part(self_ptr self, std::vector<submit_request> requests) {
   auto shared = std::make_shared<std::vector<submit_request>>(std::move(requests));
   std::vector<const pb::SubmitTask*> tasks;
   for (const auto& r : *shared)
     for (const auto& t : r.tasks.tasks()) tasks.push_back(&t);
   part p;
-  p.calls.push_back(db::call{&db::sql::submit_batch, db::submit_params(tasks)});
+  const auto& first = shared->front().tasks;
+  if (has_callbacks(first)) {
+    auto params = db::submit_params(tasks);
+    auto callback = [](bool has, const pb::SubmitTask& t) {
+      return has ? db::param{json::encode_callback(t)} : db::param{};
+    };
+    params.push_back(callback(first.has_on_finish(), first.on_finish()));
+    params.push_back(callback(first.has_on_success(), first.on_success()));
+    p.calls.push_back(db::call{&db::sql::submit_batch_with_callbacks, std::move(params)});
+  } else {
+    p.calls.push_back(db::call{&db::sql::submit_batch, db::submit_params(tasks)});
+  }
   p.on_results = [self, shared, total = tasks.size()](results&& rs) {
     if (!rs[0]) {
       requeue_submits(self, *shared, rs[0].error());
       return;
     }
-    std::vector<pb::SubmitResult> by_ordinal(total);
+    std::vector<pb::SubmitResult> by_ordinal(total + 2);
     read_submit_results(*rs[0], by_ordinal);
     size_t next = 0;
     for (auto& r : *shared) {
       pb::SubmitResults answer;
       for (int i = 0; i < r.tasks.tasks_size(); ++i)
         *answer.add_results() = std::move(by_ordinal[next++]);
+      if (r.tasks.has_on_finish()) *answer.mutable_on_finish() = std::move(by_ordinal[total]);
+      if (r.tasks.has_on_success()) *answer.mutable_on_success() = std::move(by_ordinal[total + 1]);
       r.promise.deliver(std::move(answer));
     }
   };
@@ -347,7 +364,9 @@ void flush(self_ptr self) {
 caf::result<pb::SubmitResults> queue_submit(self_ptr self, pb::SubmitTasks&& tasks) {
   if (!self->state.conn) return unavailable(self);
   auto promise = self->make_response_promise<pb::SubmitResults>();
-  self->state.submits.push_back(submit_request{std::move(tasks), promise});
+  // A batch with callbacks goes alone: they wait for its tasks only.
+  int group = has_callbacks(tasks) ? ++self->state.last_group : 0;
+  self->state.submits.push_back(submit_request{std::move(tasks), promise, 0, group});
   schedule_flush(self);
   return promise;
 }

@@ -853,7 +853,11 @@ struct blip_fixture {
   std::vector<std::string> options(uint16_t port) const {
     auto o = fast_lease_options();
     o.push_back("api.listen=127.0.0.1:" + std::to_string(port));
-    o.push_back("cluster.listen=127.0.0.1:0");
+    // A port the system picks for the cluster could be the API's, free
+    // between a node's stop and the next one's bind of it (seen once).
+    auto cluster = free_loopback_port();
+    while (cluster == port) cluster = free_loopback_port();
+    o.push_back("cluster.listen=127.0.0.1:" + std::to_string(cluster));
     o.push_back("node.log_level=info");
     o.push_back("database.reconnect_max=500ms");
     return o;

@@ -262,6 +262,62 @@ BOOST_AUTO_TEST_CASE(retrying_a_workflow_runs_its_failed_steps_and_their_dependa
                     json::parse(R"({"retried": 0})"));
 }
 
+// A batch's callbacks: on_finish runs once, after its last task, given the
+// counts per status; on_success is cancelled, as a task of the batch died.
+BOOST_AUTO_TEST_CASE(a_batchs_callbacks_run_once_after_its_last_task) {
+  auto answer = call("POST", "/v1/tasks", R"({"tasks": [
+    {"type": "NOOP", "key": "n1", "batch": "nightly"},
+    {"type": "FAIL", "key": "f1", "batch": "nightly", "max_retries": 0},
+    {"type": "SLEEP", "key": "s1", "batch": "nightly", "payload": {"ms": 300}}],
+    "on_finish": {"type": "STEP", "payload": {"body": "{}", "report": "ops"}},
+    "on_success": {"type": "NOOP", "key": "publish"}})");
+  BOOST_REQUIRE_MESSAGE(last_status == 200, answer.dump());
+  auto finish = answer["on_finish"]["task"];
+  BOOST_CHECK_EQUAL(answer["on_finish"]["outcome"], "created");
+  BOOST_CHECK_EQUAL(finish["key"], "nightly:on_finish");
+  BOOST_CHECK(finish["execute_at"].is_null());
+  auto success = answer["on_success"]["task"];
+  BOOST_CHECK_EQUAL(success["key"], "publish");
+  auto task = [&](const json& t) {
+    return call("GET", "/v1/tasks/" + std::to_string(t["id"].get<int64_t>()));
+  };
+  BOOST_REQUIRE(test::eventually([&] { return task(finish)["status"] == "succeeded"; }));
+  auto delivered = executor.requests_for("nightly:on_finish");
+  BOOST_REQUIRE_EQUAL(delivered.size(), 1u);
+  BOOST_CHECK_EQUAL(delivered[0].body["payload"],
+                    json::parse(R"({"body": "{}", "report": "ops", "batch": "nightly",
+                                    "counts": {"succeeded": 2, "dead": 1}})"));
+  BOOST_CHECK_EQUAL(task(success)["status"], "cancelled");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT max(p.updated_at) <= c.started_at FROM taskmill.tasks p, "
+                              "taskmill.tasks c WHERE p.batch = 'nightly' AND c.key = "
+                              "'nightly:on_finish' GROUP BY c.started_at"),
+                    "t");
+
+  auto before = counts();
+  auto refused =
+      call("POST", "/v1/tasks", R"({"tasks": [{"type": "NOOP", "key": "n2", "batch": "nightly"}],
+    "on_finish": {"type": "NOOP"}})");
+  BOOST_CHECK_EQUAL(last_status, 400);
+  BOOST_CHECK_EQUAL(refused["error"]["message"], "on_finish: batch nightly has one already (task " +
+                                                     std::to_string(finish["id"].get<int64_t>()) +
+                                                     ")");
+  refused = call("POST", "/v1/tasks", R"({"tasks": [{"type": "NOOP", "key": "a", "batch": "x"},
+    {"type": "NOOP", "key": "b"}], "on_success": {"type": "NOOP"}})");
+  BOOST_CHECK_EQUAL(
+      refused["error"]["message"],
+      "tasks[1].batch: on_finish and on_success need every task of the request in one "
+      "batch");
+  refused = call("POST", "/v1/tasks", R"({"tasks": [{"type": "NOOP", "key": "a", "batch": "x"}],
+    "on_finish": {"type": "NOOP", "after": [1]}})");
+  BOOST_CHECK_EQUAL(refused["error"]["message"], "unknown field on_finish.after");
+  refused = call("POST", "/v1/tasks", R"({"tasks": [{"type": "NOOP", "key": "a", "batch": "x"}],
+    "on_finish": {"type": "NOOP", "payload": [1]}})");
+  BOOST_CHECK_EQUAL(
+      refused["error"]["message"],
+      "on_finish.payload must be a JSON object: the batch and its counts are added to it");
+  BOOST_CHECK_EQUAL(counts(), before);
+}
+
 BOOST_AUTO_TEST_CASE(workflows_are_listed_newest_first_and_unknown_ones_are_404) {
   std::vector<int64_t> ids;
   for (int i = 0; i < 3; ++i)
@@ -360,6 +416,29 @@ BOOST_AUTO_TEST_CASE(a_cancel_racing_a_steps_outcome_lets_exactly_one_win) {
     BOOST_CHECK(db.claim(5).empty());
   }
   BOOST_TEST_MESSAGE("outcome first " << outcomes_won << ", cancel first " << cancels_won);
+}
+
+// A running step rescheduled is recreated: the copy is the step's task,
+// given the same parents' results, and the step's children wait for it.
+BOOST_AUTO_TEST_CASE(a_running_step_rescheduled_is_still_its_steps_task) {
+  task_database db{"wf_reschedule"};
+  auto wf = submit_chain(db, "T");
+  auto a = db.claim(1);
+  BOOST_REQUIRE_EQUAL(a.size(), 1u);
+  BOOST_REQUIRE(db.scalar("SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], "
+                          "ARRAY[1], ARRAY['succeeded'], ARRAY['7'::jsonb], ARRAY[NULL], 'n1')",
+                          {std::to_string(a[0].id)}) == "t");
+  auto b = db.claim(1);
+  BOOST_REQUIRE_EQUAL(b.size(), 1u);
+  auto copy = db.call("reschedule('T', '" + wf + "/b', now())");
+  BOOST_CHECK_EQUAL(copy.outcome, "recreated");
+  BOOST_CHECK_EQUAL(step_id(db, wf, "b"), std::to_string(copy.id));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT parent_results::text FROM taskmill.tasks WHERE id = $1",
+                              {std::to_string(copy.id)}),
+                    R"({"a": 7})");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT parent_id FROM taskmill.task_edges WHERE child_id = $1",
+                              {step_id(db, wf, "c")}),
+                    std::to_string(copy.id));
 }
 
 // Steps past the purge retention go with their edges; a workflow left

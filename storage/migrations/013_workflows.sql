@@ -23,3 +23,12 @@ CREATE INDEX workflow_steps_of_workflow ON taskmill.workflow_steps (workflow_id,
 -- What a step is given of its parents' results ({step: result}), set when
 -- it becomes due.
 ALTER TABLE taskmill.tasks ADD COLUMN parent_results jsonb;
+
+-- The callbacks of batches: on_finish runs once every task of the batch
+-- finished, on_success once every one succeeded; one of each per batch.
+CREATE TABLE taskmill.batch_callbacks (
+  batch   text NOT NULL,
+  kind    text NOT NULL CHECK (kind IN ('on_finish', 'on_success')),
+  task_id bigint NOT NULL UNIQUE,
+  PRIMARY KEY (batch, kind)
+);

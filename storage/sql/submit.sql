@@ -1,70 +1,6 @@
--- Submit, reschedule, cancel and retry (SPEC §3): the rules a node and a
--- business transaction share. Per-type defaults come from taskmill.task_types,
--- which the nodes write from their configuration, the one home of defaults.
-
--- The priority of a task submitted without one.
-CREATE FUNCTION taskmill.default_priority() RETURNS integer
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT 3
-$$;
-
-CREATE FUNCTION taskmill.type_settings(p_type text) RETURNS taskmill.task_types
-LANGUAGE plpgsql STABLE AS $$
-DECLARE
-  s taskmill.task_types;
-BEGIN
-  SELECT * INTO s FROM taskmill.task_types t
-   WHERE t.type IN (p_type, '') ORDER BY t.type = p_type DESC LIMIT 1;
-  IF NOT FOUND THEN
-    RAISE EXCEPTION 'no task type settings yet: a taskmill node writes them as it starts'
-      USING ERRCODE = '55000';
-  END IF;
-  RETURN s;
-END
-$$;
-
--- Per-type settings from a node's configuration (the empty type: defaults),
--- held to the same rules as a task's own.
-CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
-                                           p_max_retries integer[], p_backoff_kinds text[],
-                                           p_backoff_bases integer[], p_backoff_caps integer[],
-                                           p_backoff_jitters real[], p_deadlines bigint[],
-                                           p_limits integer[]) RETURNS void
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_problem text;
-BEGIN
-  SELECT format('task type "%s": %s', u.type, p) INTO v_problem
-    FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds, p_backoff_bases,
-                p_backoff_caps, p_backoff_jitters)
-           AS u(type, timeout_ms, max_retries, kind, base, cap, jitter),
-         taskmill.task_problem(coalesce(nullif(u.type, ''), 'any'), 'any', NULL, NULL, NULL,
-                               u.max_retries, u.timeout_ms, u.kind, u.base, u.cap, u.jitter,
-                               NULL, NULL, NULL, NULL) AS p
-   WHERE p IS NOT NULL LIMIT 1;
-  IF v_problem IS NOT NULL THEN
-    RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';
-  END IF;
-  INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
-                                        backoff_base_ms, backoff_cap_ms, backoff_jitter,
-                                        pending_deadline_ms, running_limit, updated_at)
-  SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
-                                p_backoff_bases, p_backoff_caps, p_backoff_jitters,
-                                p_deadlines, p_limits) AS u
-  ON CONFLICT (type) DO UPDATE
-     SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
-         backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
-         backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
-         pending_deadline_ms = excluded.pending_deadline_ms,
-         running_limit = excluded.running_limit, updated_at = now();
-END
-$$;
-
-CREATE FUNCTION taskmill.deadline_after(p_execute_at timestamptz, p_type text) RETURNS timestamptz
-LANGUAGE sql STABLE AS $$
-  SELECT p_execute_at + s.pending_deadline_ms * interval '1 millisecond'
-    FROM taskmill.type_settings(p_type) s
-$$;
+-- Submit, reschedule and cancel (SPEC §3): the rules a node and a business
+-- transaction share, with their defaults from the types' settings
+-- (type_settings.sql); retries are in retry.sql.
 
 -- A W3C trace-id for a task submitted without one: 128 random bits as 32
 -- lowercase hex digits, from random() (seeded from a strong source at its
@@ -582,13 +518,16 @@ BEGIN
         INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
-                                    trace_id, shard_index, shard_total, has_children)
+                                    trace_id, shard_index, shard_total, has_children,
+                                    parent_results)
         VALUES (type, key, cur.version, coalesce(payload, cur.payload), execute_at,
                 cur.priority, cur.max_retries, cur.timeout_ms, cur.backoff_kind,
                 cur.backoff_base_ms, cur.backoff_cap_ms, cur.backoff_jitter,
                 taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
-                cur.shard_index, cur.shard_total, cur.has_children)
+                cur.shard_index, cur.shard_total, cur.has_children, cur.parent_results)
         RETURNING * INTO task;
+        -- A workflow's step is the copy now.
+        UPDATE taskmill.workflow_steps w SET task_id = task.id WHERE w.task_id = cur.id;
         -- The copy is the one its children wait for (a child submitted
         -- while this waited for the running task's lock included).
         UPDATE taskmill.task_edges e SET parent_id = task.id
@@ -662,86 +601,5 @@ BEGIN
   END IF;
   SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = id;
   outcome := 'unchanged';
-END
-$$;
-
--- POST /v1/tasks/{id}/retry brings back only the current version of a unit:
--- a task that a higher version superseded stays finished, or the old work
--- would run again beside (or after) the new one. A task brought back is its
--- unit's highest version again: like a submit of that version, it supersedes
--- the lower versions that have not run (one submitted after it was
--- cancelled, say). Retrying a batch re-arms only tasks no higher version has
--- superseded, taking the unit locks first, in key order as submit_batch does.
-CREATE FUNCTION taskmill.retry(id bigint, OUT task taskmill.tasks)
-LANGUAGE plpgsql AS $$
-#variable_conflict use_variable
-DECLARE
-  cur taskmill.tasks;
-  live taskmill.tasks;
-BEGIN
-  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
-  IF cur.id IS NULL THEN
-    RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
-  END IF;
-  PERFORM taskmill.lock_unit(cur.type, cur.key);
-  SELECT t.* INTO cur FROM taskmill.tasks t WHERE t.id = id;
-  IF cur.status = 'running' THEN
-    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
-      MESSAGE = format('task %s is running; cancel it first', id);
-  END IF;
-  IF cur.status = 'pending' AND cur.execute_at = 'infinity' THEN
-    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
-      MESSAGE = format('task %s waits for its parents; it runs when they finish', id);
-  END IF;
-  live := taskmill.current_task(cur.type, cur.key);
-  IF live.id IS NOT NULL AND live.version > cur.version THEN
-    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
-      MESSAGE = format('task %s was superseded by version %s (task %s)', id, live.version, live.id);
-  END IF;
-  IF cur.status = 'cancelled' AND live.id IS NOT NULL AND live.version = cur.version THEN
-    RAISE EXCEPTION USING ERRCODE = 'object_in_use',
-      MESSAGE = format('task %s was replaced by a live task of the same version (task %s)', id,
-                       live.id);
-  END IF;
-  UPDATE taskmill.tasks t
-     SET status = 'cancelled', error = format('superseded by version %s', cur.version),
-         updated_at = now()
-   WHERE t.id IN (SELECT k.task_id FROM taskmill.task_keys k
-                   WHERE k.type = cur.type AND k.key = cur.key AND k.version < cur.version)
-     AND t.status IN ('pending', 'failed');
-  UPDATE taskmill.tasks t
-     SET status = 'pending', execute_at = now(), retry_count = 0,
-         deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
-         updated_at = now()
-   WHERE t.id = id;
-  -- As the trigger left it: waiting again, if parents have not finished.
-  SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = id;
-  PERFORM taskmill.wake_nodes();
-END
-$$;
-
--- POST /v1/batches/{batch}/retry-failed: failed and dead tasks of a batch run
--- again now. Answers how many.
-CREATE FUNCTION taskmill.retry_batch(p_batch text) RETURNS integer
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_count integer;
-BEGIN
-  PERFORM pg_advisory_xact_lock(l.h)
-     FROM (SELECT DISTINCT taskmill.unit_lock_key(t.type, t.key) AS h
-             FROM taskmill.tasks t
-            WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
-            ORDER BY 1) l;
-  UPDATE taskmill.tasks t
-     SET status = 'pending', execute_at = now(), retry_count = 0,
-         deadline_at = taskmill.deadline_after(now(), t.type), updated_at = now()
-   WHERE t.batch = p_batch AND t.status IN ('failed', 'dead')
-     AND NOT EXISTS (SELECT 1 FROM taskmill.task_keys k
-                      WHERE k.type = t.type AND k.key = t.key AND k.version > t.version);
-  GET DIAGNOSTICS v_count = ROW_COUNT;
-  IF v_count > 0 THEN
-    PERFORM taskmill.wake_nodes();
-  END IF;
-  RETURN v_count;
 END
 $$;

@@ -91,7 +91,7 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history, edges and workflow steps; so are workflows
+-- are deleted with their history, edges, workflow steps and callback slots; so are workflows
 -- left without steps, long-dead nodes, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
@@ -117,6 +117,9 @@ LANGUAGE sql AS $$
   ),
   steps AS (
     DELETE FROM taskmill.workflow_steps s USING gone g WHERE s.task_id = g.id
+  ),
+  callbacks AS (
+    DELETE FROM taskmill.batch_callbacks c USING gone g WHERE c.task_id = g.id
   ),
   -- Seen as they were when the statement began: a workflow whose last steps
   -- go now goes at the next sweep.

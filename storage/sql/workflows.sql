@@ -360,7 +360,8 @@ END
 $$;
 
 -- Steps among p_ids (due now) are given their parents' results: {step:
--- result}, the results of a broadcast step's shards in an array by shard.
+-- result}, the results of a broadcast step's shards in an array by shard
+-- (batch callbacks among them their batch's counts: batch_callbacks.sql).
 -- A step whose parents' results are more than taskmill.max_parent_results_bytes
 -- ends dead, saying so; answers those.
 CREATE FUNCTION taskmill.give_parent_results(p_ids bigint[]) RETURNS bigint[]
@@ -368,6 +369,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_ended bigint[];
 BEGIN
+  PERFORM taskmill.give_batch_counts(p_ids);
   WITH results AS (
     SELECT r.child_id, jsonb_object_agg(r.step, r.result) AS given
       FROM (SELECT e.child_id, ps.step,

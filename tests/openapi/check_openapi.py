@@ -966,6 +966,18 @@ def check_workflows(c, run, st):
             "the list holds the workflow")
     c.call("(limit 0)", "GET", W, query={"limit": 0}, expect=400)
 
+    ans = c.call("(batch with callbacks)", "POST", "/v1/tasks", expect=200, body={
+        "tasks": [{"type": noop, "key": "oa-cb-%s-%d" % (run, i), "batch": "oa-cb-" + run}
+                  for i in range(3)],
+        "on_finish": {"type": noop, "payload": {"report": True}},
+        "on_success": {"type": noop, "key": "oa-cb-success-" + run, "priority": 2}})
+    c.check(ans.get("on_finish", "outcome") == "created"
+            and ans.get("on_success", "outcome") == "created",
+            "a batch's callbacks are created with it")
+    c.call("(callback twice)", "POST", "/v1/tasks", expect=400, body={
+        "tasks": [{"type": noop, "key": "oa-cb-more-" + run, "batch": "oa-cb-" + run}],
+        "on_finish": {"type": noop}})
+
     held = {"name": "oa-held", "steps": [
         {"name": "slow", "type": slow, "key": "oa-held-" + run, "payload": {"ms": 600000}},
         {"name": "after", "type": noop, "after": ["slow"]}]}

@@ -267,14 +267,28 @@ def walk(console, node, doomed, later, unwanted, child, shots):
     check("workflow: submitted (by the API)", status == 201, (status, wf))
     console.click("nav-workflows")
     console.follow("workflow-row", id=wf["id"])
-    boxes = lambda: driver.find_elements(By.CSS_SELECTOR, sel("workflow-step"))  # noqa: E731
-    check("workflow: a box per step", eventually(lambda: len(boxes()) == 3), len(boxes()))
-    edges = driver.find_elements(By.CSS_SELECTOR, sel("workflow-edge"))
-    check("workflow: an edge per pair of steps",
-          sorted((e.get_attribute("data-parent"), e.get_attribute("data-child")) for e in edges)
-          == [("extract", "wait"), ("wait", "load")])
-    status_of = lambda step: next((b.get_attribute("data-status") for b in boxes()  # noqa: E731
-                                   if b.get_attribute("data-step") == step), None)
+    def unstale(read):
+        """read(), again when a refresh replaced the graph in between."""
+        for _ in range(50):
+            try:
+                return read()
+            except StaleElementReferenceException:
+                time.sleep(0.1)
+        raise AssertionError("the workflow's graph kept being replaced")
+
+    def boxes():
+        return unstale(lambda: [(b.get_attribute("data-step"), b.get_attribute("data-status"))
+                                for b in driver.find_elements(By.CSS_SELECTOR, sel("workflow-step"))])
+
+    def status_of(step):
+        return dict(boxes()).get(step)
+
+    check("workflow: a box per step", eventually(lambda: len(boxes()) == 3), boxes())
+    edges = unstale(lambda: sorted(
+        (e.get_attribute("data-parent"), e.get_attribute("data-child"))
+        for e in driver.find_elements(By.CSS_SELECTOR, sel("workflow-edge"))))
+    check("workflow: an edge per pair of steps", edges == [("extract", "wait"), ("wait", "load")],
+          edges)
     check("workflow: a box takes its step's status",
           eventually(lambda: status_of("extract") == "succeeded"), status_of("extract"))
     check("workflow: the steps table says what a step waits for",

@@ -1,0 +1,67 @@
+-- Settings per task type (SPEC §3): defaults of the tasks submitted without
+-- them, kept in taskmill.task_types, which the nodes write from their
+-- configuration, the one home of defaults.
+
+-- The priority of a task submitted without one.
+CREATE FUNCTION taskmill.default_priority() RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT 3
+$$;
+
+CREATE FUNCTION taskmill.type_settings(p_type text) RETURNS taskmill.task_types
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  s taskmill.task_types;
+BEGIN
+  SELECT * INTO s FROM taskmill.task_types t
+   WHERE t.type IN (p_type, '') ORDER BY t.type = p_type DESC LIMIT 1;
+  IF NOT FOUND THEN
+    RAISE EXCEPTION 'no task type settings yet: a taskmill node writes them as it starts'
+      USING ERRCODE = '55000';
+  END IF;
+  RETURN s;
+END
+$$;
+
+-- Per-type settings from a node's configuration (the empty type: defaults),
+-- held to the same rules as a task's own.
+CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
+                                           p_max_retries integer[], p_backoff_kinds text[],
+                                           p_backoff_bases integer[], p_backoff_caps integer[],
+                                           p_backoff_jitters real[], p_deadlines bigint[],
+                                           p_limits integer[]) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_problem text;
+BEGIN
+  SELECT format('task type "%s": %s', u.type, p) INTO v_problem
+    FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds, p_backoff_bases,
+                p_backoff_caps, p_backoff_jitters)
+           AS u(type, timeout_ms, max_retries, kind, base, cap, jitter),
+         taskmill.task_problem(coalesce(nullif(u.type, ''), 'any'), 'any', NULL, NULL, NULL,
+                               u.max_retries, u.timeout_ms, u.kind, u.base, u.cap, u.jitter,
+                               NULL, NULL, NULL, NULL) AS p
+   WHERE p IS NOT NULL LIMIT 1;
+  IF v_problem IS NOT NULL THEN
+    RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';
+  END IF;
+  INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
+                                        backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                                        pending_deadline_ms, running_limit, updated_at)
+  SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
+                                p_backoff_bases, p_backoff_caps, p_backoff_jitters,
+                                p_deadlines, p_limits) AS u
+  ON CONFLICT (type) DO UPDATE
+     SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
+         backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
+         backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
+         pending_deadline_ms = excluded.pending_deadline_ms,
+         running_limit = excluded.running_limit, updated_at = now();
+END
+$$;
+
+CREATE FUNCTION taskmill.deadline_after(p_execute_at timestamptz, p_type text) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+  SELECT p_execute_at + s.pending_deadline_ms * interval '1 millisecond'
+    FROM taskmill.type_settings(p_type) s
+$$;
