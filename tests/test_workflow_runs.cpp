@@ -260,6 +260,10 @@ BOOST_AUTO_TEST_CASE(retrying_a_workflow_runs_its_failed_steps_and_their_dependa
   BOOST_CHECK_EQUAL(step_task(wf, "d")["attempt"], 1);
   BOOST_CHECK_EQUAL(call("POST", "/v1/workflows/" + std::to_string(id) + "/retry"),
                     json::parse(R"({"retried": 0})"));
+  // A finished workflow stays as it ended.
+  BOOST_CHECK_EQUAL(call("POST", "/v1/workflows/" + std::to_string(id) + "/cancel"),
+                    json::parse(R"({"cancelled": 0})"));
+  BOOST_CHECK_EQUAL(workflow(id)["status"], "succeeded");
 }
 
 // A batch's callbacks: on_finish runs once, after its last task, given the
@@ -367,6 +371,12 @@ BOOST_AUTO_TEST_CASE(a_step_given_too_much_of_its_parents_ends_dead) {
                     "is given");
   BOOST_CHECK_EQUAL(db.by_id(std::stoll(step_id(db, wf, "c"))).status, "cancelled");
   BOOST_CHECK(db.claim(5).empty());
+  // Retried once its parent's result is smaller, it is given it again.
+  db.exec("UPDATE taskmill.tasks SET result = '1' WHERE id = $1", {std::to_string(a[0].id)});
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.retry_workflow(" + wf + ")"), "2");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT parent_results::text FROM taskmill.tasks WHERE id = $1",
+                              {step_id(db, wf, "b")}),
+                    R"({"a": 1})");
 }
 
 // A cancel of the workflow and the outcome of its running step, on two
@@ -439,6 +449,10 @@ BOOST_AUTO_TEST_CASE(a_running_step_rescheduled_is_still_its_steps_task) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT parent_id FROM taskmill.task_edges WHERE child_id = $1",
                               {step_id(db, wf, "c")}),
                     std::to_string(copy.id));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(e.parent, ',') FROM "
+                              "taskmill.workflow_edges($1::bigint) e WHERE e.child = 'b'",
+                              {wf}),
+                    "a");
 }
 
 // Steps past the purge retention go with their edges; a workflow left

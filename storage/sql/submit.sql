@@ -526,8 +526,11 @@ BEGIN
                 taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
                 cur.shard_index, cur.shard_total, cur.has_children, cur.parent_results)
         RETURNING * INTO task;
-        -- A workflow's step is the copy now.
+        -- A workflow's step or a batch's callback is the copy now, after
+        -- the same parents.
         UPDATE taskmill.workflow_steps w SET task_id = task.id WHERE w.task_id = cur.id;
+        UPDATE taskmill.batch_callbacks c SET task_id = task.id WHERE c.task_id = cur.id;
+        UPDATE taskmill.task_edges e SET child_id = task.id WHERE e.child_id = cur.id;
         -- The copy is the one its children wait for (a child submitted
         -- while this waited for the running task's lock included).
         UPDATE taskmill.task_edges e SET parent_id = task.id

@@ -388,7 +388,8 @@ BEGIN
   given AS (
     UPDATE taskmill.tasks t
        SET parent_results = CASE WHEN octet_length(r.given::text)
-                                      <= taskmill.max_parent_results_bytes() THEN r.given END,
+                                      <= taskmill.max_parent_results_bytes() THEN r.given
+                                 ELSE '{}'::jsonb END,
            status = CASE WHEN octet_length(r.given::text) <= taskmill.max_parent_results_bytes()
                          THEN t.status ELSE 'dead' END,
            error = CASE WHEN octet_length(r.given::text) <= taskmill.max_parent_results_bytes()
@@ -465,12 +466,15 @@ BEGIN
    WHERE t.id IN (SELECT s.task_id FROM taskmill.workflow_steps s WHERE s.workflow_id = p_id)
      AND t.status IN ('pending', 'failed', 'running')
    ORDER BY t.execute_at = 'infinity', t.id FOR NO KEY UPDATE;
-  UPDATE taskmill.workflows w SET cancelled_at = now() WHERE w.id = p_id;
   UPDATE taskmill.tasks t
      SET status = 'cancelled', error = 'workflow cancelled', updated_at = now()
    WHERE t.id IN (SELECT s.task_id FROM taskmill.workflow_steps s WHERE s.workflow_id = p_id)
      AND t.status IN ('pending', 'failed', 'running');
   GET DIAGNOSTICS v_count = ROW_COUNT;
+  -- A workflow that had finished stays as it ended.
+  IF v_count > 0 THEN
+    UPDATE taskmill.workflows w SET cancelled_at = now() WHERE w.id = p_id;
+  END IF;
   RETURN v_count;
 END
 $$;
@@ -498,6 +502,13 @@ BEGIN
   PERFORM pg_advisory_xact_lock(l.h)
      FROM (SELECT DISTINCT taskmill.unit_lock_key(t.type, t.key) AS h
              FROM taskmill.tasks t WHERE t.id = ANY (v_ids) ORDER BY 1) l;
+  -- Read again once locked: a retry of one of them by id may have run it
+  -- meanwhile.
+  v_ids := ARRAY(SELECT t.id FROM taskmill.tasks t
+                  WHERE t.id = ANY (v_ids)
+                    AND (t.status IN ('dead', 'cancelled')
+                         OR (t.status = 'stopped' AND t.error LIKE 'skipped: %'))
+                  ORDER BY t.id);
   SELECT format('step %s (task %s): task %s of its unit (version %s) is live', s.step, t.id,
                 k.task_id, k.version)
     INTO v_problem
