@@ -17,6 +17,9 @@ using client_command = std::function<int()>;
 /// never leave a call half made.
 void add_client_commands(CLI::App& app, client_command& chosen);
 
+/// Adds `taskmill jobs ...` and `taskmill alerts` (tools/job_commands.cpp).
+void add_job_commands(CLI::App& app, client_command& chosen);
+
 /// Adds `taskmill workflow ...` (tools/workflow_commands.cpp).
 void add_workflow_commands(CLI::App& app, client_command& chosen);
 
