@@ -17,7 +17,9 @@
 #include <array>
 #include <charconv>
 #include <cstdlib>
+#include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -90,6 +92,65 @@ void read_type(table_reader& r, task_type_config& t) {
     r.fail("url", "must be an http:// URL when executor = \"http\"");
 }
 
+/// A TOML table or array as JSON text, or the problem with it.
+std::string json_of(const toml::node& node, const std::string& path, std::string& out) {
+  std::ostringstream text;
+  if (auto table = node.as_table())
+    text << toml::json_formatter{*table};
+  else if (auto array = node.as_array())
+    text << toml::json_formatter{*array};
+  else
+    return "'" + path + "' must be a table or an array";
+  auto parsed = json::parse_bounded(text.str(), path, max_json_depth);
+  if (!parsed) return error_message(parsed.error());
+  out = json::dump(*parsed);
+  return {};
+}
+
+void read_names(table_reader& r, const char* key, std::vector<std::string>& out) {
+  auto list = r.array(key);
+  if (!list) return;
+  for (const auto& item : *list) {
+    auto name = item.value<std::string>();
+    if (!name) return r.fail(key, "must be a list of job names");
+    out.push_back(*name);
+  }
+}
+
+/// The first cycle the config's jobs close through their children, as
+/// "jobs[i]: child_jobs: a cycle: a -> b -> a", or empty. (The database
+/// refuses one through jobs stored before as the jobs are written.)
+std::string child_jobs_cycle(const std::vector<job_config>& jobs) {
+  std::map<std::string, const job_config*> by_name;
+  for (const auto& j : jobs) by_name[j.name] = &j;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    // Depth-first from each job, along paths of distinct jobs.
+    std::vector<std::string> path{jobs[i].name};
+    std::function<bool(const job_config&)> walk = [&](const job_config& from) {
+      for (const auto* list : {&from.child_jobs, &from.child_jobs_on_failure})
+        for (const auto& child : *list) {
+          if (child == jobs[i].name) {
+            path.push_back(child);
+            return true;
+          }
+          auto it = by_name.find(child);
+          if (it == by_name.end() || std::find(path.begin(), path.end(), child) != path.end())
+            continue;
+          path.push_back(child);
+          if (walk(*it->second)) return true;
+          path.pop_back();
+        }
+      return false;
+    };
+    if (walk(jobs[i])) {
+      std::string text;
+      for (const auto& name : path) text += (text.empty() ? "" : " -> ") + name;
+      return "'jobs[" + std::to_string(i) + "]' child_jobs: a cycle: " + text;
+    }
+  }
+  return {};
+}
+
 /// One [[jobs]] entry; the schedule and zone are checked here, so that a bad
 /// one stops the node before it starts.
 std::string read_job(const toml::node& node, const std::string& prefix, job_config& job) {
@@ -100,20 +161,11 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   r.read("dialect", job.dialect);
   r.read("time_zone", job.time_zone);
   r.read("type", job.type);
-  if (auto payload = r.node("payload")) {
-    std::ostringstream text;
-    if (auto table = payload->as_table())
-      text << toml::json_formatter{*table};
-    else if (auto array = payload->as_array())
-      text << toml::json_formatter{*array};
-    else
-      r.fail("payload", "must be a table or an array");
-    auto payload_json = json::parse_bounded(text.str(), prefix + ".payload", max_json_depth);
-    if (payload_json)
-      job.payload = json::dump(*payload_json);
-    else
-      return error_message(payload_json.error());
-  }
+  for (auto [key, out] :
+       {std::pair{"payload", &job.payload}, std::pair{"on_finish", &job.on_finish},
+        std::pair{"on_success", &job.on_success}})
+    if (auto node = r.node(key))
+      if (auto problem = json_of(*node, r.path(key), *out); !problem.empty()) return problem;
   // Their ranges are the database's (taskmill.job_problem), which refuses
   // the job at start naming the field.
   r.read("priority", job.priority);
@@ -126,6 +178,8 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   r.read("misfire", job.misfire);
   r.read("catch_up_limit", job.catch_up_limit);
   r.read("description", job.description);
+  read_names(r, "child_jobs", job.child_jobs);
+  read_names(r, "child_jobs_on_failure", job.child_jobs_on_failure);
   if (job.name.empty()) r.fail("name", "is required");
   if (job.type.empty()) r.fail("type", "is required");
   if (job.schedule.empty()) r.fail("schedule", "is required");
@@ -390,6 +444,7 @@ std::string read_sections(const toml::table& root, config& cfg) {
       if (!problem.empty()) return problem;
       cfg.jobs.push_back(std::move(job));
     }
+    if (auto cycle = child_jobs_cycle(cfg.jobs); !cycle.empty()) return cycle;
   }
   {
     table_reader r{top.table("defaults"), "defaults"};

@@ -72,6 +72,10 @@ struct job_config {
   std::string misfire;
   std::optional<int> catch_up_limit;
   std::string description;
+  std::vector<std::string> child_jobs;
+  std::vector<std::string> child_jobs_on_failure;
+  std::string on_finish;   // JSON text of the task object; empty: none
+  std::string on_success;  // as on_finish
 };
 
 /// When to raise alerts (SPEC §6) for one type or job; unset settings take

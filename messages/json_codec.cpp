@@ -327,8 +327,26 @@ std::string encode_execution(const pb::Task& t) {
 
 // -- recurring jobs ---------------------------------------------------------------
 
-// The rules on the values are taskmill.job_problem's and task_problem's
-// (storage/sql/), and the schedule's and zone's messages/schedule.cpp's.
+namespace {
+
+/// A list of job names (the rules on each are taskmill.child_jobs_problem's).
+void read_job_names(object_reader& r, const char* key,
+                    google::protobuf::RepeatedPtrField<std::string>& out) {
+  auto v = r.find(key);
+  if (!v) return;
+  if (!v->is_array()) return r.fail(r.path(key) + " must be an array of job names");
+  for (size_t i = 0; i < v->size(); ++i) {
+    if (!(*v)[i].is_string())
+      return r.fail(r.path(key) + "[" + std::to_string(i) + "] must be a job name");
+    out.Add((*v)[i].get<std::string>());
+  }
+}
+
+}  // namespace
+
+// The rules on the values are taskmill.job_problem's, task_problem's and
+// put_job_problem's (storage/sql/), and the schedule's and zone's
+// messages/schedule.cpp's.
 caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name) {
   auto doc = parse_body(body);
   if (!doc) return doc.error();
@@ -356,6 +374,10 @@ caf::expected<pb::Job> decode_job(std::string_view body, const std::string& name
   if (auto v = r.integer("catch_up_limit", INT32_MIN, INT32_MAX))
     out.set_catch_up_limit(static_cast<int32_t>(*v));
   if (auto v = r.text("description")) out.set_description(*v);
+  read_job_names(r, "child_jobs", *out.mutable_child_jobs());
+  read_job_names(r, "child_jobs_on_failure", *out.mutable_child_jobs_on_failure());
+  if (auto v = r.raw("on_finish")) out.set_on_finish(*v);
+  if (auto v = r.raw("on_success")) out.set_on_success(*v);
   if (auto err = r.finish()) return err;
   if (out.schedule().empty()) return bad("schedule is required");
   return out;
@@ -373,6 +395,10 @@ caf::expected<pb::TriggerRequest> decode_trigger(std::string_view body) {
 }
 
 namespace {
+
+json names(const google::protobuf::RepeatedPtrField<std::string>& list) {
+  return json(std::vector<std::string>(list.begin(), list.end()));
+}
 
 json job_json(const pb::Job& j) {
   json backoff = nullptr;
@@ -403,6 +429,10 @@ json job_json(const pb::Job& j) {
       {"misfire", j.misfire()},
       {"catch_up_limit", j.catch_up_limit()},
       {"description", j.description()},
+      {"child_jobs", names(j.child_jobs())},
+      {"child_jobs_on_failure", names(j.child_jobs_on_failure())},
+      {"on_finish", j.has_on_finish() ? raw_or_null(j.on_finish()) : json(nullptr)},
+      {"on_success", j.has_on_success() ? raw_or_null(j.on_success()) : json(nullptr)},
       {"source", j.source()},
       {"next_fire_at", time_or_null(j.next_fire_at(), j.has_next_fire_at())},
       {"created_at", time_or_null(j.created_at(), j.has_created_at())},
@@ -413,9 +443,13 @@ json job_json(const pb::Job& j) {
 json firing_json(const pb::JobFiring& f) {
   json counts = json::object();
   for (const auto& [status, n] : f.counts()) counts[status] = n;
+  json parent = nullptr;
+  if (!f.parent_job().empty())
+    parent = json{{"job", f.parent_job()}, {"fire_at", time_or_null(f.parent_fire_at(), true)}};
   return json{{"job", f.job()},     {"fire_at", time_or_null(f.fire_at(), f.has_fire_at())},
               {"kind", f.kind()},   {"outcome", f.outcome()},
-              {"batch", f.batch()}, {"counts", counts}};
+              {"batch", f.batch()}, {"counts", counts},
+              {"parent", parent}};
 }
 
 json alert_json(const pb::Alert& a) {

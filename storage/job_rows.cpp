@@ -17,6 +17,28 @@ param optional_text(bool has, const std::string& value) {
   return has ? param{value} : param{};
 }
 
+param names_param(const google::protobuf::RepeatedPtrField<std::string>& names) {
+  return array_literal_of(names, [](const std::string& n) { return param{n}; });
+}
+
+/// A text[] of job names as PostgreSQL writes it: {a,b}. Names are letters,
+/// digits and ".", "_", ":", "-" (taskmill.job_problem), so only a name
+/// that reads as NULL comes quoted.
+void read_names(const result& res, int row, int col,
+                google::protobuf::RepeatedPtrField<std::string>* out) {
+  auto text = res.string(row, col);
+  if (text.size() < 2) return;
+  std::string_view inner{text.data() + 1, text.size() - 2};
+  while (!inner.empty()) {
+    auto comma = inner.find(',');
+    auto name = inner.substr(0, comma);
+    if (name.size() >= 2 && name.front() == '"') name = name.substr(1, name.size() - 2);
+    out->Add(std::string{name});
+    if (comma == std::string_view::npos) break;
+    inner.remove_prefix(comma + 1);
+  }
+}
+
 void read_optional_time(const result& res, int row, int col, google::protobuf::Timestamp* out) {
   if (!res.is_null(row, col)) set_micros(out, res.micros(row, col));
 }
@@ -55,6 +77,11 @@ std::vector<param> job_params(const pb::Job& j) {
       j.has_next_fire_at() ? timestamp_param(j.next_fire_at()) : param{},
       timestamp_param(j.anchor_at()),
       j.has_dialect() ? param{j.dialect()} : param{cron::default_dialect},
+      names_param(j.child_jobs()),
+      names_param(j.child_jobs_on_failure()),
+      optional_text(j.has_on_finish(), j.on_finish()),
+      optional_text(j.has_on_success(), j.on_success()),
+      names_param(j.known_jobs()),
   };
 }
 
@@ -91,6 +118,10 @@ void read_job(const result& res, int row, pb::Job* out) {
   read_optional_time(res, row, col("anchor_at"), out->mutable_anchor_at());
   read_optional_time(res, row, col("created_at"), out->mutable_created_at());
   read_optional_time(res, row, col("updated_at"), out->mutable_updated_at());
+  read_names(res, row, col("child_jobs"), out->mutable_child_jobs());
+  read_names(res, row, col("child_jobs_on_failure"), out->mutable_child_jobs_on_failure());
+  if (auto c = col("on_finish"); !res.is_null(row, c)) out->set_on_finish(res.string(row, c));
+  if (auto c = col("on_success"); !res.is_null(row, c)) out->set_on_success(res.string(row, c));
 }
 
 pb::JobFirings read_firings(const result& res, const std::string& job) {
@@ -108,6 +139,10 @@ pb::JobFirings read_firings(const result& res, const std::string& job) {
       f->set_kind(res.string(row, 1));
       f->set_outcome(res.string(row, 2));
       f->set_batch(res.string(row, 3));
+      if (!res.is_null(row, 6)) {
+        f->set_parent_job(res.string(row, 6));
+        set_micros(f->mutable_parent_fire_at(), res.micros(row, 7));
+      }
     }
     if (!res.is_null(row, 4)) (*f->mutable_counts())[res.string(row, 4)] = res.int64(row, 5);
   }

@@ -254,14 +254,15 @@ const statement put_job{
     "SELECT p.created, (p.job).* FROM taskmill.put_job($1::text, $2::text, $3::text, $4::text, "
     "$5::jsonb, $6::int, $7::int, $8::int, $9::text, $10::int, $11::int, $12::real, $13::boolean, "
     "$14::text, $15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
-    "$22::timestamptz, $23::text) p"};
+    "$22::timestamptz, $23::text, $24::text[], $25::text[], $26::jsonb, $27::jsonb, $28::text[]) "
+    "p"};
 
 const statement put_job_problem{
     "put_job_problem",
     "SELECT taskmill.put_job_problem($1::text, $2::text, $3::text, $4::text, $5::jsonb, $6::int, "
     "$7::int, $8::int, $9::text, $10::int, $11::int, $12::real, $13::boolean, $14::text, "
     "$15::int, $16::text, $17::text, $18::int, $19::text, $20::text, $21::timestamptz, "
-    "$22::timestamptz, $23::text)"};
+    "$22::timestamptz, $23::text, $24::text[], $25::text[], $26::jsonb, $27::jsonb, $28::text[])"};
 
 const statement get_job{"get_job",
                         "SELECT false AS created, j.* FROM taskmill.jobs j WHERE j.name = $1"};
@@ -283,7 +284,8 @@ const statement trigger_job{
 
 const statement job_firings{
     "job_firings",
-    "SELECT fire_at, kind, outcome, batch, status, n FROM taskmill.job_firings($1::text, $2::int)"};
+    "SELECT fire_at, kind, outcome, batch, status, n, parent_job, parent_fire_at "
+    "FROM taskmill.job_firings($1::text, $2::int)"};
 
 const statement due_jobs{
     "due_jobs",

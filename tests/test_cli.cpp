@@ -422,6 +422,23 @@ BOOST_AUTO_TEST_CASE(jobs_put_list_show_next_trigger_firings_pause_delete) {
   BOOST_CHECK_MESSAGE(table.out.find("manual") != std::string::npos &&
                           table.out.find("succeeded=1") != std::string::npos,
                       table);
+  // A job with a child job and an on_finish: the child's firing says whose
+  // child it is.
+  CHECK_RUN(run({"jobs", "put", "digest", "--schedule", "@yearly", "--type", "NOOP"}), 0);
+  auto chained = run({"jobs", "put", "hourly", "--schedule", "@yearly", "--type", "NOOP",
+                      "--child-job", "digest", "--on-finish", R"({"type": "NOOP"})"});
+  CHECK_RUN(chained, 0);
+  BOOST_CHECK_EQUAL(listing(chained.out)["child_jobs"], R"(["digest"])");
+  BOOST_CHECK_EQUAL(run_json({"jobs", "trigger", "hourly"})["outcome"], "fired");
+  BOOST_CHECK(test::eventually([&] {
+    return run({"jobs", "firings", "digest"}).out.find("child of hourly") != std::string::npos;
+  }));
+  auto cycle = run({"jobs", "put", "digest", "--schedule", "@yearly", "--type", "NOOP",
+                    "--child-job-on-failure", "hourly"});
+  CHECK_RUN(cycle, 1);
+  BOOST_CHECK_MESSAGE(
+      cycle.err.find("child_jobs: a cycle: digest -> hourly -> digest") != std::string::npos,
+      cycle);
   BOOST_CHECK_EQUAL(listing(run({"jobs", "pause", "nightly"}).out)["enabled"], "false");
   BOOST_CHECK_EQUAL(listing(run({"jobs", "resume", "nightly"}).out)["enabled"], "true");
   auto bad = run({"jobs", "put", "x", "--schedule", "61 * * * *", "--type", "NOOP"});

@@ -156,6 +156,49 @@ enabled = false
                        "unknown option 'jobs[0].colour'"));
 }
 
+BOOST_AUTO_TEST_CASE(jobs_name_their_child_jobs_and_callbacks_without_a_cycle) {
+  temp_file file{R"(
+[[jobs]]
+name = "extract"
+schedule = "@daily"
+type = "EXTRACT"
+child_jobs = ["load"]
+child_jobs_on_failure = ["page-ops"]
+on_finish = { type = "REPORT", payload = { to = "ops" } }
+
+[[jobs]]
+name = "load"
+schedule = "@daily"
+type = "LOAD"
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE_MESSAGE(cfg, (cfg ? "" : error_message(cfg.error())));
+  const auto& extract = cfg->jobs[0];
+  BOOST_CHECK(extract.child_jobs == std::vector<std::string>{"load"});
+  BOOST_CHECK(extract.child_jobs_on_failure == std::vector<std::string>{"page-ops"});
+  BOOST_CHECK_EQUAL(extract.on_finish, R"({"payload":{"to":"ops"},"type":"REPORT"})");
+  BOOST_CHECK(extract.on_success.empty());
+  auto job = [](const std::string& name, const std::string& children) {
+    return "[[jobs]]\nname = \"" + name + "\"\ntype = \"T\"\nschedule = \"@daily\"\n" + children +
+           "\n";
+  };
+  BOOST_CHECK(contains(
+      error_of(job("a", "child_jobs = [\"b\"]") + job("b", "child_jobs_on_failure = [\"c\"]") +
+               job("c", "child_jobs = [\"a\"]")),
+      "'jobs[0]' child_jobs: a cycle: a -> b -> c -> a"));
+  BOOST_CHECK(contains(error_of(job("a", "child_jobs = [\"a\"]")),
+                       "'jobs[0]' child_jobs: a cycle: a -> a"));
+  BOOST_CHECK(contains(error_of(job("a", "child_jobs = \"b\"")), "'jobs[0].child_jobs' must be"));
+  BOOST_CHECK(contains(error_of(job("a", "child_jobs = [1]")),
+                       "'jobs[0].child_jobs' must be a list of job names"));
+  BOOST_CHECK(contains(error_of(job("a", "on_finish = \"REPORT\"")),
+                       "'jobs[0].on_finish' must be a table or an array"));
+  // Chains without a cycle, a diamond among them, are fine.
+  temp_file diamond{job("a", "child_jobs = [\"b\", \"c\"]") + job("b", "child_jobs = [\"d\"]") +
+                    job("c", "child_jobs = [\"d\"]") + job("d", "")};
+  BOOST_CHECK(load_config(diamond.path.string(), {}));
+}
+
 BOOST_AUTO_TEST_CASE(alert_rules_have_defaults_and_per_type_and_job_settings) {
   temp_file file{R"(
 [alerts]

@@ -12,6 +12,8 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
+#include <latch>
 #include <memory>
 #include <random>
 #include <thread>
@@ -212,6 +214,195 @@ BOOST_AUTO_TEST_SUITE_END()
 
 namespace {
 
+/// put_job for a job of type NOOP, not due for an hour, with its children
+/// and callbacks (SQL texts).
+std::string put_chained_sql(const std::string& name, const std::string& children,
+                            const std::string& on_failure = "{}",
+                            const std::string& on_finish = "NULL",
+                            const std::string& on_success = "NULL",
+                            const std::string& routing = "'any', NULL") {
+  return "SELECT taskmill.put_job('" + name +
+         "', '* * * * *', 'UTC', 'NOOP', NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL, true, " +
+         routing +
+         ", 'allow', 'fire_once', 10, '', 'api', now() + interval '1 hour', now(), 'unix', '" +
+         children + "', '" + on_failure + "', " + on_finish + ", " + on_success + ")";
+}
+
+/// Fires job `name` now, by hand; answers the firing's batch.
+std::string trigger(const test::task_database& db, const std::string& name) {
+  return db.scalar("SELECT batch FROM taskmill.trigger_job($1, NULL, 5000)", {name});
+}
+
+/// Claims the `n` due tasks of `batch` (nothing else may be due) and
+/// reports each outcome (`dead`: ended dead) on a connection of its own, all
+/// at once.
+void finish_together(const test::task_database& db, const std::string& batch, size_t n,
+                     const std::function<std::string(size_t)>& outcome_of) {
+  auto claimed = db.claim(static_cast<int>(n));
+  BOOST_REQUIRE_EQUAL(claimed.size(), n);
+  for (const auto& t : claimed) BOOST_REQUIRE_EQUAL(t.batch, batch);
+  std::latch go{static_cast<std::ptrdiff_t>(n)};
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < n; ++i)
+    threads.emplace_back([&, i] {
+      auto conn = db.connect();
+      go.arrive_and_wait();
+      auto res = conn.exec(
+          "SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], ARRAY[$2::int], "
+          "ARRAY[$3], ARRAY[NULL::jsonb], ARRAY['broken'], 'n1')",
+          {std::to_string(claimed[i].id), std::to_string(claimed[i].attempt),
+           outcome_of(i) == "dead" ? "retry" : "succeeded"});
+      if (!res || !res->boolean(0, 0)) BOOST_ERROR("outcome not applied: " << test::describe(res));
+    });
+  for (auto& t : threads) t.join();
+}
+
+/// The child firings of job `parent`'s firing of `batch`: "job:kind:outcome".
+std::string children_of(const test::task_database& db, const std::string& parent,
+                        const std::string& batch) {
+  return db.scalar(
+      "SELECT coalesce(string_agg(c.job || ':' || c.kind || ':' || c.outcome, ',' ORDER BY c.job), "
+      "'none') FROM taskmill.job_firings c JOIN taskmill.job_firings p ON p.job = c.parent_job "
+      "AND p.fire_at = c.parent_fire_at WHERE p.job = $1 AND p.batch = $2",
+      {parent, batch});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(chains)
+
+BOOST_AUTO_TEST_CASE(a_firing_fires_its_child_jobs_once_by_how_its_tasks_ended) {
+  test::task_database db{"chains"};
+  db.exec(put_chained_sql("load", "{}"));
+  db.exec(put_chained_sql("page-ops", "{}"));
+  db.exec(put_chained_sql("extract", "{load}", "{page-ops}",
+                          R"('{"type": "REPORT", "payload": {"to": "ops"}}')",
+                          R"('{"type": "PUBLISH"}')"));
+  auto ok = trigger(db, "extract");
+  // The firing's callbacks wait for its task.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT string_agg(type || ' ' || key || ' ' || (execute_at = 'infinity'), ', ' "
+                "ORDER BY id) FROM taskmill.tasks"),
+      "NOOP " + ok + " false, REPORT " + ok + ":on_finish true, PUBLISH " + ok +
+          ":on_success true, taskmill.child_jobs " + ok + ":child_jobs true");
+  BOOST_CHECK_EQUAL(children_of(db, "extract", ok), "none");
+  finish_together(db, ok, 1, [](size_t) { return "succeeded"; });
+  BOOST_CHECK_EQUAL(children_of(db, "extract", ok), "load:child:fired");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT string_agg(type || ' ' || status || ' ' || payload::text, ', ' ORDER BY "
+                "id) FROM taskmill.tasks WHERE key LIKE $1 || ':on_%'",
+                {ok}),
+      "REPORT pending {\"to\": \"ops\", \"batch\": \"" + ok +
+          "\", \"counts\": {\"succeeded\": 1}}, PUBLISH pending {\"batch\": \"" + ok +
+          "\", \"counts\": {\"succeeded\": 1}}");
+  // The child's firing is a firing of its own: its task, its ledger row
+  // naming the parent firing.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks t JOIN taskmill.job_firings f "
+                              "ON f.batch = t.batch WHERE f.job = 'load' AND f.kind = 'child'"),
+                    "1");
+  db.exec("UPDATE taskmill.tasks SET status = 'cancelled' WHERE status = 'pending'");
+
+  // A firing whose task ends dead fires the children on failure; its
+  // on_success is cancelled.
+  auto broken = trigger(db, "extract");
+  finish_together(db, broken, 1, [](size_t) { return "dead"; });
+  BOOST_CHECK_EQUAL(children_of(db, "extract", broken), "page-ops:child:fired");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT status FROM taskmill.tasks WHERE key = $1 || ':on_success'", {broken}),
+      "cancelled");
+
+  // Its child-jobs task retried fires nothing twice.
+  auto fired = db.scalar("SELECT count(*) FROM taskmill.job_firings");
+  db.exec("UPDATE taskmill.tasks SET status = 'pending', execute_at = now() WHERE key = $1",
+          {broken + ":child_jobs"});
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT status || ' ' || (result -> 'children' -> 0 ->> 'outcome') FROM "
+                "taskmill.tasks WHERE key = $1",
+                {broken + ":child_jobs"}),
+      "succeeded duplicate");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings"), fired);
+
+  // A child deleted since: the task ends dead naming it, the others fire; a
+  // paused child is not fired.
+  db.exec(put_chained_sql("gone", "{}"));
+  db.exec(put_chained_sql("extract", "{load,gone}", "{}"));
+  db.exec("SELECT taskmill.set_job_enabled('load', false, NULL)");
+  db.exec("UPDATE taskmill.tasks SET status = 'cancelled' WHERE status = 'pending'");
+  auto third = trigger(db, "extract");
+  BOOST_CHECK(db.scalar("SELECT taskmill.delete_job('gone')") == "t");
+  finish_together(db, third, 1, [](size_t) { return "succeeded"; });
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT status || ': ' || error || ' ' || (result -> 'children')::text FROM "
+                "taskmill.tasks WHERE key = $1",
+                {third + ":child_jobs"}),
+      R"(dead: child job gone does not exist [{"job": "load", "fire_at": null, "outcome": "paused"}])");
+}
+
+// Every shard of a broadcast firing finishes at once on a connection of its
+// own, round after round: each firing fires its child exactly once.
+BOOST_AUTO_TEST_CASE(shards_finishing_together_fire_each_child_once) {
+  test::task_database db{"chainrace"};
+  constexpr int rounds = 25;
+  constexpr size_t shards = 6;
+  db.exec(put_chained_sql("sink", "{}"));
+  db.exec(put_chained_sql("alarm", "{}"));
+  db.exec(put_chained_sql("fan", "{sink}", "{alarm}", "NULL", "NULL", "'broadcast', 6"));
+  for (int r = 0; r < rounds; ++r) {
+    BOOST_TEST_CONTEXT("round " << r) {
+      db.exec(
+          "UPDATE taskmill.tasks SET status = 'cancelled' WHERE status = 'pending' AND "
+          "execute_at <> 'infinity'");
+      auto batch = trigger(db, "fan");
+      bool one_dies = r % 3 == 0;
+      finish_together(db, batch, shards,
+                      [&](size_t i) { return one_dies && i == shards / 2 ? "dead" : "succeeded"; });
+      BOOST_CHECK_EQUAL(children_of(db, "fan", batch),
+                        one_dies ? "alarm:child:fired" : "sink:child:fired");
+    }
+  }
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE kind = 'child'"),
+                    std::to_string(rounds));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = "
+                              "'taskmill.child_jobs' AND status <> 'succeeded'"),
+                    "0");
+}
+
+BOOST_AUTO_TEST_CASE(bad_children_and_callbacks_are_refused_naming_the_field) {
+  test::task_database db{"chainbad"};
+  db.exec(put_chained_sql("a", "{}"));
+  db.exec(put_chained_sql("b", "{a}"));
+  db.exec(put_chained_sql("c", "{b}"));
+  auto refused = [&](const std::string& sql, const std::string& part) {
+    auto error = db.error_of(sql);
+    BOOST_CHECK_MESSAGE(contains(error, part), "'" << error << "' lacks '" << part << "'");
+  };
+  refused(put_chained_sql("a", "{c}"), "child_jobs: a cycle: a -> c -> b -> a");
+  refused(put_chained_sql("a", "{}", "{b}"), "child_jobs: a cycle: a -> b -> a");
+  refused(put_chained_sql("a", "{a}"), "child_jobs[0] names the job itself");
+  refused(put_chained_sql("a", "{b,c,b}"), "child_jobs[2] names job b a second time");
+  refused(put_chained_sql("a", "{}", "{nowhere}"), "child_jobs_on_failure[0]: no job nowhere");
+  refused(put_chained_sql("a", "{}", "{}", R"('{"type": "R", "key": "k"}')"),
+          "on_finish.key: a firing's on_finish is keyed by its firing");
+  refused(put_chained_sql("a", "{}", "{}", "NULL", R"('{"type": "R", "when": 1}')"),
+          "on_success may have only type, key, payload");
+  refused(put_chained_sql("a", "{}", "{}", R"('{"type": "R", "priority": 9}')"),
+          "on_finish.priority must be between 1 and 5");
+  refused(put_chained_sql("a", "{}", "{}", R"('[1]')"), "on_finish must be a task object");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name || ':' || array_to_string(child_jobs, '+'), "
+                              "',' ORDER BY name) FROM taskmill.jobs WHERE on_finish IS NULL "
+                              "AND on_success IS NULL"),
+                    "a:,b:a,c:b");
+  // A child may be a job written with it (a node's config).
+  db.exec(
+      "SELECT taskmill.put_job('d', '* * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, true, 'any', NULL, 'allow', 'fire_once', 10, '', 'config', now(), now(), "
+      "'unix', '{e}', '{}', NULL, NULL, '{d,e}')");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
 struct reply {
   int status = 0;
   json body;
@@ -316,6 +507,55 @@ BOOST_AUTO_TEST_CASE(trigger_next_and_listing) {
                            "taskmill_job_last_fired_seconds{job=\"nightly\"} ",
                            "taskmill_job_next_fire_seconds{job=\"nightly\"} "})
     BOOST_CHECK_MESSAGE(contains(metrics, line), "no " << line << " in /metrics");
+}
+
+// A chain through a node: a broadcast firing's three shards run, then its
+// on_finish, and its child job fires once, recorded as the firing's child.
+BOOST_AUTO_TEST_CASE(a_firing_fires_its_child_jobs_and_callbacks_through_a_node) {
+  BOOST_REQUIRE_EQUAL(
+      call("PUT", "/v1/jobs/aggregate", R"({"schedule": "@daily", "type": "NOOP"})").status, 201);
+  auto put = call("PUT", "/v1/jobs/extract",
+                  R"({"schedule": "@daily", "type": "NOOP", "routing": "broadcast", "shards": 3,
+                      "child_jobs": ["aggregate"],
+                      "on_finish": {"type": "NOOP", "payload": {"to": "ops"}}})");
+  BOOST_REQUIRE_EQUAL(put.status, 201);
+  BOOST_CHECK_EQUAL(put.body["job"]["child_jobs"], json::parse(R"(["aggregate"])"));
+  BOOST_CHECK_EQUAL(put.body["job"]["child_jobs_on_failure"], json::array());
+  BOOST_CHECK_EQUAL(put.body["job"]["on_finish"]["payload"]["to"], "ops");
+  BOOST_CHECK(put.body["job"]["on_success"].is_null());
+  expect_error(call("PUT", "/v1/jobs/extract",
+                    R"({"schedule": "@daily", "type": "NOOP", "child_jobs": ["nowhere"]})"),
+               400, "child_jobs[0]: no job nowhere");
+  expect_error(call("PUT", "/v1/jobs/extract",
+                    R"({"schedule": "@daily", "type": "NOOP", "child_jobs": "aggregate"})"),
+               400, "child_jobs must be an array of job names");
+  expect_error(call("PUT", "/v1/jobs/aggregate",
+                    R"({"schedule": "@daily", "type": "NOOP", "child_jobs": ["extract"]})"),
+               400, "child_jobs: a cycle: aggregate -> extract -> aggregate");
+  BOOST_CHECK_EQUAL(call("GET", "/v1/jobs/extract").body["child_jobs"].size(), 1u);
+
+  auto fired = call("POST", "/v1/jobs/extract/trigger");
+  BOOST_REQUIRE_EQUAL(fired.status, 201);
+  auto batch = fired.body["batch"].get<std::string>();
+  json child;
+  BOOST_REQUIRE(test::eventually([&] {
+    auto firings = call("GET", "/v1/jobs/aggregate/firings").body["firings"];
+    if (firings.size() != 1 || firings[0]["counts"].value("succeeded", 0) != 1) return false;
+    child = firings[0];
+    return true;
+  }));
+  BOOST_CHECK_EQUAL(child["kind"], "child");
+  BOOST_CHECK_EQUAL(child["parent"]["job"], "extract");
+  BOOST_CHECK_EQUAL(child["parent"]["fire_at"], fired.body["fire_at"]);
+  BOOST_CHECK(call("GET", "/v1/jobs/extract/firings").body["firings"][0]["parent"].is_null());
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar(
+               "SELECT status || ' ' || (payload -> 'counts')::text FROM taskmill.tasks "
+               "WHERE key = $1",
+               {batch + ":on_finish"}) == R"(succeeded {"succeeded": 3})";
+  }));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE kind = 'child'"),
+                    "1");
 }
 
 // An XXL-JOB expression pasted in: the third Friday at 09:00 in quartz, the

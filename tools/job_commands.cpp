@@ -15,11 +15,31 @@ using namespace client;
 
 // -- recurring jobs (SPEC §6) ---------------------------------------------------------
 
-constexpr const char* job_fields[] = {
-    "name",         "schedule",    "dialect",    "time_zone",      "type",        "payload",
-    "priority",     "max_retries", "timeout_ms", "backoff",        "enabled",     "routing",
-    "shards",       "overlap",     "misfire",    "catch_up_limit", "description", "source",
-    "next_fire_at", "created_at",  "updated_at"};
+constexpr const char* job_fields[] = {"name",
+                                      "schedule",
+                                      "dialect",
+                                      "time_zone",
+                                      "type",
+                                      "payload",
+                                      "priority",
+                                      "max_retries",
+                                      "timeout_ms",
+                                      "backoff",
+                                      "enabled",
+                                      "routing",
+                                      "shards",
+                                      "overlap",
+                                      "misfire",
+                                      "catch_up_limit",
+                                      "description",
+                                      "child_jobs",
+                                      "child_jobs_on_failure",
+                                      "on_finish",
+                                      "on_success",
+                                      "source",
+                                      "next_fire_at",
+                                      "created_at",
+                                      "updated_at"};
 
 void print_job(const json& job) {
   table listing;
@@ -50,6 +70,13 @@ std::string counts_text(const json& counts) {
   return out.empty() ? "-" : out;
 }
 
+/// A firing's kind, and for a child firing the job whose firing fired it.
+std::string kind_text(const json& f) {
+  auto parent = f.find("parent");
+  if (parent == f.end() || !parent->is_object()) return shown(field(f, "kind"));
+  return "child of " + shown(field(*parent, "job"));
+}
+
 void print_firing(const json& f) {
   table listing;
   for (const char* name : {"job", "fire_at", "kind", "outcome", "batch"})
@@ -60,7 +87,7 @@ void print_firing(const json& f) {
 void print_firings(const json& doc) {
   table rows{{"FIRE_AT", "KIND", "OUTCOME", "BATCH", "TASKS"}};
   for (const auto& f : array_field(doc, "firings"))
-    rows.add({shown(field(f, "fire_at")), shown(field(f, "kind")), shown(field(f, "outcome")),
+    rows.add({shown(field(f, "fire_at")), kind_text(f), shown(field(f, "outcome")),
               shown(field(f, "batch")), counts_text(field(f, "counts"))});
   rows.print(std::cout);
 }
@@ -91,6 +118,10 @@ struct job_options {
   std::optional<int64_t> catch_up_limit;
   std::string description;
   std::string dialect;
+  std::vector<std::string> child_jobs;
+  std::vector<std::string> child_jobs_on_failure;
+  std::string on_finish;
+  std::string on_success;
   bool disabled = false;
   std::optional<int64_t> count;
 };
@@ -109,6 +140,10 @@ json job_body(const job_options& o) {
   if (!o.misfire.empty()) body["misfire"] = o.misfire;
   if (o.catch_up_limit) body["catch_up_limit"] = *o.catch_up_limit;
   if (!o.description.empty()) body["description"] = o.description;
+  if (!o.child_jobs.empty()) body["child_jobs"] = o.child_jobs;
+  if (!o.child_jobs_on_failure.empty()) body["child_jobs_on_failure"] = o.child_jobs_on_failure;
+  if (!o.on_finish.empty()) body["on_finish"] = json::parse(o.on_finish);
+  if (!o.on_success.empty()) body["on_success"] = json::parse(o.on_success);
   if (o.disabled) body["enabled"] = false;
   return body;
 }
@@ -162,6 +197,16 @@ void add_job_put(CLI::App& jobs, client_command& chosen) {
   sub->add_option("--misfire", o->misfire, "fire_once (default), skip or catch_up");
   sub->add_option("--catch-up-limit", o->catch_up_limit, "catch_up: at most this many (10)");
   sub->add_option("--description", o->description, "What it is for");
+  sub->add_option("--child-job", o->child_jobs,
+                  "A job to fire once a firing's tasks all succeeded (repeatable)");
+  sub->add_option("--child-job-on-failure", o->child_jobs_on_failure,
+                  "A job to fire once a firing's tasks finished and one did not (repeatable)");
+  sub->add_option("--on-finish", o->on_finish,
+                  "A task to submit once each firing's tasks finished, JSON {type, payload, ...}")
+      ->check(CLI::Validator{json_text, "JSON"});
+  sub->add_option("--on-success", o->on_success,
+                  "A task to submit once each firing's tasks all succeeded, JSON")
+      ->check(CLI::Validator{json_text, "JSON"});
   sub->add_flag("--disabled", o->disabled, "Create it paused");
   on_parsed(sub, chosen, [o] {
     return answer_of(o->common, api_client{o->common.server}.put(job_path(*o), job_body(*o)),

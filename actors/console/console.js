@@ -137,6 +137,9 @@
   const taskHref = (id) => `#/tasks/${encodeURIComponent(String(id))}`;
   const batchHref = (b) => `#/batches/${encodeURIComponent(b)}`;
   const jobHref = (name) => `#/jobs/${encodeURIComponent(name)}`;
+  const jobLinks = (names) => (names && names.length
+    ? names.flatMap((n, i) => [i ? ', ' : '', h('a', { href: jobHref(n), 'data-test': 'child-job' }, n)])
+    : 'none');
   const jobPath = (name) => `/v1/jobs/${encodeURIComponent(name)}`;
   const workflowHref = (id) => `#/workflows/${encodeURIComponent(String(id))}`;
 
@@ -1026,6 +1029,10 @@
           ['timeout_ms', 'Timeout (ms)', j.timeout_ms != null ? String(j.timeout_ms) : 'the type\'s'],
           ['backoff', 'Backoff', j.backoff ? JSON.stringify(j.backoff) : 'the type\'s'],
           ['description', 'Description', j.description],
+          ['child_jobs', 'Then, on success', jobLinks(j.child_jobs)],
+          ['child_jobs_on_failure', 'Then, on failure', jobLinks(j.child_jobs_on_failure)],
+          ['on_finish', 'On finish', j.on_finish ? h('code', null, j.on_finish.type) : 'none'],
+          ['on_success', 'On success', j.on_success ? h('code', null, j.on_success.type) : 'none'],
           ['source', 'Defined by', j.source],
           ['created_at', 'Created', timeEl(j.created_at)],
           ['updated_at', 'Updated', timeEl(j.updated_at)],
@@ -1039,7 +1046,8 @@
         ? tableOf('Last firings', ['Fire time', 'Kind', 'Outcome', 'Batch', 'Tasks', ''], list.map((x) => h('tr',
           { 'data-test': 'firing-row', 'data-batch': x.batch },
           h('td', null, timeEl(x.fire_at)),
-          h('td', null, x.kind),
+          h('td', { 'data-test': 'firing-kind' }, x.parent
+            ? ['child of ', h('a', { href: jobHref(x.parent.job) }, x.parent.job)] : x.kind),
           h('td', null, h('span', { class: `badge fo-${x.outcome}` }, x.outcome)),
           h('td', null, x.batch ? h('a', { href: batchHref(x.batch) }, x.batch) : ''),
           h('td', null, x.batch ? h('a', { href: hashFor('tasks', { batch: x.batch }) }, countsSummary(x.counts)) : countsSummary(x.counts)),

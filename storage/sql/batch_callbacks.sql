@@ -4,7 +4,8 @@
 -- parent, if one ended dead or cancelled). Each is submitted after those
 -- tasks (storage/sql/dependencies.sql runs them), in the batch's
 -- transaction, and given the batch and its counts per status in its payload
--- when it becomes due.
+-- when it becomes due. A job's firing has the same callbacks, and one more,
+-- the task that fires its child jobs (storage/sql/child_jobs.sql).
 
 -- A batch submit (as taskmill.submit_batch takes it) with its callbacks,
 -- task objects {type, key, payload, priority, max_retries, timeout_ms}; a
@@ -64,36 +65,53 @@ BEGIN
 END
 $$;
 
+-- What is wrong with a callback (p_kind) given as p_spec, or NULL: a task
+-- object {type, key, payload, priority, max_retries, timeout_ms}, without
+-- key unless p_keyed (a firing's are keyed by the firing), NULL for none.
+CREATE FUNCTION taskmill.callback_problem(p_kind text, p_spec jsonb, p_keyed boolean)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE
+    WHEN p_spec IS NULL THEN NULL
+    WHEN jsonb_typeof(p_spec) <> 'object' THEN format('%s must be a task object', p_kind)
+    WHEN p_spec ? 'key' AND NOT p_keyed
+      THEN format('%s.key: a firing''s %s is keyed by its firing (<batch>:%s)', p_kind, p_kind,
+                  p_kind)
+    ELSE coalesce(
+      (SELECT format('%s may have only type, key, payload, priority, max_retries and '
+                     'timeout_ms (not %s)', p_kind, k)
+         FROM jsonb_object_keys(p_spec) k
+        WHERE k NOT IN ('type', 'key', 'payload', 'priority', 'max_retries', 'timeout_ms')
+        LIMIT 1),
+      CASE WHEN p_spec ? 'payload' AND jsonb_typeof(p_spec -> 'payload') <> 'object'
+           THEN format('%s.payload must be a JSON object: the batch and its counts are added '
+                       'to it', p_kind) END,
+      p_kind || '.' || taskmill.task_problem(p_spec ->> 'type', coalesce(p_spec ->> 'key', 'key'),
+                                             NULL, NULL, (p_spec ->> 'priority')::integer,
+                                             (p_spec ->> 'max_retries')::integer,
+                                             (p_spec ->> 'timeout_ms')::integer, NULL, NULL,
+                                             NULL, NULL, NULL, NULL, NULL, NULL))
+  END
+$$;
+
 -- One callback (p_kind) of batch p_batch, after the tasks p_parents (a JSON
--- array of ids): due once they all finished (on_finish), or all succeeded
--- (on_success: cancelled if one ended dead or cancelled).
+-- array of ids): due once they all finished (on_finish, child_jobs), or all
+-- succeeded (on_success: cancelled if one ended dead or cancelled).
 CREATE FUNCTION taskmill.submit_callback(p_batch text, p_kind text, p_spec jsonb,
                                          p_parents jsonb, OUT outcome text,
                                          OUT task taskmill.tasks)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_key text := coalesce(p_spec ->> 'key', p_batch || ':' || p_kind);
-  v_problem text;
+  v_problem text := taskmill.callback_problem(p_kind, p_spec, true);
   v_taken bigint;
   v_submitted record;
 BEGIN
-  IF jsonb_typeof(p_spec) IS DISTINCT FROM 'object' THEN
+  IF p_spec IS NULL THEN
     PERFORM taskmill.bad_argument(format('%s must be a task object', p_kind));
   END IF;
-  SELECT format('%s may have only type, key, payload, priority, max_retries and timeout_ms '
-                '(not %s)', p_kind, k)
-    INTO v_problem
-    FROM jsonb_object_keys(p_spec) k
-   WHERE k NOT IN ('type', 'key', 'payload', 'priority', 'max_retries', 'timeout_ms') LIMIT 1;
-  v_problem := coalesce(v_problem, CASE
-    WHEN p_spec ? 'payload' AND jsonb_typeof(p_spec -> 'payload') <> 'object'
-      THEN format('%s.payload must be a JSON object: the batch and its counts are added to it',
-                  p_kind) END,
-    p_kind || '.' || taskmill.task_problem(p_spec ->> 'type', v_key, NULL, NULL,
-                                           (p_spec ->> 'priority')::integer,
-                                           (p_spec ->> 'max_retries')::integer,
-                                           (p_spec ->> 'timeout_ms')::integer, NULL, NULL, NULL,
-                                           NULL, NULL, NULL, NULL, NULL));
+  v_problem := coalesce(v_problem, CASE WHEN length(v_key) > 500
+                                        THEN p_kind || '.key must be at most 500 characters' END);
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
@@ -110,8 +128,8 @@ BEGIN
                          max_retries => (p_spec ->> 'max_retries')::integer,
                          timeout_ms => (p_spec ->> 'timeout_ms')::integer,
                          after => coalesce(p_parents, '[]'),
-                         on_parent_failure => CASE WHEN p_kind = 'on_finish' THEN 'run'
-                                                   ELSE 'fail' END) s;
+                         on_parent_failure => CASE WHEN p_kind = 'on_success' THEN 'fail'
+                                                   ELSE 'run' END) s;
   outcome := v_submitted.outcome;
   task := v_submitted.task;
   IF outcome <> 'created' THEN
@@ -124,16 +142,19 @@ BEGIN
   IF task.execute_at = 'infinity' THEN
     UPDATE taskmill.tasks t SET parent_results = '{}' WHERE t.id = task.id;
   ELSIF task.status = 'pending' THEN
-    PERFORM taskmill.give_batch_counts(ARRAY[task.id]);
+    PERFORM taskmill.settle_callbacks(ARRAY[task.id]);
   END IF;
   SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = task.id;
 END
 $$;
 
--- The batch callbacks among p_ids (due now) get their batch and its counts
--- per status in their payload: {"batch": ..., "counts": {"succeeded": n, ...}}.
-CREATE FUNCTION taskmill.give_batch_counts(p_ids bigint[]) RETURNS void
-LANGUAGE sql AS $$
+-- The callbacks among p_ids, due now: each gets its batch and the counts of
+-- its parents per status in its payload ({"batch": ..., "counts":
+-- {"succeeded": n, ...}}); a child-jobs task then fires its jobs there and
+-- then (taskmill.fire_child_jobs).
+CREATE FUNCTION taskmill.settle_callbacks(p_ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
   UPDATE taskmill.tasks t
      SET payload = t.payload || jsonb_build_object('batch', c.batch, 'counts', coalesce(
            (SELECT jsonb_object_agg(n.status, n.tasks)
@@ -142,5 +163,7 @@ LANGUAGE sql AS $$
                      WHERE e.child_id = t.id GROUP BY p.status) n), '{}')),
          parent_results = NULL
     FROM taskmill.batch_callbacks c
-   WHERE t.id = ANY (p_ids) AND c.task_id = t.id
+   WHERE t.id = ANY (p_ids) AND c.task_id = t.id;
+  PERFORM taskmill.fire_child_jobs(p_ids);
+END
 $$;

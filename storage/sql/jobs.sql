@@ -45,14 +45,18 @@ $$;
 
 -- What is wrong with putting a job of these fields (taskmill.put_job's), in
 -- the words of the API, or NULL. A node checks every job of its config so
--- before it writes anything.
+-- before it writes anything, naming the config's jobs in p_known_jobs: a
+-- child may be one of them as well as a job already stored.
 CREATE FUNCTION taskmill.put_job_problem(
   p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
   p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,
   p_backoff_base_ms integer, p_backoff_cap_ms integer, p_backoff_jitter real,
   p_enabled boolean, p_routing text, p_shards integer, p_overlap text, p_misfire text,
   p_catch_up_limit integer, p_description text, p_source text,
-  p_next_fire_at timestamptz, p_anchor_at timestamptz, p_dialect text DEFAULT 'unix')
+  p_next_fire_at timestamptz, p_anchor_at timestamptz, p_dialect text DEFAULT 'unix',
+  p_child_jobs text[] DEFAULT '{}', p_child_jobs_on_failure text[] DEFAULT '{}',
+  p_on_finish jsonb DEFAULT NULL, p_on_success jsonb DEFAULT NULL,
+  p_known_jobs text[] DEFAULT '{}')
 RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT coalesce(
@@ -62,15 +66,81 @@ LANGUAGE sql STABLE AS $$
                          p_description, p_dialect),
     taskmill.task_problem(p_type, 'key', NULL, NULL, p_priority, p_max_retries, p_timeout_ms,
                           p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
-                          p_backoff_jitter, NULL, NULL, NULL, NULL))
+                          p_backoff_jitter, NULL, NULL, NULL, NULL),
+    taskmill.child_jobs_problem(p_name, 'child_jobs', p_child_jobs, p_known_jobs),
+    taskmill.child_jobs_problem(p_name, 'child_jobs_on_failure', p_child_jobs_on_failure,
+                                p_known_jobs),
+    taskmill.child_jobs_cycle(p_name, p_child_jobs || p_child_jobs_on_failure),
+    taskmill.callback_problem('on_finish', p_on_finish, false),
+    taskmill.callback_problem('on_success', p_on_success, false))
+$$;
+
+-- What is wrong with one list of a job's children (p_field), or NULL: at
+-- most 100 names of jobs stored (or of p_known), none twice, not the job
+-- itself.
+CREATE FUNCTION taskmill.child_jobs_problem(p_name text, p_field text, p_children text[],
+                                            p_known text[]) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT coalesce(
+    CASE WHEN p_children IS NULL THEN p_field || ' must be a list of job names'
+         WHEN cardinality(p_children) > 100 THEN p_field || ' may name at most 100 jobs' END,
+    (SELECT format(CASE WHEN c.name IS NULL THEN '%s[%s] must be a job name'
+                        WHEN c.name = p_name THEN '%s[%s] names the job itself'
+                        WHEN c.first < c.n THEN '%s[%s] names job %s a second time'
+                        ELSE '%s[%s]: no job %s' END,
+                   p_field, c.n - 1, c.name)
+       FROM (SELECT u.name, u.n, min(u.n) OVER (PARTITION BY u.name) AS first
+               FROM unnest(p_children) WITH ORDINALITY AS u(name, n)) c
+      WHERE c.name IS NULL OR c.name = p_name OR c.first < c.n
+         OR NOT (c.name = ANY (p_known)
+                 OR EXISTS (SELECT FROM taskmill.jobs j WHERE j.name = c.name))
+      ORDER BY c.n LIMIT 1))
+$$;
+
+-- The cycle that giving job p_name the children p_children would close
+-- through the children of the jobs stored, as "child_jobs: a cycle: a -> b
+-- -> a", or NULL. (A walk with where each job was reached from, once each.)
+CREATE FUNCTION taskmill.child_jobs_cycle(p_name text, p_children text[]) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_from jsonb := '{}';
+  v_frontier text[];
+  v_path text[];
+BEGIN
+  SELECT coalesce(jsonb_object_agg(c, p_name), '{}'), coalesce(array_agg(c), '{}')
+    INTO v_from, v_frontier
+    FROM (SELECT DISTINCT c FROM unnest(p_children) c WHERE c IS NOT NULL) u(c);
+  WHILE cardinality(v_frontier) > 0 AND NOT p_name = ANY (v_frontier) LOOP
+    SELECT v_from || coalesce(jsonb_object_agg(n.child, n.parent), '{}'),
+           coalesce(array_agg(n.child), '{}')
+      INTO v_from, v_frontier
+      FROM (SELECT DISTINCT ON (k.child) k.child, j.name AS parent
+              FROM taskmill.jobs j
+             CROSS JOIN unnest(j.child_jobs || j.child_jobs_on_failure) AS k(child)
+             WHERE j.name = ANY (v_frontier) AND j.name <> p_name
+               AND (NOT v_from ? k.child OR k.child = p_name)
+             ORDER BY k.child, j.name) n;
+  END LOOP;
+  IF cardinality(v_frontier) = 0 THEN
+    RETURN NULL;
+  END IF;
+  v_path := ARRAY[p_name];
+  LOOP
+    v_path := (v_from ->> v_path[1]) || v_path;
+    EXIT WHEN v_path[1] = p_name;
+  END LOOP;
+  RETURN 'child_jobs: a cycle: ' || array_to_string(v_path, ' -> ');
+END
 $$;
 
 -- PUT /v1/jobs/{name}, and a node's [[jobs]] at start. A job that keeps its
 -- schedule, dialect and time zone keeps its next fire time (so a restart
 -- neither skips nor repeats a firing); otherwise it fires next at
 -- p_next_fire_at, which the node worked out from p_anchor_at (the start of
--- @every's rate). p_dialect's default answers the calls of nodes of the
--- releases before dialects (storage/sql/compat.sql says until when).
+-- @every's rate). The defaults of p_dialect and after answer the calls of
+-- nodes of older releases (storage/sql/compat.sql says until when). Puts that
+-- name children take turns, so that two cannot close a cycle between them;
+-- p_known_jobs: as taskmill.put_job_problem takes it.
 CREATE FUNCTION taskmill.put_job(
   p_name text, p_schedule text, p_time_zone text, p_type text, p_payload jsonb,
   p_priority integer, p_max_retries integer, p_timeout_ms integer, p_backoff_kind text,
@@ -78,17 +148,24 @@ CREATE FUNCTION taskmill.put_job(
   p_enabled boolean, p_routing text, p_shards integer, p_overlap text, p_misfire text,
   p_catch_up_limit integer, p_description text, p_source text,
   p_next_fire_at timestamptz, p_anchor_at timestamptz, p_dialect text DEFAULT 'unix',
-  OUT created boolean, OUT job taskmill.jobs)
+  p_child_jobs text[] DEFAULT '{}', p_child_jobs_on_failure text[] DEFAULT '{}',
+  p_on_finish jsonb DEFAULT NULL, p_on_success jsonb DEFAULT NULL,
+  p_known_jobs text[] DEFAULT '{}', OUT created boolean, OUT job taskmill.jobs)
 LANGUAGE plpgsql AS $$
 DECLARE
-  v_problem text := taskmill.put_job_problem(
-    p_name, p_schedule, p_time_zone, p_type, p_payload, p_priority, p_max_retries, p_timeout_ms,
-    p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter, p_enabled, p_routing,
-    p_shards, p_overlap, p_misfire, p_catch_up_limit, p_description, p_source, p_next_fire_at,
-    p_anchor_at, p_dialect);
+  v_problem text;
   cur taskmill.jobs;
   keeps boolean;
 BEGIN
+  IF cardinality(p_child_jobs) > 0 OR cardinality(p_child_jobs_on_failure) > 0 THEN
+    PERFORM pg_advisory_xact_lock(taskmill.unit_lock_key('job', 'child_jobs'));
+  END IF;
+  v_problem := taskmill.put_job_problem(
+    p_name, p_schedule, p_time_zone, p_type, p_payload, p_priority, p_max_retries, p_timeout_ms,
+    p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms, p_backoff_jitter, p_enabled, p_routing,
+    p_shards, p_overlap, p_misfire, p_catch_up_limit, p_description, p_source, p_next_fire_at,
+    p_anchor_at, p_dialect, p_child_jobs, p_child_jobs_on_failure, p_on_finish, p_on_success,
+    p_known_jobs);
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
@@ -100,12 +177,14 @@ BEGIN
                                   max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                   backoff_cap_ms, backoff_jitter, enabled, routing, shards,
                                   overlap, misfire, catch_up_limit, description, source,
-                                  next_fire_at, anchor_at, created_at, updated_at, dialect)
+                                  next_fire_at, anchor_at, created_at, updated_at, dialect,
+                                  child_jobs, child_jobs_on_failure, on_finish, on_success)
   VALUES (p_name, p_schedule, p_time_zone, p_type, coalesce(p_payload, '{}'::jsonb), p_priority,
           p_max_retries, p_timeout_ms, p_backoff_kind, p_backoff_base_ms, p_backoff_cap_ms,
           p_backoff_jitter, p_enabled, p_routing, p_shards, p_overlap, p_misfire,
           p_catch_up_limit, coalesce(p_description, ''), p_source,
-          CASE WHEN p_enabled THEN p_next_fire_at END, p_anchor_at, now(), now(), p_dialect)
+          CASE WHEN p_enabled THEN p_next_fire_at END, p_anchor_at, now(), now(), p_dialect,
+          p_child_jobs, p_child_jobs_on_failure, p_on_finish, p_on_success)
   ON CONFLICT (name) DO UPDATE
      SET schedule = excluded.schedule, dialect = excluded.dialect,
          time_zone = excluded.time_zone, type = excluded.type,
@@ -116,7 +195,9 @@ BEGIN
          enabled = excluded.enabled, routing = excluded.routing, shards = excluded.shards,
          overlap = excluded.overlap, misfire = excluded.misfire,
          catch_up_limit = excluded.catch_up_limit, description = excluded.description,
-         source = excluded.source,
+         source = excluded.source, child_jobs = excluded.child_jobs,
+         child_jobs_on_failure = excluded.child_jobs_on_failure,
+         on_finish = excluded.on_finish, on_success = excluded.on_success,
          next_fire_at = CASE WHEN keeps THEN j.next_fire_at ELSE excluded.next_fire_at END,
          anchor_at = CASE WHEN keeps THEN j.anchor_at ELSE excluded.anchor_at END,
          updated_at = now()
@@ -207,14 +288,16 @@ $$;
 
 -- The tasks of one firing: one (routing any), or one per shard (broadcast),
 -- shard i pinned to the i-th live node that runs the type; shards beyond the
--- live nodes (a fixed number larger than them) go to any node.
+-- live nodes (a fixed number larger than them) go to any node. Answers
+-- their ids.
 CREATE FUNCTION taskmill.create_firing_tasks(p_job taskmill.jobs, p_batch text, p_payload jsonb,
-                                             p_lease_ms bigint) RETURNS void
+                                             p_lease_ms bigint) RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
   v_nodes text[];
   v_total integer := 1;
   v_id bigint;
+  v_ids bigint[] := '{}';
 BEGIN
   IF p_job.routing = 'broadcast' THEN
     v_nodes := taskmill.nodes_running(p_job.type, p_lease_ms);
@@ -236,15 +319,21 @@ BEGIN
     IF i < cardinality(v_nodes) THEN
       UPDATE taskmill.tasks t SET pinned_node = v_nodes[i + 1] WHERE t.id = v_id;
     END IF;
+    v_ids := v_ids || v_id;
   END LOOP;
+  RETURN v_ids;
 END
 $$;
 
 -- One firing: its ledger row, then (unless missed, or skipped for overlap)
--- its tasks. Outcome: fired | skipped | missed | duplicate (the ledger had
--- it: another leader, or an earlier run, fired it).
+-- its tasks and their callbacks. Outcome: fired | skipped | missed |
+-- duplicate (the ledger had it: another leader, or an earlier run, fired
+-- it). A child firing names the firing it follows (p_parent_job's at
+-- p_parent_fire_at).
 CREATE FUNCTION taskmill.fire_job(p_job taskmill.jobs, p_fire_at timestamptz, p_kind text,
                                   p_missed boolean, p_payload jsonb, p_lease_ms bigint,
+                                  p_parent_job text DEFAULT NULL,
+                                  p_parent_fire_at timestamptz DEFAULT NULL,
                                   OUT outcome text, OUT batch text)
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -258,9 +347,11 @@ BEGIN
   outcome := CASE WHEN p_missed THEN 'missed'
                   WHEN v_open AND p_job.overlap = 'skip' THEN 'skipped'
                   ELSE 'fired' END;
-  INSERT INTO taskmill.job_firings AS f (job, fire_at, kind, outcome, batch, open, created_at)
-  VALUES (p_job.name, p_fire_at, p_kind, outcome, batch, outcome = 'fired', now())
-  ON CONFLICT (job, fire_at) DO NOTHING;
+  INSERT INTO taskmill.job_firings AS f (job, fire_at, kind, outcome, batch, open, created_at,
+                                         parent_job, parent_fire_at)
+  VALUES (p_job.name, p_fire_at, p_kind, outcome, batch, outcome = 'fired', now(), p_parent_job,
+          p_parent_fire_at)
+  ON CONFLICT DO NOTHING;
   IF NOT FOUND THEN
     outcome := 'duplicate';
     RETURN;
@@ -280,7 +371,9 @@ BEGIN
     UPDATE taskmill.job_firings f SET open = false
      WHERE f.job = p_job.name AND f.open AND f.batch <> fire_job.batch;
   END IF;
-  PERFORM taskmill.create_firing_tasks(p_job, fire_job.batch, p_payload, p_lease_ms);
+  PERFORM taskmill.submit_firing_callbacks(
+    p_job, p_fire_at, fire_job.batch,
+    taskmill.create_firing_tasks(p_job, fire_job.batch, p_payload, p_lease_ms), p_lease_ms);
 END
 $$;
 
@@ -345,11 +438,13 @@ END
 $$;
 
 -- A job's latest firings, newest first, each with its batch's task counts
--- per status: one row per firing and status (status NULL: no tasks).
+-- per status: one row per firing and status (status NULL: no tasks). A
+-- child firing names its parent firing.
 CREATE FUNCTION taskmill.job_firings(p_name text, p_limit integer)
-RETURNS TABLE (fire_at timestamptz, kind text, outcome text, batch text, status text, n bigint)
+RETURNS TABLE (fire_at timestamptz, kind text, outcome text, batch text, status text, n bigint,
+               parent_job text, parent_fire_at timestamptz)
 LANGUAGE sql STABLE AS $$
-  SELECT f.fire_at, f.kind, f.outcome, f.batch, c.status, c.n
+  SELECT f.fire_at, f.kind, f.outcome, f.batch, c.status, c.n, f.parent_job, f.parent_fire_at
     FROM (SELECT * FROM taskmill.job_firings jf WHERE jf.job = p_name
            ORDER BY jf.fire_at DESC LIMIT p_limit) f
     LEFT JOIN LATERAL (SELECT t.status::text AS status, count(*) AS n

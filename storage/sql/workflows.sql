@@ -369,7 +369,7 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_ended bigint[];
 BEGIN
-  PERFORM taskmill.give_batch_counts(p_ids);
+  PERFORM taskmill.settle_callbacks(p_ids);
   WITH results AS (
     SELECT r.child_id, jsonb_object_agg(r.step, r.result) AS given
       FROM (SELECT e.child_id, ps.step,

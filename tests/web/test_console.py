@@ -100,8 +100,11 @@ def arrange(node):
                     "payload": {"pages": 12}})
     unwanted = submit({"type": "SLOW", "key": "unwanted", "execute_at": "2099-06-01T00:00:00Z"})
     child = submit({"type": "NOOP", "key": "after-later", "after": [later["id"]]})
+    status, _ = node.call("PUT", "/v1/jobs/hourly-digest", {"schedule": "0 0 1 1 *", "type": "NOOP"})
+    assert status in (200, 201), status
     status, _ = node.call("PUT", "/v1/jobs/hourly-report",
-                          {"schedule": "0 * * * *", "type": "NOOP", "payload": {"scope": "all"}})
+                          {"schedule": "0 * * * *", "type": "NOOP", "payload": {"scope": "all"},
+                           "child_jobs": ["hourly-digest"]})
     assert status in (200, 201), status
     eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["status"] == "dead")
     # More tasks than a page of the task list reads (50,000), due long after
@@ -244,6 +247,15 @@ def walk(console, node, doomed, later, unwanted, child, shots):
         tasks = all_tasks(node, "batch=" + firing["batch"].replace("+", "%2B"))
         check("trigger: its task has the payload",
               len(tasks) == 1 and tasks[0]["payload"] == {"scope": "one"}, tasks)
+
+    # The firing's child job fired, and its page says by whom.
+    check("job: its child jobs are links", console.text("child-job") == "hourly-digest")
+    digest = eventually(lambda: node.call("GET", "/v1/jobs/hourly-digest/firings")[1].get("firings"))
+    check("child job: fired once by the firing (by the API)",
+          digest and len(digest) == 1 and digest[0]["parent"]["job"] == "hourly-report", digest)
+    console.click("child-job")
+    kind = console.text("firing-kind")
+    check("child job: its firing says whose child it is", kind == "child of hourly-report", kind)
 
     # Pause and resume, each checked through the API.
     console.open("/jobs/hourly-report")

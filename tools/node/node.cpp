@@ -108,6 +108,10 @@ pb::Job job_of(const job_config& j) {
   if (!j.dialect.empty()) job.set_dialect(j.dialect);
   if (j.catch_up_limit) job.set_catch_up_limit(*j.catch_up_limit);
   job.set_description(j.description);
+  for (const auto& child : j.child_jobs) job.add_child_jobs(child);
+  for (const auto& child : j.child_jobs_on_failure) job.add_child_jobs_on_failure(child);
+  if (!j.on_finish.empty()) job.set_on_finish(j.on_finish);
+  if (!j.on_success.empty()) job.set_on_success(j.on_success);
   job.set_source("config");
   return job;
 }
@@ -123,6 +127,9 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   std::vector<pb::Job> jobs;
   for (const auto& j : cfg.jobs) {
     auto job = job_of(j);
+    // Children may be jobs of the config written after this one.
+    if (!j.child_jobs.empty() || !j.child_jobs_on_failure.empty())
+      for (const auto& other : cfg.jobs) job.add_known_jobs(other.name);
     auto err = schedule_job(job, seconds_now());
     if (!err) {
       auto problem = ask_patiently<std::string>(
