@@ -119,35 +119,37 @@ void read_names(table_reader& r, const char* key, std::vector<std::string>& out)
 
 /// The first cycle the config's jobs close through their children, as
 /// "jobs[i]: child_jobs: a cycle: a -> b -> a", or empty. (The database
-/// refuses one through jobs stored before as the jobs are written.)
+/// refuses one through jobs stored before as the jobs are written.) A depth-
+/// first walk that visits each job once.
 std::string child_jobs_cycle(const std::vector<job_config>& jobs) {
-  std::map<std::string, const job_config*> by_name;
-  for (const auto& j : jobs) by_name[j.name] = &j;
-  for (size_t i = 0; i < jobs.size(); ++i) {
-    // Depth-first from each job, along paths of distinct jobs.
-    std::vector<std::string> path{jobs[i].name};
-    std::function<bool(const job_config&)> walk = [&](const job_config& from) {
-      for (const auto* list : {&from.child_jobs, &from.child_jobs_on_failure})
-        for (const auto& child : *list) {
-          if (child == jobs[i].name) {
-            path.push_back(child);
-            return true;
-          }
-          auto it = by_name.find(child);
-          if (it == by_name.end() || std::find(path.begin(), path.end(), child) != path.end())
-            continue;
-          path.push_back(child);
-          if (walk(*it->second)) return true;
-          path.pop_back();
+  std::map<std::string, size_t> index;
+  for (size_t i = 0; i < jobs.size(); ++i) index.emplace(jobs[i].name, i);
+  enum class mark { unseen, on_path, done };
+  std::vector<mark> marks(jobs.size(), mark::unseen);
+  std::vector<size_t> path;
+  std::string found;
+  std::function<bool(size_t)> visit = [&](size_t i) {
+    marks[i] = mark::on_path;
+    path.push_back(i);
+    for (const auto* list : {&jobs[i].child_jobs, &jobs[i].child_jobs_on_failure})
+      for (const auto& child : *list) {
+        auto it = index.find(child);
+        if (it == index.end() || marks[it->second] == mark::done) continue;
+        if (marks[it->second] == mark::on_path) {
+          auto from = std::find(path.begin(), path.end(), it->second);
+          std::string text;
+          for (auto p = from; p != path.end(); ++p) text += jobs[*p].name + " -> ";
+          found = "'jobs[" + std::to_string(*from) + "]' child_jobs: a cycle: " + text + child;
+          return true;
         }
-      return false;
-    };
-    if (walk(jobs[i])) {
-      std::string text;
-      for (const auto& name : path) text += (text.empty() ? "" : " -> ") + name;
-      return "'jobs[" + std::to_string(i) + "]' child_jobs: a cycle: " + text;
-    }
-  }
+        if (visit(it->second)) return true;
+      }
+    path.pop_back();
+    marks[i] = mark::done;
+    return false;
+  };
+  for (size_t i = 0; i < jobs.size(); ++i)
+    if (marks[i] == mark::unseen && visit(i)) return found;
   return {};
 }
 

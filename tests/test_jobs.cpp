@@ -233,11 +233,12 @@ std::string trigger(const test::task_database& db, const std::string& name) {
   return db.scalar("SELECT batch FROM taskmill.trigger_job($1, NULL, 5000)", {name});
 }
 
-/// Claims the `n` due tasks of `batch` (nothing else may be due) and
+/// Claims the `n` due tasks of `batch` (before any other due task) and
 /// reports each outcome (`dead`: ended dead) on a connection of its own, all
 /// at once.
 void finish_together(const test::task_database& db, const std::string& batch, size_t n,
                      const std::function<std::string(size_t)>& outcome_of) {
+  db.exec("UPDATE taskmill.tasks SET priority = 1 WHERE batch = $1", {batch});
   auto claimed = db.claim(static_cast<int>(n));
   BOOST_REQUIRE_EQUAL(claimed.size(), n);
   for (const auto& t : claimed) BOOST_REQUIRE_EQUAL(t.batch, batch);
@@ -313,8 +314,8 @@ BOOST_AUTO_TEST_CASE(a_firing_fires_its_child_jobs_once_by_how_its_tasks_ended) 
 
   // Its child-jobs task retried fires nothing twice.
   auto fired = db.scalar("SELECT count(*) FROM taskmill.job_firings");
-  db.exec("UPDATE taskmill.tasks SET status = 'pending', execute_at = now() WHERE key = $1",
-          {broken + ":child_jobs"});
+  db.exec("UPDATE taskmill.tasks SET status = 'dead' WHERE key = $1", {broken + ":child_jobs"});
+  db.exec("SELECT taskmill.retry(id) FROM taskmill.tasks WHERE key = $1", {broken + ":child_jobs"});
   BOOST_CHECK_EQUAL(
       db.scalar("SELECT status || ' ' || (result -> 'children' -> 0 ->> 'outcome') FROM "
                 "taskmill.tasks WHERE key = $1",
@@ -336,6 +337,10 @@ BOOST_AUTO_TEST_CASE(a_firing_fires_its_child_jobs_once_by_how_its_tasks_ended) 
                 "taskmill.tasks WHERE key = $1",
                 {third + ":child_jobs"}),
       R"(dead: child job gone does not exist [{"job": "load", "fire_at": null, "outcome": "paused"}])");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.alert_inbox i JOIN taskmill.tasks t "
+                              "ON t.id = i.task_id WHERE i.kind = 'dead_task' AND t.key = $1",
+                              {third + ":child_jobs"}),
+                    "1");
 }
 
 // Every shard of a broadcast firing finishes at once on a connection of its
@@ -392,11 +397,69 @@ BOOST_AUTO_TEST_CASE(bad_children_and_callbacks_are_refused_naming_the_field) {
                               "',' ORDER BY name) FROM taskmill.jobs WHERE on_finish IS NULL "
                               "AND on_success IS NULL"),
                     "a:,b:a,c:b");
-  // A child may be a job written with it (a node's config).
+  refused(put_chained_sql("a", "{}", "{}", R"('{"type": "R", "priority": "high"}')"),
+          "on_finish.priority must be an integer (got \"high\")");
+  refused(put_chained_sql("a", "{}", "{}", R"('{"type": "R", "timeout_ms": 1e12}')"),
+          "on_finish.timeout_ms must be an integer");
+  // taskmill's own tasks are submitted by it alone.
+  refused("SELECT taskmill.submit('taskmill.child_jobs', 'k')",
+          "type: names that start with \"taskmill.\" are taskmill's own");
+  // A child may be a job written with it (a node's config), and a config
+  // may turn an edge of the jobs stored around.
   db.exec(
       "SELECT taskmill.put_job('d', '* * * * *', 'UTC', 'NOOP', NULL, NULL, NULL, NULL, NULL, "
       "NULL, NULL, NULL, true, 'any', NULL, 'allow', 'fire_once', 10, '', 'config', now(), now(), "
       "'unix', '{e}', '{}', NULL, NULL, '{d,e}')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT child_jobs::text FROM taskmill.jobs WHERE name = 'd'"),
+                    "{e}");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT coalesce(taskmill.put_job_problem('b', '* * * * *', 'UTC', 'NOOP', NULL, "
+                "NULL, NULL, NULL, NULL, NULL, NULL, NULL, true, 'any', NULL, 'allow', "
+                "'fire_once', 10, '', 'config', now(), now(), 'unix', '{c}', '{}', NULL, NULL, "
+                "'{a,b,c}'), 'none')"),
+      "none");
+}
+
+// A child firing that replaces the child's earlier firing (overlap replace)
+// settles what waited for that firing's tasks; a success kept past its
+// retention (stopped) is still a success.
+BOOST_AUTO_TEST_CASE(a_child_firing_that_replaces_one_settles_its_callbacks) {
+  test::task_database db{"chainreplace"};
+  db.exec(
+      "SELECT taskmill.put_job('sink', '* * * * *', 'UTC', 'NOOP', NULL, NULL, 0, NULL, NULL, "
+      "NULL, NULL, NULL, true, 'any', NULL, 'replace', 'fire_once', 10, '', 'api', now() + "
+      "interval '1 hour', now(), 'unix', '{}', '{}', '{\"type\": \"REPORT\"}', NULL)");
+  db.exec(put_chained_sql("alarm", "{}"));
+  db.exec(put_chained_sql("src", "{sink}", "{alarm}", "NULL", "NULL", "'broadcast', 2"));
+  auto first = trigger(db, "src");
+  finish_together(db, first, 2, [](size_t) { return "succeeded"; });
+  auto sink_batch = db.scalar("SELECT batch FROM taskmill.job_firings WHERE job = 'sink'");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE batch = $1", {sink_batch}),
+                    "pending");
+
+  auto second = trigger(db, "src");
+  db.exec("UPDATE taskmill.tasks SET priority = 1 WHERE batch = $1", {second});
+  auto shards = db.claim(2);
+  BOOST_REQUIRE_EQUAL(shards.size(), 2u);
+  BOOST_REQUIRE(db.complete(shards[0].id, shards[0].attempt, "succeeded"));
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE id = $1",
+          {std::to_string(shards[0].id)});
+  BOOST_REQUIRE(db.complete(shards[1].id, shards[1].attempt, "succeeded"));
+  BOOST_CHECK_EQUAL(children_of(db, "src", second), "sink:child:fired");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE batch = $1", {sink_batch}),
+                    "cancelled");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status || ' ' || (execute_at <> 'infinity') || ' ' || "
+                              "(payload -> 'counts')::text FROM taskmill.tasks WHERE key = $1",
+                              {sink_batch + ":on_finish"}),
+                    R"(pending true {"cancelled": 1})");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.job_firings WHERE job = 'alarm'"),
+                    "0");
+  // A child-jobs task cannot be rescheduled into a task a node would claim.
+  auto refused = db.error_of(
+      "SELECT taskmill.reschedule('taskmill.child_jobs', key, now()) FROM taskmill.tasks "
+      "WHERE key = '" +
+      first + ":child_jobs'");
+  BOOST_CHECK_MESSAGE(contains(refused, "taskmill's own"), refused);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

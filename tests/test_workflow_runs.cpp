@@ -182,6 +182,22 @@ BOOST_AUTO_TEST_CASE(a_workflow_is_refused_whole_naming_the_field) {
   BOOST_CHECK_EQUAL(refused(R"({"name": "w", "steps": [{"name": "a b", "type": "NOOP"}]})"),
                     "steps[0].name must be 1 to 100 letters, digits or _.:- (starting with a "
                     "letter or digit)");
+  // Sizes are counted before the shards are laid out: tasks, then the edges
+  // between every shard of a step and every shard of its parents, then the
+  // keys a shard's "#<i>" makes too long.
+  BOOST_CHECK_EQUAL(refused(R"({"name": "w", "steps": [
+    {"name": "a", "type": "NOOP", "routing": "broadcast", "shards": 10000},
+    {"name": "b", "type": "NOOP", "routing": "broadcast", "shards": 10000}]})"),
+                    "steps: a workflow has at most 10000 tasks (its shards make more)");
+  BOOST_CHECK_EQUAL(refused(R"({"name": "w", "steps": [
+    {"name": "a", "type": "NOOP", "routing": "broadcast", "shards": 400},
+    {"name": "b", "type": "NOOP", "routing": "broadcast", "shards": 400, "after": ["a"]}]})"),
+                    "steps: a workflow has at most 100000 edges between tasks (every shard of "
+                    "a step after every shard of its parents makes 160000)");
+  BOOST_CHECK_EQUAL(refused(R"({"name": "w", "steps": [{"name": "a", "type": "NOOP",
+    "routing": "broadcast", "shards": 2, "key": ")" +
+                            std::string(499, 'k') + R"("}]})"),
+                    "steps[0].key must be at most 500 characters with its \"#<shard>\"");
   call("POST", "/v1/tasks",
        R"({"type": "NOOP", "key": "taken", "execute_at": "2999-01-01T00:00:00Z"})");
   before = counts();
@@ -370,6 +386,17 @@ BOOST_AUTO_TEST_CASE(a_step_given_too_much_of_its_parents_ends_dead) {
                     "the results of its parents take 1100009 bytes, more than the 1048576 a step "
                     "is given");
   BOOST_CHECK_EQUAL(db.by_id(std::stoll(step_id(db, wf, "c"))).status, "cancelled");
+  // Dead as a task that spent its retries is: the alerter hears of it.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(kind, ',') FROM taskmill.alert_inbox WHERE "
+                              "task_id = $1",
+                              {std::to_string(b.id)}),
+                    "dead_task");
+  BOOST_CHECK(db.claim(5).empty());
+  // Retried with its parent's result as large, it ends dead again, and the
+  // step after it is cancelled again, not released.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.retry_workflow(" + wf + ")"), "2");
+  BOOST_CHECK_EQUAL(db.by_id(b.id).status, "dead");
+  BOOST_CHECK_EQUAL(db.by_id(std::stoll(step_id(db, wf, "c"))).status, "cancelled");
   BOOST_CHECK(db.claim(5).empty());
   // Retried once its parent's result is smaller, it is given it again.
   db.exec("UPDATE taskmill.tasks SET result = '1' WHERE id = $1", {std::to_string(a[0].id)});
@@ -470,6 +497,26 @@ BOOST_AUTO_TEST_CASE(purging_finished_steps_takes_their_workflow_once_empty) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.workflows"), "1");
   db.scalar("SELECT taskmill.sweep_purge(86400000, 100, " + term + ")");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.workflows"), "0");
+
+  // A dead step purged before the steps that succeeded: the workflow still
+  // reads as failed.
+  auto failed = submit_chain(db, "T");
+  for (const char* step : {"a", "b", "c"}) {
+    auto t = db.by_id(std::stoll(step_id(db, failed, step)));
+    auto claimed = db.claim(1);
+    BOOST_REQUIRE_EQUAL(claimed.size(), 1u);
+    db.complete(claimed[0].id, claimed[0].attempt, std::string{step} == "c" ? "dead" : "succeeded",
+                "broken");
+    BOOST_CHECK_EQUAL(claimed[0].id, t.id);
+  }
+  auto status = [&] {
+    return db.scalar("SELECT status FROM taskmill.workflow_summary(" + failed + ")");
+  };
+  BOOST_CHECK_EQUAL(status(), "failed");
+  db.exec("UPDATE taskmill.tasks SET updated_at = now() - interval '2 days' WHERE status = 'dead'");
+  db.scalar("SELECT taskmill.sweep_purge(86400000, 100, " + term + ")");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.workflow_steps"), "2");
+  BOOST_CHECK_EQUAL(status(), "failed");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

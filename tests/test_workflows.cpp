@@ -208,6 +208,24 @@ BOOST_AUTO_TEST_CASE(a_task_brought_back_waits_again_for_its_unfinished_parents)
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
 }
 
+// A parent retried after it ended dead: a child that runs anyway and still
+// waits for another parent waits for the retry too.
+BOOST_AUTO_TEST_CASE(a_retried_parent_holds_back_its_waiting_children_again) {
+  task_database db{"after_parent_retry"};
+  auto p1 = db.call("submit('EXTRACT', 'p1')");
+  auto p2 = db.call("submit('EXTRACT', 'p2')");
+  auto c = db.call("submit('T', 'c', after => '[" + id(p1) + ", " + id(p2) +
+                   "]', on_parent_failure => 'run')");
+  finish(db, p1, "fail");
+  BOOST_CHECK(waits(db.by_id(c.id)));
+  db.exec("SELECT taskmill.retry(" + id(p1) + ")");
+  finish(db, p2, "succeeded");
+  BOOST_CHECK(waits(db.by_id(c.id)));
+  finish(db, db.by_id(p1.id), "succeeded");
+  BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
+}
+
 // A child a failed parent skipped, submitted again, waits for its other
 // parent, and the answer says so.
 BOOST_AUTO_TEST_CASE(a_skipped_child_submitted_again_waits_for_its_other_parents) {

@@ -1,7 +1,8 @@
--- Child jobs and firing callbacks (SPEC §10). A job names jobs to fire once
--- a firing of it succeeded (child_jobs) or failed (child_jobs_on_failure),
--- and tasks to submit after a firing's tasks (on_finish, on_success: task
--- objects as a batch's callbacks take them).
+-- Child jobs and firing callbacks (SPEC §10), and what a workflow keeps of
+-- its purged steps. A job names jobs to fire once a firing of it succeeded
+-- (child_jobs) or failed (child_jobs_on_failure), and tasks to submit after
+-- a firing's tasks (on_finish, on_success: task objects as a batch's
+-- callbacks take them).
 ALTER TABLE taskmill.jobs
   ADD COLUMN child_jobs text[] NOT NULL DEFAULT '{}',
   ADD COLUMN child_jobs_on_failure text[] NOT NULL DEFAULT '{}',
@@ -24,3 +25,7 @@ CREATE UNIQUE INDEX job_firings_once_per_parent
 ALTER TABLE taskmill.batch_callbacks DROP CONSTRAINT batch_callbacks_kind_check;
 ALTER TABLE taskmill.batch_callbacks ADD CONSTRAINT batch_callbacks_kind_check
   CHECK (kind IN ('on_finish', 'on_success', 'child_jobs'));
+
+-- A workflow whose dead or cancelled steps were purged before its other
+-- steps still reads as failed.
+ALTER TABLE taskmill.workflows ADD COLUMN failed_steps_purged boolean NOT NULL DEFAULT false;

@@ -83,6 +83,11 @@ LANGUAGE sql STABLE AS $$
          FROM jsonb_object_keys(p_spec) k
         WHERE k NOT IN ('type', 'key', 'payload', 'priority', 'max_retries', 'timeout_ms')
         LIMIT 1),
+      -- Before they are read as integers.
+      (SELECT format('%s.%s must be an integer (got %s)', p_kind, f, p_spec -> f)
+         FROM unnest(ARRAY['priority', 'max_retries', 'timeout_ms']) f
+        WHERE p_spec ? f AND (p_spec ->> f) !~ '^-?[0-9]{1,9}$'
+        LIMIT 1),
       CASE WHEN p_spec ? 'payload' AND jsonb_typeof(p_spec -> 'payload') <> 'object'
            THEN format('%s.payload must be a JSON object: the batch and its counts are added '
                        'to it', p_kind) END,

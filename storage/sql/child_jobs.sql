@@ -20,22 +20,28 @@ BEGIN
     PERFORM taskmill.submit_callback(p_batch, 'on_success', p_job.on_success, to_jsonb(p_ids));
   END IF;
   IF cardinality(p_job.child_jobs) + cardinality(p_job.child_jobs_on_failure) > 0 THEN
+    PERFORM set_config('taskmill.own_task', 'on', true);
     PERFORM taskmill.submit_callback(
       p_batch, 'child_jobs',
       jsonb_build_object('type', 'taskmill.child_jobs', 'payload', jsonb_build_object(
         'job', p_job.name, 'fire_at', p_fire_at, 'child_jobs', p_job.child_jobs,
         'child_jobs_on_failure', p_job.child_jobs_on_failure, 'lease_ms', p_lease_ms)),
       to_jsonb(p_ids));
+    PERFORM set_config('taskmill.own_task', '', true);
   END IF;
 END
 $$;
 
 -- The child-jobs tasks among p_ids, due now, fire their jobs: child_jobs if
--- every task of the firing succeeded, else child_jobs_on_failure; each once
--- per parent firing (job_firings_once_per_parent), a paused one not at all.
--- A task ends succeeded, its result saying what it fired, or dead, naming a
--- job that no longer exists (the others fired) or the error that undid its
--- firings; retried, it fires what it has not.
+-- every task of the firing succeeded (a success kept past its retention is
+-- stopped), else child_jobs_on_failure; each once per parent firing
+-- (job_firings_once_per_parent), a paused one not at all. A task ends
+-- succeeded, its result saying what it fired, or dead, naming a job that no
+-- longer exists (the others fired) or the error that undid its firings;
+-- retried, it fires what it has not. A lock it could not take in time
+-- fails the whole transaction, to be tried again, as a claim's would. Runs
+-- as a walk of its own (taskmill.settle_children): what its firings end
+-- (an older firing replaced) and its own end settle their children here.
 CREATE FUNCTION taskmill.fire_child_jobs(p_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -43,13 +49,14 @@ DECLARE
   v_fired jsonb;
   v_missing text[];
   v_error text;
+  v_settling text := current_setting('taskmill.settling', true);
 BEGIN
   FOR r IN SELECT t.id, t.payload,
-                  EXISTS (SELECT FROM jsonb_object_keys(t.payload -> 'counts') k
-                           WHERE k <> 'succeeded') AS failed
+                  (t.payload -> 'counts') ?| ARRAY['dead', 'cancelled'] AS failed
              FROM taskmill.tasks t JOIN taskmill.batch_callbacks c ON c.task_id = t.id
             WHERE t.id = ANY (p_ids) AND c.kind = 'child_jobs' AND t.status = 'pending'
             ORDER BY t.id LOOP
+    PERFORM set_config('taskmill.settling', '', true);
     v_error := NULL;
     BEGIN
       SELECT f.fired, f.missing INTO v_fired, v_missing
@@ -62,9 +69,12 @@ BEGIN
       IF cardinality(v_missing) > 0 THEN
         v_error := format('child job %s does not exist', array_to_string(v_missing, ', '));
       END IF;
-    EXCEPTION WHEN OTHERS THEN
-      v_fired := '[]';
-      v_error := 'firing the child jobs failed: ' || SQLERRM;
+    EXCEPTION
+      WHEN lock_not_available OR deadlock_detected OR serialization_failure THEN
+        RAISE;
+      WHEN OTHERS THEN
+        v_fired := '[]';
+        v_error := 'firing the child jobs failed: ' || SQLERRM;
     END;
     -- parent_results '{}': a retry settles it here again (taskmill.task_rearmed).
     UPDATE taskmill.tasks t
@@ -72,6 +82,10 @@ BEGIN
            result = jsonb_build_object('children', v_fired), error = v_error,
            finished_at = now(), updated_at = now(), parent_results = '{}'
      WHERE t.id = r.id;
+    IF v_error IS NOT NULL THEN
+      PERFORM taskmill.note_dead_tasks(ARRAY[r.id]);
+    END IF;
+    PERFORM set_config('taskmill.settling', coalesce(v_settling, ''), true);
   END LOOP;
 END
 $$;
@@ -93,8 +107,10 @@ DECLARE
 BEGIN
   fired := '[]';
   missing := '{}';
+  -- In name order, as the leader's firings take them.
+  PERFORM 1 FROM taskmill.jobs j WHERE j.name = ANY (p_children) ORDER BY j.name FOR UPDATE;
   FOREACH v_name IN ARRAY p_children LOOP
-    SELECT * INTO v_job FROM taskmill.jobs j WHERE j.name = v_name FOR UPDATE;
+    SELECT * INTO v_job FROM taskmill.jobs j WHERE j.name = v_name;
     IF v_job.name IS NULL THEN
       missing := missing || v_name;
       CONTINUE;

@@ -289,6 +289,8 @@ DECLARE
   v_some_end boolean;
   v_due integer;
   v_ended bigint[];
+  -- A walk may start within another's (taskmill.fire_child_jobs).
+  v_outer text := current_setting('taskmill.settling', true);
 BEGIN
   -- A snapshot older than the statement would miss children submitted since.
   IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -326,7 +328,7 @@ BEGIN
     v_ids := v_ids || v_ended;
     v_failed := v_failed || array_fill(true, ARRAY[cardinality(v_ended)]);
   END LOOP;
-  PERFORM set_config('taskmill.settling', '', true);
+  PERFORM set_config('taskmill.settling', coalesce(v_outer, ''), true);
 END
 $$;
 
@@ -362,12 +364,25 @@ CREATE TRIGGER tasks_finished AFTER UPDATE ON taskmill.tasks
 
 -- A finished task brought back (a retry, a replacing submit, a reschedule of
 -- a dead task) waits again for those of its parents that have not finished,
--- locked as a submit locks them.
+-- locked as a submit locks them; its children still waiting for others wait
+-- for it again too. A step is given its parents' results here unless the
+-- caller brings back several at once (taskmill.rearming), and gives them once
+-- all are waiting (taskmill.retry_workflow).
 CREATE FUNCTION taskmill.task_rearmed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
   v_left integer;
 BEGIN
+  IF NEW.has_children THEN
+    WITH reopened AS (
+      UPDATE taskmill.task_edges e SET done = false
+        FROM taskmill.task_waits w
+       WHERE e.parent_id = NEW.id AND e.done AND w.task_id = e.child_id
+      RETURNING e.child_id
+    )
+    UPDATE taskmill.task_waits w SET parents_left = w.parents_left + 1
+      FROM reopened r WHERE w.task_id = r.child_id;
+  END IF;
   PERFORM 1 FROM taskmill.tasks p
    WHERE p.id IN (SELECT e.parent_id FROM taskmill.task_edges e
                    WHERE e.child_id = NEW.id AND NOT e.done)
@@ -379,7 +394,8 @@ BEGIN
     ON CONFLICT (task_id) DO UPDATE
       SET parents_left = EXCLUDED.parents_left, execute_at = EXCLUDED.execute_at;
     UPDATE taskmill.tasks t SET execute_at = 'infinity', deadline_at = NULL WHERE t.id = NEW.id;
-  ELSIF NEW.parent_results IS NOT NULL THEN
+  ELSIF NEW.parent_results IS NOT NULL
+        AND current_setting('taskmill.rearming', true) IS DISTINCT FROM 'on' THEN
     PERFORM taskmill.give_parent_results(ARRAY[NEW.id]);
   END IF;
   RETURN NULL;

@@ -70,7 +70,7 @@ LANGUAGE sql STABLE AS $$
     taskmill.child_jobs_problem(p_name, 'child_jobs', p_child_jobs, p_known_jobs),
     taskmill.child_jobs_problem(p_name, 'child_jobs_on_failure', p_child_jobs_on_failure,
                                 p_known_jobs),
-    taskmill.child_jobs_cycle(p_name, p_child_jobs || p_child_jobs_on_failure),
+    taskmill.child_jobs_cycle(p_name, p_child_jobs || p_child_jobs_on_failure, p_known_jobs),
     taskmill.callback_problem('on_finish', p_on_finish, false),
     taskmill.callback_problem('on_success', p_on_success, false))
 $$;
@@ -100,7 +100,10 @@ $$;
 -- The cycle that giving job p_name the children p_children would close
 -- through the children of the jobs stored, as "child_jobs: a cycle: a -> b
 -- -> a", or NULL. (A walk with where each job was reached from, once each.)
-CREATE FUNCTION taskmill.child_jobs_cycle(p_name text, p_children text[]) RETURNS text
+-- The stored children of the jobs p_known, which are being written anew, do
+-- not count: the node checks a config's own graph (config/config.cpp).
+CREATE FUNCTION taskmill.child_jobs_cycle(p_name text, p_children text[], p_known text[])
+RETURNS text
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   v_from jsonb := '{}';
@@ -118,6 +121,7 @@ BEGIN
               FROM taskmill.jobs j
              CROSS JOIN unnest(j.child_jobs || j.child_jobs_on_failure) AS k(child)
              WHERE j.name = ANY (v_frontier) AND j.name <> p_name
+               AND NOT j.name = ANY (p_known)
                AND (NOT v_from ? k.child OR k.child = p_name)
              ORDER BY k.child, j.name) n;
   END LOOP;
@@ -395,6 +399,8 @@ DECLARE
   v_fired record;
 BEGIN
   PERFORM taskmill.fence(p_term);
+  -- In name order, as a firing's child jobs take them.
+  PERFORM 1 FROM taskmill.jobs j WHERE j.name = ANY (p_jobs) ORDER BY j.name FOR UPDATE;
   FOR r IN SELECT * FROM unnest(p_jobs, p_fire_ats, p_kinds, p_missed, p_expected_next,
                                 p_new_next) WITH ORDINALITY
                          AS u(job, fire_at, kind, missed, expected, next, ord)

@@ -31,6 +31,9 @@ CREATE FUNCTION taskmill.task_problem(
 -- STABLE, so that it is inlined into the batch statement (see unit_problem).
 LANGUAGE sql STABLE AS $$
   SELECT coalesce(taskmill.unit_problem(p_type, p_key), CASE
+    -- taskmill's own tasks (storage/sql/child_jobs.sql) are submitted by it alone.
+    WHEN p_type LIKE 'taskmill.%' AND current_setting('taskmill.own_task', true) IS DISTINCT FROM 'on'
+      THEN 'type: names that start with "taskmill." are taskmill''s own'
     WHEN p_version < 0 THEN 'version must be 0 or more'
     WHEN p_execute_at < '0001-01-01 00:00:00+00' OR p_execute_at >= '10000-01-01 00:00:00+00'
       THEN 'execute_at must be a time between years 1 and 9999'

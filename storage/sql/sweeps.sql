@@ -91,8 +91,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history, edges, workflow steps and callback slots; so are workflows
--- left without steps, long-dead nodes, closed firings of
+-- are deleted with their history, edges, workflow steps (their workflow
+-- remembering a failed one) and callback slots; so are workflows left
+-- without steps, long-dead nodes, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
@@ -105,7 +106,7 @@ LANGUAGE sql AS $$
                      WHERE x.status IN ('stopped', 'dead', 'cancelled')
                        AND x.updated_at < now() - p_retention_ms * interval '1 ms'
                      ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
-    RETURNING t.id),
+    RETURNING t.id, t.status),
   history AS (
     DELETE FROM taskmill.attempts a USING gone g WHERE a.task_id = g.id
   ),
@@ -117,6 +118,12 @@ LANGUAGE sql AS $$
   ),
   steps AS (
     DELETE FROM taskmill.workflow_steps s USING gone g WHERE s.task_id = g.id
+    RETURNING s.workflow_id, g.status
+  ),
+  failed_steps AS (
+    UPDATE taskmill.workflows w SET failed_steps_purged = true
+     WHERE w.id IN (SELECT s.workflow_id FROM steps s WHERE s.status IN ('dead', 'cancelled'))
+       AND NOT w.failed_steps_purged
   ),
   callbacks AS (
     DELETE FROM taskmill.batch_callbacks c USING gone g WHERE c.task_id = g.id

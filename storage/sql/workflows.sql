@@ -233,6 +233,10 @@ BEGIN
       RETURN;
     END IF;
   END IF;
+  -- Before the shards are counted out one by one.
+  IF (SELECT sum(CASE WHEN s.n > 0 THEN s.n ELSE 1 END) FROM unnest(p_shards) AS s(n)) > 10000 THEN
+    PERFORM taskmill.bad_argument('steps: a workflow has at most 10000 tasks (its shards make more)');
+  END IF;
   INSERT INTO taskmill.workflows (name, key) VALUES (p_name, p_key) RETURNING id INTO workflow_id;
 
   SELECT array_agg(x.step ORDER BY x.step, x.shard), array_agg(x.shard ORDER BY x.step, x.shard),
@@ -253,10 +257,15 @@ BEGIN
               SELECT i AS shard FROM generate_series(0, n.total - 1) i WHERE n.total IS NOT NULL
               UNION ALL
               SELECT NULL WHERE n.total IS NULL) g) x;
-  IF cardinality(v_steps) > 10000 THEN
-    PERFORM taskmill.bad_argument(format(
-      'steps: a workflow has at most 10000 tasks (these steps and their shards make %s)',
-      cardinality(v_steps)));
+  v_problem := taskmill.workflow_size_problem(v_steps, v_parents, v_children);
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
+  END IF;
+  SELECT format('steps[%s].key must be at most 500 characters with its "#<shard>"', k.step - 1)
+    INTO v_problem
+    FROM unnest(v_steps, v_keys) AS k(step, key) WHERE length(k.key) > 500 LIMIT 1;
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
   END IF;
   SELECT format('steps[%s].key: step "%s" has the type and key of step "%s"', max(k.step) - 1,
                 p_names[max(k.step)], p_names[min(k.step)])
@@ -288,6 +297,27 @@ BEGIN
                                 p_backoff_jitters, p_batches, p_trace_ids);
   outcome := 'created';
 END
+$$;
+
+-- What is wrong with the size of a workflow whose tasks are those of the
+-- steps p_steps (a step's number once per task), and whose edges go from
+-- every task of step p_parents[i] to every task of step p_children[i], or
+-- NULL: at most 10,000 tasks and 100,000 edges.
+CREATE FUNCTION taskmill.workflow_size_problem(p_steps integer[], p_parents integer[],
+                                               p_children integer[]) RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  WITH tasks AS (SELECT s.step, count(*) AS n FROM unnest(p_steps) AS s(step) GROUP BY s.step),
+  edges AS (SELECT sum(p.n * c.n) AS n
+              FROM unnest(p_parents, p_children) AS e(parent, child)
+              JOIN tasks p ON p.step = e.parent JOIN tasks c ON c.step = e.child)
+  SELECT CASE
+    WHEN cardinality(p_steps) > 10000
+      THEN format('steps: a workflow has at most 10000 tasks (these steps and their shards '
+                  'make %s)', cardinality(p_steps))
+    WHEN (SELECT e.n FROM edges e) > 100000
+      THEN format('steps: a workflow has at most 100000 edges between tasks (every shard of a '
+                  'step after every shard of its parents makes %s)', (SELECT e.n FROM edges e))
+  END
 $$;
 
 -- The rows of a workflow's tasks (ids given, by step and shard), their
@@ -403,6 +433,9 @@ BEGIN
     RETURNING t.id, t.status
   )
   SELECT coalesce(array_agg(g.id) FILTER (WHERE g.status = 'dead'), '{}') INTO v_ended FROM given g;
+  IF cardinality(v_ended) > 0 THEN
+    PERFORM taskmill.note_dead_tasks(v_ended);
+  END IF;
   RETURN v_ended;
 END
 $$;
@@ -422,7 +455,8 @@ LANGUAGE sql STABLE AS $$
               THEN CASE WHEN bool_or(t.status <> 'pending' OR t.attempt > 0) THEN 'running'
                         ELSE 'pending' END
               WHEN w.cancelled_at IS NOT NULL THEN 'cancelled'
-              WHEN bool_or(t.status IN ('dead', 'cancelled')) THEN 'failed'
+              WHEN bool_or(t.status IN ('dead', 'cancelled')) OR w.failed_steps_purged
+                THEN 'failed'
               ELSE 'succeeded' END,
          w.created_at, min(t.started_at),
          CASE WHEN bool_and(taskmill.is_finished(t.status)) THEN max(t.updated_at) END,
@@ -527,12 +561,20 @@ BEGIN
      AND EXISTS (SELECT 1 FROM taskmill.task_edges e WHERE e.parent_id = t.id);
   UPDATE taskmill.workflows w SET cancelled_at = NULL WHERE w.id = p_id;
   -- The trigger taskmill.task_rearmed makes those with parents left wait.
+  -- The others are given their parents' results once every one is back: one
+  -- that ends dead for their size then finds its children waiting for it.
+  PERFORM set_config('taskmill.rearming', 'on', true);
   UPDATE taskmill.tasks t
      SET status = 'pending', execute_at = now(), retry_count = 0, error = NULL, result = NULL,
          deadline_at = taskmill.deadline_after(now(), t.type), heartbeat_at = NULL,
          parent_results = CASE WHEN t.parent_results IS NOT NULL THEN '{}'::jsonb END,
          updated_at = now()
    WHERE t.id = ANY (v_ids);
+  PERFORM set_config('taskmill.rearming', '', true);
+  PERFORM taskmill.give_parent_results(ARRAY(
+    SELECT t.id FROM taskmill.tasks t
+     WHERE t.id = ANY (v_ids) AND t.status = 'pending' AND t.execute_at <> 'infinity'
+       AND t.parent_results IS NOT NULL));
   PERFORM taskmill.wake_nodes();
   RETURN cardinality(v_ids);
 END
