@@ -77,7 +77,7 @@ void deliver(self_ptr self, const pb::DueDelivery& due) {
   call.timeout = self->state.options.delivery_timeout;
   call.headers.emplace_back("Idempotency-Key",
                             "taskmill-alert-" + std::to_string(due.alert().id()));
-  self->state.options.http->post(
+  self->state.options.http->send(
       std::move(call), [alerter = caf::actor_cast<alerter_actor>(self), id = due.alert().id(),
                         url = due.url()](http_answer answer) {
         std::string error;

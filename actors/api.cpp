@@ -169,6 +169,19 @@ void task_result(self_ptr self, call_ptr c) {
   });
 }
 
+void task_progress(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
+    auto report =
+        c->protobuf_in ? decode_protobuf<pb::Progress>(*c) : json::decode_progress(c->req.body);
+    if (!report) return fail(self, *c, report.error());
+    if (auto err = validate(*report)) return fail(self, *c, err);
+    ask<pb::ResultAck>(
+        self, c, self->state.options.progress,
+        [self](const call& c, const pb::ResultAck& a) { answer(self, c, a); }, progress_atom_v, id,
+        std::move(*report));
+  });
+}
+
 void retry_task(self_ptr self, call_ptr c) {
   with_task_id(self, c, [&](int64_t id) {
     ask<pb::Task>(
@@ -467,6 +480,7 @@ const route routes[] = {
     {"GET", "/v1/tasks/{id}", with_token, get_task},
     {"GET", "/v1/tasks/{id}/attempts", with_token, task_attempts},
     {"POST", "/v1/tasks/{id}/result", with_token, task_result},
+    {"POST", "/v1/tasks/{id}/progress", with_token, task_progress},
     {"POST", "/v1/tasks/{id}/retry", with_token, retry_task},
     {"GET", "/v1/batches/{batch}", with_token, get_batch},
     {"POST", "/v1/batches/{batch}/retry-failed", with_token, retry_batch},

@@ -25,6 +25,7 @@ struct api_options {
   workflow_storage_actor workflows;
   inserter_actor inserter;
   dispatcher_actor dispatcher;
+  progress_actor progress;
   limiter_actor limiter;
   wake_listener_actor pusher;
   peers_actor peers;

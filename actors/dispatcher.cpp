@@ -21,6 +21,7 @@
 #include <optional>
 #include <random>
 #include <unordered_map>
+#include <utility>
 
 namespace taskmill {
 
@@ -57,6 +58,14 @@ struct dispatcher_state {
   // Asked to drain: the node hands back what runs here, so nothing more is
   // adopted.
   bool stopping = false;
+  // Cancels being taken from storage, and whether another notice came
+  // meanwhile.
+  bool taking_cancels = false;
+  bool cancels_again = false;
+  // Attempts of this node cancelled before they ran here (a hand-off's
+  // notification can trail its cancel): not run should they come. Newest
+  // last, bounded.
+  std::deque<std::pair<int64_t, int32_t>> cancelled_before;
   std::mt19937_64 rng{std::random_device{}()};
 };
 
@@ -65,6 +74,7 @@ namespace {
 using self_ptr = dispatcher_actor::stateful_pointer<dispatcher_state>;
 
 constexpr auto report_retry_delay = std::chrono::milliseconds{500};
+constexpr size_t cancelled_before_kept = 1000;
 
 /// Counts an outcome in all and, where its type is known, for its type.
 void count_outcome(node_metrics& m, const pb::TaskOutcome& outcome) {
@@ -221,7 +231,7 @@ void run_sleep(self_ptr self, const pb::Task& task) {
 void run_http(self_ptr self, const pb::Task& task, const std::string& url) {
   auto& st = self->state;
   start_async(self, task);
-  st.options.http->post(
+  st.options.http->send(
       http_call_for(task, url, st.rng),
       [dispatcher = caf::actor_cast<dispatcher_actor>(self), task](http_answer answer) {
         auto outcome = outcome_of_answer(task, answer);
@@ -264,9 +274,90 @@ void forget_executor(self_ptr self, const caf::actor_addr& gone) {
   for (auto& o : lost) finish(self, std::move(o));
 }
 
+// -- cancels ---------------------------------------------------------------------
+
+bool cancelled_before(const dispatcher_state& st, const pb::Task& task) {
+  return !st.cancelled_before.empty() &&
+         std::find(st.cancelled_before.begin(), st.cancelled_before.end(),
+                   std::pair{task.id(), task.attempt()}) != st.cancelled_before.end();
+}
+
+void give_back_permit(self_ptr self, const std::string& type) {
+  pb::PermitRelease release;
+  release.add_types(type);
+  self->send(self->state.options.limiter, release_atom_v, std::move(release));
+}
+
+/// Stops the execution a cancel names, telling its executor: a CAF or remote
+/// executor gets (cancel, task id, attempt), an HTTP one a DELETE, a sleep
+/// just ends; its permit goes back. An HTTP executor is told even of an
+/// attempt not running here (this node restarted, or the node that ran it
+/// is gone); one of this node's own attempts is kept from running should its
+/// hand-off come later.
+void stop(self_ptr self, const pb::CancelNotice& cancel) {
+  auto& st = self->state;
+  const auto& type = st.options.cfg->type_config(cancel.type());
+  if (type.executor == executor_kind::http)
+    st.options.http->send(
+        cancel_call_for(cancel, type.cancel_url.empty() ? type.url : type.cancel_url),
+        [id = cancel.task_id(), attempt = cancel.attempt()](const http_answer& answer) {
+          if (answer.status < 200 || answer.status >= 300)
+            spdlog::warn(
+                "dispatcher: the cancel of task {} attempt {} went unheard: {}", id, attempt,
+                answer.status == 0 ? answer.error : "HTTP " + std::to_string(answer.status));
+        });
+  auto it = st.running.find(cancel.task_id());
+  if (it == st.running.end() || it->second.attempt != cancel.attempt()) {
+    if (cancel.node() != st.options.node) return;
+    st.cancelled_before.emplace_back(cancel.task_id(), cancel.attempt());
+    if (st.cancelled_before.size() > cancelled_before_kept) st.cancelled_before.pop_front();
+    return;
+  }
+  if (it->second.executor)
+    caf::anon_send(caf::actor_cast<executor_actor>(it->second.executor), cancel_atom_v,
+                   cancel.task_id(), cancel.attempt());
+  give_back_permit(self, it->second.type);
+  st.options.metrics->executions_cancelled.Increment();
+  forget(self, it);
+  check_drained(self);
+}
+
+/// Takes this node's cancels from storage (one request at a time; a notice
+/// meanwhile takes them again after it) and stops their executions.
+void take_cancels(self_ptr self) {
+  auto& st = self->state;
+  if (st.taking_cancels) {
+    st.cancels_again = true;
+    return;
+  }
+  st.taking_cancels = true;
+  pb::TakeCancels request;
+  request.set_node(st.options.node);
+  for (const auto& [name, type] : st.options.cfg->types)
+    if (type.executor == executor_kind::http) request.add_reachable_types(name);
+  request.set_lease_ms(st.options.cfg->lease().count());
+  self->request(st.options.storage, local_request_timeout, take_cancels_atom_v, request)
+      .then(
+          [self](const pb::CancelNotices& notices) {
+            auto& st = self->state;
+            st.taking_cancels = false;
+            for (const auto& cancel : notices.cancels()) stop(self, cancel);
+            if (std::exchange(st.cancels_again, false)) take_cancels(self);
+          },
+          [self](const caf::error& err) {
+            // The reconciler's next tick takes them.
+            self->state.taking_cancels = false;
+            spdlog::debug("dispatcher: cannot take cancels: {}", error_message(err));
+          });
+}
+
 // -- dispatch ---------------------------------------------------------------------
 
 void execute(self_ptr self, const pb::Task& task) {
+  if (cancelled_before(self->state, task)) {
+    give_back_permit(self, task.type());
+    return;
+  }
   const auto& type = self->state.options.cfg->type_config(task.type());
   if (task.has_started_at() && task.has_execute_at()) {
     auto waited_us =
@@ -506,7 +597,13 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
         st.to_report_again.pop_front();
         report(self, std::move(batch));
       },
-      [self](reconcile_atom) { reconcile(self); },
+      [self](reconcile_atom) {
+        // Cancels first: an execution reconcile finds over may be a cancel
+        // whose notice went unheard, and its executor is to be told.
+        take_cancels(self);
+        reconcile(self);
+      },
+      [self](cancel_atom) { take_cancels(self); },
       [self](adopt_atom, const pb::Executions& running) { adopt(self, running); },
       [self](drain_atom, int64_t grace_ms) -> caf::result<int32_t> {
         auto& st = self->state;

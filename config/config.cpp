@@ -74,6 +74,7 @@ void read_executor(table_reader& r, executor_kind& kind) {
 void read_type(table_reader& r, task_type_config& t) {
   read_executor(r, t.executor);
   r.read("url", t.url);
+  r.read("cancel_url", t.cancel_url);
   r.read("timeout", t.timeout, milliseconds{0}, max_int32_ms);
   r.read("max_retries", t.max_retries, std::numeric_limits<int>::min(),
          std::numeric_limits<int>::max());
@@ -90,6 +91,8 @@ void read_type(table_reader& r, task_type_config& t) {
   t.backoff.exponential = kind == "exponential";
   if (t.executor == executor_kind::http && !parse_http_url(t.url))
     r.fail("url", "must be an http:// URL when executor = \"http\"");
+  if (!t.cancel_url.empty() && (t.executor != executor_kind::http || !parse_http_url(t.cancel_url)))
+    r.fail("cancel_url", "must be an http:// URL, for executor = \"http\"");
 }
 
 /// A TOML table or array as JSON text, or the problem with it.

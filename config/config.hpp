@@ -37,6 +37,8 @@ struct task_type_config {
   std::string name;
   executor_kind executor = executor_kind::none;
   std::string url;  // http executor only
+  // Where a cancel of a running attempt goes (a DELETE); empty: url.
+  std::string cancel_url;
   milliseconds timeout{5000};
   int max_retries = 3;
   backoff_config backoff;

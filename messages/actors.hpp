@@ -174,6 +174,13 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, workflows_atom, "workflows")
   CAF_ADD_ATOM(taskmill, taskmill, cancel_workflow_atom, "cancel_wf")
   CAF_ADD_ATOM(taskmill, taskmill, retry_workflow_atom, "retry_wf")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TakeCancels))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelNotices))
+  CAF_ADD_ATOM(taskmill, taskmill, take_cancels_atom, "take_cncl")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Progress))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressReports))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressAcks))
+  CAF_ADD_ATOM(taskmill, taskmill, progress_atom, "progress")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -200,6 +207,10 @@ using pingable_actor = caf::typed_actor<caf::replies_to<ping_atom>::with<caf::ok
 
 /// Anything that can be told that due work may exist.
 using wake_listener_actor = caf::typed_actor<caf::reacts_to<wake_atom>>;
+
+/// Told that running attempts were cancelled (NOTIFY taskmill_cancels): the
+/// dispatcher, which takes the cancels of the executions it runs.
+using cancel_listener_actor = caf::typed_actor<caf::reacts_to<cancel_atom>>;
 
 /// Claims for this node (the pusher, as the listener sees it): told when due
 /// work may exist, of tasks that submits handed to this node
@@ -251,7 +262,14 @@ using outcome_storage_actor =
                      // Of these executions, those that are over by the database.
                      caf::replies_to<check_atom, pb::Executions>::with<pb::Executions>,
                      // Of these executions, the tasks still running under their attempt.
-                     caf::replies_to<running_atom, pb::Executions>::with<pb::TaskList>>;
+                     caf::replies_to<running_atom, pb::Executions>::with<pb::TaskList>,
+                     // Cancels of running attempts to tell their executors, taken.
+                     caf::replies_to<take_cancels_atom, pb::TakeCancels>::with<pb::CancelNotices>>;
+
+/// Stores progress reports of running attempts (the progress actor's view).
+using progress_storage_actor = caf::typed_actor<
+    // The latest report of each task, fenced by attempt; answers which applied.
+    caf::replies_to<progress_atom, pb::ProgressReports>::with<pb::ProgressAcks>>;
 
 /// Reads tasks, batches, stats and nodes, and retries by hand (the API's view).
 using query_storage_actor =
@@ -364,6 +382,7 @@ using alert_storage_actor = caf::typed_actor<
 using storage_actor = submission_storage_actor
     ::extend_with<claim_storage_actor>
     ::extend_with<outcome_storage_actor>
+    ::extend_with<progress_storage_actor>
     ::extend_with<query_storage_actor>
     ::extend_with<storage_status_actor>
     ::extend_with<membership_storage_actor>
@@ -381,6 +400,8 @@ using storage_actor = submission_storage_actor
         // Starts forwarding NOTIFY wake-ups and the tasks handed to the node named
         // to the pusher, and tells it after each (re)connect.
         caf::reacts_to<caf::subscribe_atom, claim_waker_actor, std::string>,
+        // Starts forwarding NOTIFY of cancelled running attempts.
+        caf::reacts_to<cancel_atom, caf::subscribe_atom, cancel_listener_actor>,
         // Internal: the next round trip, and reconnect attempts.
         caf::reacts_to<caf::flush_atom>, caf::reacts_to<reconnect_atom>>;
 // clang-format on
@@ -485,11 +506,23 @@ using supervisor_actor = caf::typed_actor<
 /// shard, trace id, retry count, max retries, last error), not its timestamps
 /// or backoff settings.
 using executor_actor =
-    caf::typed_actor<caf::replies_to<execute_atom, pb::Task>::with<pb::TaskOutcome>>;
+    caf::typed_actor<caf::replies_to<execute_atom, pb::Task>::with<pb::TaskOutcome>,
+                     // Stop running (task id, attempt): the task was cancelled, its
+                     // outcome is no longer waited for.
+                     caf::reacts_to<cancel_atom, int64_t, int32_t>>;
+
+/// Takes progress reports of running attempts (the API's, executors'), keeps
+/// the latest of each task and stores them together, one statement at a
+/// time: a report is answered once stored, or refused (the task no longer
+/// runs under that attempt).
+using progress_actor = pingable_actor::extend<
+    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>>;
 
 /// Runs claimed tasks on their executors, enforces their timeouts and reports
-/// outcomes to storage; permits go back once an outcome is stored.
-using dispatcher_actor = pingable_actor::extend<
+/// outcomes to storage; permits go back once an outcome is stored. Told of
+/// cancels (cancel_atom), it takes them from storage and stops those
+/// executions, telling their executors.
+using dispatcher_actor = pingable_actor::extend_with<cancel_listener_actor>::extend<
     caf::reacts_to<dispatch_atom, pb::TaskList>,
     // A CAF executor offers to run tasks of some types; answers how many.
     caf::replies_to<register_atom, executor_actor, pb::ExecutorRegistration>::with<int32_t>,

@@ -108,6 +108,20 @@ caf::expected<pb::ResultReport> decode_result_report(std::string_view body) {
   return out;
 }
 
+caf::expected<pb::Progress> decode_progress(std::string_view body) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::Progress out;
+  if (auto v = r.integer("attempt", 1, INT32_MAX)) out.set_attempt(static_cast<int32_t>(*v));
+  if (auto v = r.number("progress")) out.set_progress(*v);
+  if (auto v = r.integer("processed", 0, INT64_MAX)) out.set_processed(*v);
+  if (auto v = r.integer("failed", 0, INT64_MAX)) out.set_failed(*v);
+  if (auto v = r.text("message")) out.set_message(*v);
+  if (auto err = r.finish()) return err;
+  return out;
+}
+
 caf::expected<executor_answer> decode_executor_answer(std::string_view body) {
   executor_answer out;
   if (body.empty()) return out;
@@ -219,7 +233,12 @@ std::string encode(const pb::BatchCounts& counts) {
     by_status[status] = n;
     total += n;
   }
-  return dump(json{{"batch", counts.batch()}, {"counts", by_status}, {"total", total}});
+  return dump(
+      json{{"batch", counts.batch()},
+           {"counts", by_status},
+           {"total", total},
+           {"records",
+            {{"processed", counts.records_processed()}, {"failed", counts.records_failed()}}}});
 }
 
 std::string encode(const pb::Stats& stats) {
@@ -302,6 +321,19 @@ std::string encode_callback(const pb::SubmitTask& callback) {
   if (callback.has_priority()) w.number("priority", callback.priority());
   if (callback.has_max_retries()) w.number("max_retries", callback.max_retries());
   if (callback.has_timeout_ms()) w.number("timeout_ms", callback.timeout_ms());
+  return out;
+}
+
+std::string encode_cancel(int64_t id, const std::string& type, const std::string& key,
+                          int32_t attempt) {
+  std::string out;
+  {
+    object_writer w{out};
+    w.number("id", id);
+    w.text("type", type);
+    w.text("key", key);
+    w.number("attempt", attempt);
+  }
   return out;
 }
 

@@ -19,6 +19,11 @@ caf::expected<pb::RescheduleRequest> decode_reschedule(std::string_view body);
 caf::expected<pb::CancelRequest> decode_cancel(std::string_view body);
 caf::expected<pb::ResultReport> decode_result_report(std::string_view body);
 
+/// Body of POST /v1/tasks/{id}/progress: {attempt, progress (0 to 1),
+/// processed, failed, message}, each but attempt optional (checked by
+/// validate in messages/validate.hpp).
+caf::expected<pb::Progress> decode_progress(std::string_view body);
+
 /// An executor's JSON answer: {"outcome": ..., "error": ..., "result": ...}
 /// overrides the status code's meaning when `outcome` is present. Absent or
 /// not an object: nothing to override (the result is the whole body).
@@ -59,6 +64,11 @@ std::string encode(const pb::AlertList& list);
 
 /// A batch callback's task as taskmill.submit_batch_with_callbacks takes it.
 std::string encode_callback(const pb::SubmitTask& callback);
+
+/// The body of the DELETE that cancels a running attempt on an HTTP executor:
+/// {"id", "type", "key", "attempt"}.
+std::string encode_cancel(int64_t id, const std::string& type, const std::string& key,
+                          int32_t attempt);
 
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);

@@ -150,6 +150,19 @@ void write_task(std::string& out, const pb::Task& t) {
   if (t.parents_size() > 0) write_ids(w.field("parents"), t.parents());
   if (t.children_size() > 0) write_ids(w.field("children"), t.children());
   if (!t.parent_results().empty()) w.raw_or_null("parent_results", t.parent_results());
+  if (t.has_progress()) {
+    const auto& p = t.progress();
+    object_writer o{w.field("progress")};
+    o.number("attempt", p.attempt());
+    o.field("progress") += p.has_progress() ? dump(json(p.progress())) : "null";
+    o.number("processed", p.processed());
+    o.number("failed", p.failed());
+    if (p.has_message())
+      o.text("message", p.message());
+    else
+      o.field("message") += "null";
+    o.time_or_null("reported_at", p.reported_at(), p.has_reported_at());
+  }
 }
 
 void write_outcome_and_task(std::string& out, std::string_view outcome, const pb::Task& task) {

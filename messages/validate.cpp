@@ -5,6 +5,8 @@
 #include "messages/text.hpp"
 #include "messages/time.hpp"
 
+#include <sstream>
+
 namespace taskmill {
 
 namespace {
@@ -147,6 +149,24 @@ caf::error validate(const pb::ResultReport& report, const input_limits& limits) 
   if (!report.result().empty())
     if (auto err = check_json(report.result(), limits, "", "result")) return err;
   return caf::none;
+}
+
+caf::error validate(const pb::Progress& report) {
+  if (report.attempt() < 1) return bad("", "attempt", "is required (1 or more)");
+  if (report.has_progress() && !(report.progress() >= 0 && report.progress() <= 1)) {
+    std::ostringstream got;
+    got << report.progress();
+    return bad("", "progress", "must be between 0 and 1 (got " + got.str() + ")");
+  }
+  if (report.processed() < 0) return bad("", "processed", "must be 0 or more");
+  if (report.failed() < 0) return bad("", "failed", "must be 0 or more");
+  if (report.failed() > report.processed())
+    return bad("", "failed",
+               "must be at most processed (" + std::to_string(report.processed()) + ")");
+  if (report.message().size() > max_progress_message_bytes)
+    return bad("", "message",
+               "must be at most " + std::to_string(max_progress_message_bytes) + " bytes");
+  return check_text(report.message(), "", "message");
 }
 
 caf::error validate(const pb::Job& job, const input_limits& limits) {

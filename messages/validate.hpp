@@ -38,6 +38,13 @@ caf::error validate(const pb::SubmitWorkflow& workflow, const input_limits& limi
 caf::error validate(const pb::RescheduleRequest& req, const input_limits& limits);
 caf::error validate(const pb::CancelRequest& req);
 caf::error validate(const pb::ResultReport& report, const input_limits& limits);
+
+/// A progress message is bounded: it says what a task does now, not a log.
+inline constexpr size_t max_progress_message_bytes = 1000;
+
+/// POST /v1/tasks/{id}/progress: attempt 1 or more, progress 0 to 1, failed
+/// at most processed, a bounded message.
+caf::error validate(const pb::Progress& report);
 caf::error validate(const pb::Job& job, const input_limits& limits);
 caf::error validate(const pb::TriggerRequest& req, const input_limits& limits);
 

@@ -230,6 +230,23 @@ const statement finished_executions{
     "finished_executions",
     "SELECT task_id, attempt FROM taskmill.finished_executions($1::bigint[], $2::int[])"};
 
+const statement report_progress{
+    "report_progress",
+    "SELECT task_id, applied FROM taskmill.report_progress($1::bigint[], $2::int[], $3::real[], "
+    "$4::bigint[], $5::bigint[], $6::text[])"};
+
+const statement task_progress{"task_progress",
+                              "SELECT attempt, progress, processed, failed, message, reported_at "
+                              "FROM taskmill.task_progress WHERE task_id = $1::bigint"};
+
+const statement batch_records{
+    "batch_records",
+    "SELECT coalesce(sum(p.processed), 0), coalesce(sum(p.failed), 0) FROM taskmill.tasks t "
+    "JOIN taskmill.task_progress p ON p.task_id = t.id WHERE t.batch = $1"};
+
+const statement take_cancels{
+    "take_cancels", "SELECT * FROM taskmill.take_cancels($1::text, $2::text[], $3::bigint)"};
+
 std::string compensation_sql(const std::string& query) {
   auto body = query;
   while (!body.empty() &&
@@ -377,6 +394,10 @@ const std::vector<const statement*>& all() {
       &sweep_purge,
       &sweep_repin,
       &finished_executions,
+      &take_cancels,
+      &report_progress,
+      &task_progress,
+      &batch_records,
       &put_job,
       &put_job_problem,
       &get_job,

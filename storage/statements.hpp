@@ -76,6 +76,10 @@ extern const statement sweep_succeeded;
 extern const statement sweep_purge;
 extern const statement sweep_repin;
 extern const statement finished_executions;
+extern const statement take_cancels;
+extern const statement report_progress;
+extern const statement task_progress;
+extern const statement batch_records;
 
 /// The statement of a compensation rule: rows of `query` (key, execute_at,
 /// payload) without a live task of type $1 are submitted, at most $2 of them;

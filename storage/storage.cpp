@@ -430,6 +430,14 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       },
       [self](sweep_atom, const pb::SweepRequest& r) { return sweep(self, r); },
       [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
+      [self](take_cancels_atom, const pb::TakeCancels& r) { return take_cancels(self, r); },
+      [self](progress_atom, const pb::ProgressReports& r) { return report_progress(self, r); },
+      [self](cancel_atom, caf::subscribe_atom, cancel_listener_actor target) {
+        subscribe(self, self->state.cancel_listener, {"taskmill_cancels"},
+                  [target](const std::vector<db::notification>&, bool) {
+                    caf::anon_send(target, cancel_atom_v);
+                  });
+      },
       [self](compensate_atom, int32_t rule, int64_t term) { return compensate(self, rule, term); },
       [self](configure_atom, const pb::TypeSettingsList& s) { return put_type_settings(self, s); },
       [self](caf::subscribe_atom, claim_waker_actor pusher, const std::string& node) {

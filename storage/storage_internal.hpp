@@ -79,6 +79,7 @@ struct storage_state {
   pb::StorageStatus status;
   std::unique_ptr<db::notification_listener> listener;
   std::unique_ptr<db::notification_listener> job_listener;
+  std::unique_ptr<db::notification_listener> cancel_listener;
   // Compensation rules as prepared statements; the strings back the views.
   std::vector<std::pair<std::string, std::string>> rule_text;
   std::vector<db::statement> rule_statements;
@@ -160,6 +161,8 @@ caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batc
 caf::result<pb::Stats> live_counts(self_ptr self);
 caf::result<pb::Stats> stats(self_ptr self);
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions);
+caf::result<pb::CancelNotices> take_cancels(self_ptr self, const pb::TakeCancels& request);
+caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressReports& reports);
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings);
 /// The types a grant lets this node claim; null: any.
 db::param claimable_types(const pb::ClaimGrant& grant);

@@ -129,13 +129,26 @@ caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) 
   return out;
 }
 
-caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const std::string& batch) {
+caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const db::result& records,
+                                                 const std::string& batch) {
   if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
   pb::BatchCounts out;
   out.set_batch(batch);
   for (int row = 0; row < res.rows(); ++row)
     (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
+  out.set_records_processed(records.int64(0, 0));
+  out.set_records_failed(records.int64(0, 1));
   return out;
+}
+
+/// A task_progress row: attempt, progress, processed, failed, message, reported_at.
+void read_progress(const db::result& res, pb::Progress& out) {
+  out.set_attempt(res.int32(0, 0));
+  if (!res.is_null(0, 1)) out.set_progress(res.float64(0, 1));
+  out.set_processed(res.int64(0, 2));
+  out.set_failed(res.int64(0, 3));
+  if (!res.is_null(0, 4)) out.set_message(res.string(0, 4));
+  set_micros(out.mutable_reported_at(), res.micros(0, 5));
 }
 
 /// Rows of (type, status, count, estimated).
@@ -267,7 +280,8 @@ caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
                    std::move(weights)}};
   return ask_db<pb::Task>(self,
                           {db::call{&db::sql::get_task, {std::to_string(id)}}, reason,
-                           db::call{&db::sql::task_relatives, {std::to_string(id)}}},
+                           db::call{&db::sql::task_relatives, {std::to_string(id)}},
+                           db::call{&db::sql::task_progress, {std::to_string(id)}}},
                           [id](results& rs) {
                             auto task =
                                 single_task(*rs[0], "no task with id " + std::to_string(id));
@@ -286,6 +300,8 @@ caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id) {
                                 set_micros(waiting->mutable_until(), r.micros(0, 2));
                               for (auto id : split_ids(r.text(0, 3))) waiting->add_parents(id);
                             }
+                            if (task && rs[3]->rows() > 0)
+                              read_progress(*rs[3], *task->mutable_progress());
                             return task;
                           });
 }
@@ -321,8 +337,9 @@ caf::result<pb::AttemptList> attempts(self_ptr self, int64_t id) {
 }
 
 caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batch) {
-  return ask_db<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}},
-                                 [batch](results& rs) { return read_batch_counts(*rs[0], batch); });
+  return ask_db<pb::BatchCounts>(
+      self, {db::call{&db::sql::batch_counts, {batch}}, db::call{&db::sql::batch_records, {batch}}},
+      [batch](results& rs) { return read_batch_counts(*rs[0], *rs[1], batch); });
 }
 
 caf::result<pb::Stats> live_counts(self_ptr self) {
@@ -347,6 +364,54 @@ caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executi
   return ask_db<pb::Executions>(
       self, {db::call{&db::sql::finished_executions, execution_params(executions)}},
       [](results& rs) { return read_executions(*rs[0]); });
+}
+
+caf::result<pb::CancelNotices> take_cancels(self_ptr self, const pb::TakeCancels& request) {
+  db::call c{
+      &db::sql::take_cancels,
+      {request.node(), text_array(request.reachable_types()), std::to_string(request.lease_ms())}};
+  return ask_db<pb::CancelNotices>(self, {std::move(c)}, [](results& rs) {
+    pb::CancelNotices out;
+    const auto& res = *rs[0];
+    for (int row = 0; row < res.rows(); ++row) {
+      auto* n = out.add_cancels();
+      n->set_task_id(res.int64(row, 0));
+      n->set_attempt(res.int32(row, 1));
+      n->set_type(res.string(row, 2));
+      n->set_key(res.string(row, 3));
+      n->set_node(res.string(row, 4));
+    }
+    return out;
+  });
+}
+
+caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressReports& reports) {
+  const auto& r = reports.reports();
+  auto texts = [&](auto field) {
+    return db::array_literal_of(r, [&](const pb::Progress& p) { return field(p); });
+  };
+  std::vector<db::param> params{
+      db::number_array_literal(reports.task_ids(), [](int64_t id) { return id; }),
+      db::number_array_literal(r, [](const pb::Progress& p) { return p.attempt(); }),
+      texts([](const pb::Progress& p) {
+        return p.has_progress() ? db::param{std::to_string(p.progress())} : db::param{};
+      }),
+      db::number_array_literal(r, [](const pb::Progress& p) { return p.processed(); }),
+      db::number_array_literal(r, [](const pb::Progress& p) { return p.failed(); }),
+      texts([](const pb::Progress& p) {
+        return p.has_message() ? db::param{p.message()} : db::param{};
+      }),
+  };
+  return ask_db<pb::ProgressAcks>(self, {db::call{&db::sql::report_progress, std::move(params)}},
+                                  [](results& rs) {
+                                    pb::ProgressAcks out;
+                                    const auto& res = *rs[0];
+                                    for (int row = 0; row < res.rows(); ++row) {
+                                      out.add_task_ids(res.int64(row, 0));
+                                      out.add_applied(res.boolean(row, 1));
+                                    }
+                                    return out;
+                                  });
 }
 
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings) {

@@ -415,7 +415,7 @@ BOOST_AUTO_TEST_CASE(a_link_dropped_on_one_side_alone_is_found_and_made_again) {
   o.types = {"REMOTE"};
   o.capacity = 2;
   std::atomic<int> ran{0};
-  auto handler = [&](const pb::Task& task) {
+  auto handler = [&](const pb::Task& task, const remote_execution&) {
     ++ran;
     return outcome_of(task, pb::OUTCOME_SUCCEEDED);
   };
@@ -692,6 +692,35 @@ BOOST_AUTO_TEST_CASE(executors_share_a_type_by_capacity_and_a_killed_ones_tasks_
         log.find("REMOTE/long" + std::to_string(i) + " attempt 2: done") != std::string::npos, log);
 }
 
+// The node running an attempt freezes, the task is cancelled, the node is
+// killed before it could tell anyone: the HTTP executor still gets the
+// cancel, from the node left, once the dead one's lease ran out.
+BOOST_AUTO_TEST_CASE(a_cancel_reaches_an_http_executor_whose_node_was_killed) {
+  test::task_database db{"clustercancel"};
+  test::scripted_executor executor;
+  std::vector<std::string> web{"types.WEB.executor=http", "types.WEB.url=" + executor.url(),
+                               "types.WEB.timeout=60s", "reconciler.interval=500ms"};
+  auto a = start_node(db, "a", "s", web);
+  db.exec(R"(SELECT taskmill.submit('WEB', 'long', payload => '{"delay_ms": 8000}'))");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT status::text || picked_by FROM taskmill.tasks WHERE key = "
+                   "'long'") == "runninga";
+      },
+      30s));
+  kill(a.process->pid(), SIGSTOP);
+  BOOST_CHECK_EQUAL(db.call("cancel('WEB', 'long')").outcome, "cancelled");
+  a.process->kill_hard();
+  BOOST_CHECK(executor.cancels_for("long").empty());
+  auto b = start_node(db, "b", "s", web);
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return !executor.cancels_for("long").empty(); }, 30s),
+                      test::later{[&](std::ostream& out) { out << b.process->log_tail(); }});
+  if (!executor.cancels_for("long").empty())
+    BOOST_CHECK_EQUAL(executor.cancels_for("long").front().body["attempt"], 1);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.cancel_requests"), "0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(partitions)
@@ -783,8 +812,9 @@ BOOST_AUTO_TEST_CASE(a_partition_between_nodes_loses_no_work_and_runs_none_twice
 }
 
 // e1 reaches the node through a proxy, e2 directly. e1 holds two long
-// tasks when the proxy cuts it off: it still finishes them, but the node has
-// already failed those attempts (fenced by attempt) and e2 runs them again.
+// tasks when the proxy cuts it off: it finishes them, or stops them once it
+// finds its link dropped, but the node has already failed those attempts
+// (fenced by attempt) and e2 runs them again.
 // When the proxy is back, e1 links again and takes work.
 BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewhere) {
   test::task_database db{"clusterexeccut"};
@@ -820,12 +850,17 @@ BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewh
   BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(attempt || ':' || (result->>'handled_by'), ',') "
                               "FROM taskmill.tasks"),
                     "2:e2,2:e2");
-  // e1 finished its attempts 1 after all, too late: they stay failed.
+  // e1 ended its attempts 1 after all (done, or stopped once it found its
+  // link dropped), too late: they stay failed.
   BOOST_REQUIRE_MESSAGE(test::eventually(
                             [&] {
                               auto log = e1.log();
-                              return log.find("long0 attempt 1: done") != std::string::npos &&
-                                     log.find("long1 attempt 1: done") != std::string::npos;
+                              auto ended = [&](const std::string& task) {
+                                return log.find(task + " attempt 1: done") != std::string::npos ||
+                                       log.find(task + " attempt 1: cancelled") !=
+                                           std::string::npos;
+                              };
+                              return ended("long0") && ended("long1");
                             },
                             10s),
                         test::later{[&](std::ostream& out) { out << e1.log(); }});
@@ -847,7 +882,7 @@ BOOST_AUTO_TEST_CASE(a_cut_off_executors_tasks_fail_at_once_and_run_again_elsewh
                               "WHERE key LIKE 'again%'"),
                     "2");
   // No (task, attempt) ran twice across both executors.
-  std::regex done{R"(REMOTE/(\S+) attempt (\d+): done)"};
+  std::regex done{R"(REMOTE/(\S+) attempt (\d+): (done|cancelled))"};
   std::set<std::string> runs;
   for (const auto& log : {e1.log(), e2.log()})
     for (auto it = std::sregex_iterator(log.begin(), log.end(), done); it != std::sregex_iterator();
@@ -925,6 +960,22 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
                                        "'over-tls'") == "succeeded";
                           },
                           30s),
+                      test::later{[&](std::ostream& out) { out << e.log(); }});
+  // Cancelled while it runs there, the task's execution is told over TLS.
+  db.call("submit('REMOTE', 'long-over-tls', payload => '{\"sleep_ms\": 30000}')");
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'long-over-tls'") ==
+               "running";
+      },
+      30s));
+  db.call("cancel('REMOTE', 'long-over-tls')");
+  BOOST_CHECK_MESSAGE(test::eventually(
+                          [&] {
+                            return e.log().find("REMOTE/long-over-tls attempt 1: cancelled") !=
+                                   std::string::npos;
+                          },
+                          10s),
                       test::later{[&](std::ostream& out) { out << e.log(); }});
   std::filesystem::remove_all(ours.dir);
   std::filesystem::remove_all(foreign.dir);

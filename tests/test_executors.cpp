@@ -26,6 +26,7 @@
 #include <condition_variable>
 #include <deque>
 #include <future>
+#include <latch>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -49,14 +50,19 @@ struct executor_fixture : test::nodes_fixture {
     return node;
   }
 
-  config http_config(const std::string& url) {
+  /// A node on ports of the system's choosing that claims on wake-ups only
+  /// (NOTIFY, freed permits), not by polling.
+  config quiet_config(const std::string& name) {
     config cfg;
-    cfg.node.name = "exec-node";
+    cfg.node.name = name;
     cfg.api.listen = "127.0.0.1:0";
     cfg.cluster.listen = "127.0.0.1:0";
-    // Far beyond every wait below: work, retries included, must come by
-    // wake-ups (NOTIFY, freed permits), not by polling.
     cfg.scheduling.poll_interval = 60s;
+    return cfg;
+  }
+
+  config http_config(const std::string& url) {
+    auto cfg = quiet_config("exec-node");
     task_type_config t;
     t.executor = executor_kind::http;
     t.url = url;
@@ -306,12 +312,8 @@ caf::behavior counting_executor(caf::stateful_actor<counting_executor_state>* se
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(registered_executors_run_their_types_within_their_capacity) {
-  config cfg;
-  cfg.node.name = "caf-node";
-  cfg.api.listen = "127.0.0.1:0";
-  cfg.cluster.listen = "127.0.0.1:0";
   // Only the executor's freed places may bring the next tasks, not a poll.
-  cfg.scheduling.poll_interval = 60s;
+  auto cfg = quiet_config("caf-node");
   auto& node = start(cfg);
   std::atomic<int> running{0};
   std::atomic<int> most{0};
@@ -498,12 +500,287 @@ http_answer post_and_wait(http_client& client, const std::string& url, std::stri
   http_call call;
   call.url = url;
   call.body = std::move(body);
-  client.post(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
+  client.send(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
   BOOST_REQUIRE(answer.wait_for(10s) == std::future_status::ready);
   return answer.get();
 }
 
 }  // namespace
+
+namespace {
+
+struct race_result {
+  std::string id;
+  bool outcome_applied = false;
+  std::string other;  // what `other_sql` answered
+};
+
+/// Claims a new task `key`, then, on two connections at once, reports its
+/// outcome (succeeded) and runs `other_sql` ($1: the task's id).
+race_result race_with_outcome(const test::task_database& db, const std::string& key,
+                              const std::string& other_sql) {
+  db.exec("SELECT taskmill.submit('RACE', $1)", {key});
+  auto claimed = db.claim(1);
+  BOOST_REQUIRE_EQUAL(claimed.size(), 1u);
+  race_result r;
+  r.id = std::to_string(claimed[0].id);
+  std::latch go{2};
+  std::thread outcome{[&] {
+    auto conn = db.connect();
+    go.arrive_and_wait();
+    auto res = conn.exec(
+        "SELECT applied FROM taskmill.complete_many(ARRAY[$1::bigint], ARRAY[1], "
+        "ARRAY['succeeded'], ARRAY[NULL::jsonb], ARRAY[NULL], 'n1')",
+        {r.id});
+    r.outcome_applied = res && res->boolean(0, 0);
+  }};
+  {
+    auto conn = db.connect();
+    go.arrive_and_wait();
+    auto res = conn.exec(other_sql, {r.id});
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    r.other = res->string(0, 0);
+  }
+  outcome.join();
+  return r;
+}
+
+}  // namespace
+
+// SPEC §3: a running attempt cancelled is fenced at once, and its executor
+// is told, whichever kind it is; the node frees its place at once.
+BOOST_FIXTURE_TEST_SUITE(cancels, executor_fixture)
+
+namespace {
+
+std::string status_of(const test::task_database& db, const std::string& key) {
+  return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = $1", {key});
+}
+
+/// Waits until task `key` runs; answers its id.
+std::string running(const test::task_database& db, const std::string& key) {
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return status_of(db, key) == "running"; }, 10s),
+                        key << " did not start");
+  return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1", {key});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_http_executor_gets_a_delete_and_the_next_task_runs_at_once) {
+  auto cfg = http_config(executor.url());
+  auto& web = cfg.types["WEB"];
+  web.running_limit = 1;
+  web.timeout = 30s;
+  web.cancel_url = executor.url().substr(0, executor.url().rfind('/')) + "/cancel";
+  start(cfg);
+  db.exec(R"(SELECT taskmill.submit('WEB', 'long', payload => '{"delay_ms": 6000}'))");
+  auto id = running(db, "long");
+  db.exec("SELECT taskmill.submit('WEB', 'next')");
+  BOOST_CHECK_EQUAL(db.call("cancel(" + id + "::bigint)").outcome, "cancelled");
+  BOOST_REQUIRE(test::eventually([&] { return !executor.cancels_for("long").empty(); }, 5s));
+  auto cancel = executor.cancels_for("long").front();
+  BOOST_CHECK_EQUAL(cancel.body, json::parse(R"({"id": )" + id +
+                                             R"(, "type": "WEB", "key": "long", "attempt": 1})"));
+  BOOST_CHECK_EQUAL(cancel.idempotency_key, id + "-1");
+  BOOST_CHECK_EQUAL(cancel.path, "/cancel");
+  // The long task's place under the limit of one is free now, not in 6 s.
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "next") == "succeeded"; }, 3s));
+  BOOST_CHECK_EQUAL(status_of(db, "long"), "cancelled");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.cancel_requests"), "0");
+  BOOST_CHECK_EQUAL(executor.cancels_for("next").size(), 0u);
+}
+
+BOOST_AUTO_TEST_CASE(a_caf_executor_gets_the_cancel_and_its_place_back) {
+  auto cfg = quiet_config("caf-node");
+  auto& node = start(cfg);
+  std::atomic<int> held{0};
+  std::atomic<int64_t> cancelled_task{0};
+  std::atomic<int32_t> cancelled_attempt{0};
+  auto holder = sys->spawn([&](caf::event_based_actor*) -> caf::behavior {
+    return {[&](execute_atom, const pb::Task&) -> caf::result<pb::TaskOutcome> {
+              ++held;
+              return caf::delegated<pb::TaskOutcome>{};
+            },
+            [&](cancel_atom, int64_t task, int32_t attempt) {
+              cancelled_attempt = attempt;
+              cancelled_task = task;
+            }};
+  });
+  pb::ExecutorRegistration registration;
+  registration.add_types("HOLD");
+  registration.set_capacity(1);
+  BOOST_REQUIRE(test::ask<int32_t>(*sys, node.dispatcher, register_atom_v,
+                                   caf::actor_cast<executor_actor>(holder), registration));
+  db.exec("SELECT taskmill.submit('HOLD', 'held')");
+  auto id = running(db, "held");
+  BOOST_REQUIRE(test::eventually([&] { return held.load() == 1; }));
+  db.exec("SELECT taskmill.submit('HOLD', 'after')");
+  db.call("cancel('HOLD', 'held')");
+  BOOST_CHECK(test::eventually([&] { return cancelled_task.load() == std::stoll(id); }, 5s));
+  BOOST_CHECK_EQUAL(cancelled_attempt.load(), 1);
+  // The executor's one place is free: the next task goes to it.
+  BOOST_CHECK(test::eventually([&] { return held.load() == 2; }, 5s));
+  caf::anon_send_exit(holder, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(a_sleep_ends_and_its_place_goes_to_the_next_task) {
+  auto cfg = quiet_config("sleep-node");
+  task_type_config nap;
+  nap.executor = executor_kind::sleep;
+  nap.timeout = 120s;
+  nap.running_limit = 1;
+  cfg.types["NAP"] = nap;
+  start(cfg);
+  db.exec("SELECT taskmill.submit('NAP', 'long', payload => '60000')");
+  running(db, "long");
+  db.exec("SELECT taskmill.submit('NAP', 'short', payload => '10')");
+  db.call("cancel('NAP', 'long')");
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "short") == "succeeded"; }, 3s));
+  BOOST_CHECK(test::eventually([&] {
+    return contains(http_fetch("GET", api_url(nodes.front()) + "/metrics")->body,
+                    "taskmill_executions_cancelled_total 1");
+  }));
+}
+
+// Tasks handed to the node in their submit's commit and cancelled at once,
+// round after round: the cancel may reach the node before the hand-off
+// does. Whatever ran is told to stop, and no place stays taken.
+BOOST_AUTO_TEST_CASE(a_task_cancelled_as_it_is_handed_off_is_stopped_or_never_runs) {
+  auto cfg = http_config(executor.url());
+  cfg.types["WEB"].timeout = 30s;
+  auto& node = start(cfg);
+  constexpr int rounds = 30;
+  for (int round = 0; round < rounds; ++round) {
+    auto key = "handed-" + std::to_string(round);
+    db.exec(R"(SELECT taskmill.submit('WEB', $1, payload => '{"delay_ms": 2000}'))", {key});
+    db.call("cancel('WEB', '" + key + "')");
+  }
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'cancelled'"),
+                    std::to_string(rounds));
+  BOOST_TEST_MESSAGE(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE attempt > 0")
+                     << " of " << rounds << " were running when cancelled");
+  for (int round = 0; round < rounds; ++round) {
+    auto key = "handed-" + std::to_string(round);
+    BOOST_CHECK_MESSAGE(test::eventually([&] {
+                          return executor.requests_for(key).empty() ||
+                                 !executor.cancels_for(key).empty();
+                        }),
+                        key << " ran and was not told to stop");
+  }
+  BOOST_CHECK(test::eventually([&] {
+    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    return in_flight && *in_flight == 0;
+  }));
+}
+
+// A cancel and the outcome of the same attempt, on two connections at once,
+// round after round: exactly one applies; the executor is told only of a
+// cancel that won.
+BOOST_AUTO_TEST_CASE(a_cancel_racing_the_outcome_lets_exactly_one_win) {
+  int cancels_won = 0;
+  for (int round = 0; round < 40; ++round) {
+    auto r = race_with_outcome(db, "race-" + std::to_string(round),
+                               "SELECT outcome FROM taskmill.cancel($1::bigint)");
+    bool cancelled = r.other == "cancelled";
+    BOOST_CHECK_MESSAGE(r.outcome_applied != cancelled, "round " << round << ": outcome "
+                                                                 << r.outcome_applied << ", cancel "
+                                                                 << r.other);
+    BOOST_CHECK_EQUAL(
+        db.scalar("SELECT count(*) FROM taskmill.cancel_requests WHERE task_id = $1", {r.id}),
+        cancelled ? "1" : "0");
+    cancels_won += cancelled;
+  }
+  BOOST_TEST_MESSAGE("cancels won " << cancels_won << " of 40 rounds");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A running attempt reports how far it got: fenced by attempt, kept beside
+// the task, summed over its batch.
+BOOST_FIXTURE_TEST_SUITE(progress, executor_fixture)
+
+BOOST_AUTO_TEST_CASE(a_running_attempt_reports_progress_fenced_by_its_attempt) {
+  auto cfg = http_config(executor.url());
+  cfg.types["WEB"].timeout = 30s;
+  auto& node = start(cfg);
+  auto base = api_url(node);
+  db.exec(
+      R"(SELECT taskmill.submit('WEB', 'slow', payload => '{"delay_ms": 3000}', batch => 'nightly'))");
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'slow'") == "running";
+  }));
+  auto id = db.scalar("SELECT id FROM taskmill.tasks WHERE key = 'slow'");
+  auto post = [&](const std::string& body) {
+    auto res = http_fetch("POST", base + "/v1/tasks/" + id + "/progress", body);
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    return std::pair{res->status, json::parse(res->body, nullptr, false)};
+  };
+  auto [status, ack] = post(
+      R"({"attempt": 1, "progress": 0.25, "processed": 100, "failed": 3, "message": "page 1"})");
+  BOOST_CHECK_EQUAL(status, 200);
+  BOOST_CHECK_EQUAL(ack["accepted"], true);
+  // A later report keeps the progress and message it leaves out.
+  BOOST_CHECK_EQUAL(post(R"({"attempt": 1, "processed": 200, "failed": 5})").second["accepted"],
+                    true);
+  auto task = json::parse(http_fetch("GET", base + "/v1/tasks/" + id)->body);
+  auto progress = task["progress"];
+  BOOST_CHECK_EQUAL(progress["attempt"], 1);
+  BOOST_CHECK_EQUAL(progress["progress"], 0.25);
+  BOOST_CHECK_EQUAL(progress["processed"], 200);
+  BOOST_CHECK_EQUAL(progress["failed"], 5);
+  BOOST_CHECK_EQUAL(progress["message"], "page 1");
+  BOOST_CHECK(progress["reported_at"].is_string());
+  auto batch = json::parse(http_fetch("GET", base + "/v1/batches/nightly")->body);
+  BOOST_CHECK_EQUAL(batch["records"], json::parse(R"({"processed": 200, "failed": 5})"));
+  // Not the attempt that runs: refused, nothing changed.
+  auto stale = post(R"({"attempt": 2, "processed": 999})").second;
+  BOOST_CHECK_EQUAL(stale["accepted"], false);
+  BOOST_CHECK(contains(stale.value("reason", ""), "attempt 2"));
+  for (auto [body, part] : {std::pair{R"({"attempt": 1, "progress": 1.5})",
+                                      "progress must be between 0 and 1 (got 1.5)"},
+                            std::pair{R"({"attempt": 1, "processed": 1, "failed": 2})",
+                                      "failed must be at most processed (1)"},
+                            std::pair{R"({"processed": 1})", "attempt is required"},
+                            std::pair{R"({"attempt": 1, "processed": -1})", "processed must be"},
+                            std::pair{R"({"attempt": 1, "colour": 1})", "unknown field colour"}}) {
+    auto [code, error] = post(body);
+    BOOST_CHECK_EQUAL(code, 400);
+    BOOST_CHECK_MESSAGE(contains(error.dump(), part), error.dump() << " lacks " << part);
+  }
+  // Once the attempt ended, its reports change nothing.
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = 'slow'") ==
+               "succeeded";
+      },
+      10s));
+  BOOST_CHECK_EQUAL(post(R"({"attempt": 1, "processed": 300})").second["accepted"], false);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT processed FROM taskmill.task_progress"), "200");
+  auto unknown = http_fetch("POST", base + "/v1/tasks/999999/progress", R"({"attempt": 1})");
+  BOOST_CHECK_EQUAL(unknown->status, 200);
+}
+
+// Reports and the outcome of the same attempt, on two connections at once,
+// round after round: a report stored came before the outcome; one that came
+// after is refused and leaves no row.
+BOOST_AUTO_TEST_CASE(a_report_racing_the_outcome_never_lands_after_it) {
+  int reports_won = 0;
+  for (int round = 0; round < 40; ++round) {
+    auto r = race_with_outcome(
+        db, "race-" + std::to_string(round),
+        "SELECT applied::text FROM taskmill.report_progress(ARRAY[$1::bigint], ARRAY[1], "
+        "ARRAY[0.5::real], ARRAY[10::bigint], ARRAY[1::bigint], ARRAY['half'])");
+    bool applied = r.other == "true";
+    BOOST_CHECK(r.outcome_applied);
+    BOOST_CHECK_EQUAL(
+        db.scalar("SELECT count(*) FROM taskmill.task_progress WHERE task_id = $1", {r.id}),
+        applied ? "1" : "0");
+    reports_won += applied;
+  }
+  BOOST_TEST_MESSAGE("reports before the outcome in " << reports_won << " of 40 rounds");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(http_client_pool)
 
@@ -550,7 +827,7 @@ BOOST_AUTO_TEST_CASE(a_call_larger_than_the_socket_takes_does_not_hold_up_its_ca
   call.body = std::string(large, 'x');
   call.timeout = 30s;
   auto posted = std::async(std::launch::async, [&] {
-    client.post(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
+    client.send(std::move(call), [&](http_answer a) { answered.set_value(std::move(a)); });
   });
   bool back = posted.wait_for(5s) == std::future_status::ready;
   server.release();

@@ -165,6 +165,7 @@ outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::poi
         }
         return out;
       },
+      [](take_cancels_atom, const pb::TakeCancels&) { return pb::CancelNotices{}; },
   };
 }
 
@@ -917,7 +918,8 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_FIXTURE_TEST_SUITE(caf_executor_pools, flow_fixture)
 
 executor_actor::behavior_type idle_executor() {
-  return {[](execute_atom, const pb::Task&) { return pb::TaskOutcome{}; }};
+  return {[](execute_atom, const pb::Task&) { return pb::TaskOutcome{}; },
+          [](cancel_atom, int64_t, int32_t) {}};
 }
 
 BOOST_AUTO_TEST_CASE(tasks_go_to_the_executor_with_the_most_room) {

@@ -29,6 +29,14 @@ http_response answer(int status, const json& body) {
 }
 
 void handle(const http_request& req, http_reply reply, const std::string& callback) {
+  if (req.method == "DELETE") {
+    // A cancel of a running attempt: this example only says so.
+    auto cancel = json::parse(req.body, nullptr, false);
+    if (!cancel.is_object()) return reply(answer(400, {{"error", "the body is not a cancel"}}));
+    say(cancel.value("type", std::string{}) + "/" + cancel.value("key", std::string{}) +
+        " attempt " + std::to_string(cancel.value("attempt", 0)) + ": cancelled");
+    return reply(answer(200, {{"cancelled", true}}));
+  }
   if (req.method != "POST") return reply(answer(405, {{"error", "POST a task here"}}));
   auto task = json::parse(req.body, nullptr, false);
   if (!task.is_object()) return reply(answer(400, {{"error", "the body is not a task"}}));

@@ -743,8 +743,8 @@
     ['retry_count', 'Retry count'], ['max_retries', 'Max retries'], ['timeout_ms', 'Timeout (ms)'],
     ['backoff', 'Backoff'], ['picked_by', 'Picked by'], ['batch', 'Batch'], ['shard_index', 'Shard'],
     ['trace_id', 'Trace ID'], ['heartbeat_at', 'Heartbeat at'], ['started_at', 'Started at'],
-    ['created_at', 'Created at'], ['updated_at', 'Updated at'], ['parents', 'After (parents)'],
-    ['children', 'Before (children)'],
+    ['created_at', 'Created at'], ['updated_at', 'Updated at'], ['progress', 'Progress'],
+    ['parents', 'After (parents)'], ['children', 'Before (children)'],
   ];
   const TASK_SHOWN_ELSEWHERE = new Set(['payload', 'result', 'error', 'waiting', 'shard_total']);
 
@@ -757,6 +757,14 @@
       return v.flatMap((task, i) => [i ? ', ' : null, h('a', { href: taskHref(task) }, String(task))]);
     }
     if (name === 'shard_index') return t.shard_total != null ? `${v} of ${t.shard_total}` : null;
+    if (name === 'progress') {
+      if (!v) return null;
+      const parts = [v.progress != null ? `${Math.round(v.progress * 100)}%` : null,
+        `${v.processed} processed, ${v.failed} failed`, v.message,
+        `attempt ${v.attempt}, reported `];
+      return h('span', { 'data-test': 'task-progress' }, parts.filter((p) => p != null).join(' — '),
+        timeEl(v.reported_at, true));
+    }
     if (name === 'backoff') {
       if (!v || !v.kind || v.kind === 'unspecified') return 'the type\'s default';
       return `${v.kind}, base ${v.base_ms} ms${v.cap_ms ? `, cap ${v.cap_ms} ms` : ''}, jitter ${v.jitter}`;

@@ -32,6 +32,16 @@ http_call http_call_for(const pb::Task& task, const std::string& url, std::mt199
   return call;
 }
 
+http_call cancel_call_for(const pb::CancelNotice& cancel, const std::string& url) {
+  http_call call;
+  call.method = "DELETE";
+  call.url = url;
+  call.body = json::encode_cancel(cancel.task_id(), cancel.type(), cancel.key(), cancel.attempt());
+  call.headers.emplace_back(
+      "Idempotency-Key", std::to_string(cancel.task_id()) + "-" + std::to_string(cancel.attempt()));
+  return call;
+}
+
 std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer) {
   if (answer.status == 0) return outcome_of(task, pb::OUTCOME_RETRY, answer.error);
   auto status = answer.status;

@@ -16,6 +16,10 @@ namespace taskmill {
 /// attempt, and a W3C traceparent (the task's trace id, or a new one).
 http_call http_call_for(const pb::Task& task, const std::string& url, std::mt19937_64& rng);
 
+/// The cancel of a running attempt: a DELETE to `url` with the task's id,
+/// type, key and attempt as JSON and the attempt's Idempotency-Key.
+http_call cancel_call_for(const pb::CancelNotice& cancel, const std::string& url);
+
 /// What an executor's answer means; nullopt: accepted (202), the outcome
 /// comes later through POST /v1/tasks/{id}/result.
 std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer);

@@ -77,7 +77,7 @@ class exchange : public std::enable_shared_from_this<exchange> {
         done_(std::move(done)),
         deadline_(steady::now() + call_.timeout) {
     http::request<http::string_body> request;
-    request.method(http::verb::post);
+    request.method(http::string_to_verb(call_.method));
     request.target(where_.target);
     request.version(11);
     request.set(http::field::host, where_.host + ":" + where_.port);
@@ -227,7 +227,7 @@ http_client::~http_client() {
   impl_->thread.join();
 }
 
-void http_client::post(http_call call, std::function<void(http_answer)> done) {
+void http_client::send(http_call call, std::function<void(http_answer)> done) {
   auto where = parse_http_url(call.url);
   if (!where) {
     http_answer answer;

@@ -16,6 +16,7 @@
 namespace taskmill {
 
 struct http_call {
+  std::string method = "POST";
   std::string url;  // http://host:port/path
   std::string body;
   std::vector<std::pair<std::string, std::string>> headers;
@@ -37,7 +38,7 @@ class http_client {
   http_client(const http_client&) = delete;
   http_client& operator=(const http_client&) = delete;
 
-  void post(http_call call, std::function<void(http_answer)> done);
+  void send(http_call call, std::function<void(http_answer)> done);
 
   struct impl;
 

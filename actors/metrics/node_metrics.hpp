@@ -54,6 +54,7 @@ struct node_metrics {
   prometheus::Counter& outcome_retry;
   prometheus::Counter& outcome_fail;
   prometheus::Counter& outcome_stale;
+  prometheus::Counter& executions_cancelled;
   prometheus::Gauge& in_flight;
   prometheus::Gauge& storage_connected;
   prometheus::Gauge& storage_round_trips;

@@ -91,9 +91,9 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history, edges, workflow steps (their workflow
+-- are deleted with their history, progress, edges, workflow steps (their workflow
 -- remembering a failed one) and callback slots; so are workflows left
--- without steps, long-dead nodes, closed firings of
+-- without steps, long-dead nodes, cancels never taken, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
@@ -109,6 +109,9 @@ LANGUAGE sql AS $$
     RETURNING t.id, t.status),
   history AS (
     DELETE FROM taskmill.attempts a USING gone g WHERE a.task_id = g.id
+  ),
+  progress AS (
+    DELETE FROM taskmill.task_progress p USING gone g WHERE p.task_id = g.id
   ),
   edges_to_children AS (
     DELETE FROM taskmill.task_edges e USING gone g WHERE e.parent_id = g.id
@@ -141,6 +144,12 @@ LANGUAGE sql AS $$
   nodes AS (
     DELETE FROM taskmill.nodes n
      WHERE n.stopped_at < now() - p_retention_ms * interval '1 ms'
+  ),
+  -- Of attempts on a node that never came back, run by an executor no other
+  -- node reaches.
+  cancels AS (
+    DELETE FROM taskmill.cancel_requests c
+     WHERE c.created_at < now() - p_retention_ms * interval '1 ms'
   ),
   firings AS (
     DELETE FROM taskmill.job_firings f

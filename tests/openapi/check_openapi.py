@@ -715,6 +715,19 @@ def check_tasks(c, run, st):
     ans = c.call("(stale attempt)", "POST", R, {"id": st["slow_dead"]}, expect=200,
                  body={"attempt": attempt + 5, "outcome": "succeeded"})
     c.check(ans.get("accepted") is False, "a stale result is not accepted")
+    P = TID + "/progress"
+    ans = c.call("(running attempt)", "POST", P, {"id": st["slow_dead"]}, expect=200,
+                 body={"attempt": attempt, "progress": 0.5, "processed": 10, "failed": 1,
+                       "message": "half way"})
+    c.check(ans.get("accepted") is True, "the running attempt's progress is accepted")
+    ans = c.call("(stale attempt)", "POST", P, {"id": st["slow_dead"]}, expect=200,
+                 body={"attempt": attempt + 5, "processed": 1})
+    c.check(ans.get("accepted") is False, "a stale attempt's progress is not accepted")
+    c.call("(progress out of range)", "POST", P, {"id": st["slow_dead"]}, expect=400,
+           body={"attempt": attempt, "progress": 2})
+    ans = c.call("(with progress)", "GET", TID, {"id": st["slow_dead"]}, expect=200)
+    c.check(ans.get("progress", "processed") == 10, "a task shows its progress",
+            ["progress %r" % ans.get("progress")])
     ans = c.call("(fail)", "POST", R, {"id": st["slow_dead"]}, expect=200,
                  body={"attempt": str(attempt), "outcome": "fail", "error": "failed by "
                        "check_openapi.py", "result": {"partial": True}})

@@ -50,8 +50,21 @@ std::vector<scripted_executor::seen> scripted_executor::all_requests() {
   return requests_;
 }
 
+std::vector<scripted_executor::seen> scripted_executor::cancels_for(const std::string& key) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  std::vector<seen> out;
+  for (const auto& r : cancels_)
+    if (r.body["key"] == key) out.push_back(r);
+  return out;
+}
+
 void scripted_executor::handle(http_request req, http_reply reply) {
   auto body = json::parse(req.body);
+  if (req.method == "DELETE") {
+    std::lock_guard<std::mutex> guard{mtx_};
+    cancels_.push_back({body, req.header("idempotency-key"), {}, req.content_type, req.target});
+    return reply(http_response{200, "application/json", "{}"});
+  }
   const auto& script = body["payload"];
   int attempt = body["attempt"];
   int status = script.value("status", 200);
@@ -60,8 +73,8 @@ void scripted_executor::handle(http_request req, http_reply reply) {
                     script.value("body", std::string{"{\"done\":true}"})};
   auto delay = std::chrono::milliseconds{script.value("delay_ms", 0)};
   std::lock_guard<std::mutex> guard{mtx_};
-  requests_.push_back(
-      {body, req.header("idempotency-key"), req.header("traceparent"), req.content_type});
+  requests_.push_back({body, req.header("idempotency-key"), req.header("traceparent"),
+                       req.content_type, req.target});
   if (script.contains("async")) {
     // Answer 202 now, the result later through the node's API.
     reply(http_response{202, "application/json", "{}"});

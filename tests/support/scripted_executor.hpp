@@ -3,7 +3,7 @@
 // An HTTP executor for tests, in this process: every answer is chosen by the
 // task's payload: {"status": 503, "body": "...", "delay_ms": 300,
 // "fail_first": 1, "async": {<result for POST .../result>}}. It records every
-// request it gets.
+// request it gets, and every cancel (a DELETE), which it answers 200.
 
 #include "actors/http/http_server.hpp"
 
@@ -24,6 +24,7 @@ class scripted_executor {
     std::string idempotency_key;
     std::string traceparent;
     std::string content_type;
+    std::string path;
   };
 
   scripted_executor();
@@ -34,12 +35,15 @@ class scripted_executor {
   void set_node_api(const std::string& base);
   std::vector<seen> requests_for(const std::string& key);
   std::vector<seen> all_requests();
+  /// The cancels received for task `key` (their bodies: id, type, key, attempt).
+  std::vector<seen> cancels_for(const std::string& key);
 
  private:
   void handle(http_request req, http_reply reply);
 
   std::mutex mtx_;
   std::vector<seen> requests_;
+  std::vector<seen> cancels_;
   std::vector<std::thread> workers_;
   std::string node_api_;
   std::unique_ptr<http_server> server_;

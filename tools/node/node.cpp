@@ -12,6 +12,7 @@
 #include "actors/limiter.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "actors/peers.hpp"
+#include "actors/progress.hpp"
 #include "actors/pusher.hpp"
 #include "actors/reconciler.hpp"
 #include "actors/supervisor.hpp"
@@ -302,6 +303,10 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                  caf::actor_cast<wake_listener_actor>(node.pusher));
   caf::anon_send(node.storage, caf::subscribe_atom_v,
                  caf::actor_cast<claim_waker_actor>(node.pusher), cfg->node.name);
+  caf::anon_send(node.storage, cancel_atom_v, caf::subscribe_atom_v,
+                 caf::actor_cast<cancel_listener_actor>(node.dispatcher));
+  node.progress = spawn_progress(sys, {node.outcome_storage});
+  watch("progress", node.progress);
 
   auto peers_opts = peers_options_from(*cfg);
   peers_opts.address = node.cluster_address;
@@ -403,6 +408,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.workflows = node.storage;
   api_opts.inserter = node.inserter;
   api_opts.dispatcher = node.dispatcher;
+  api_opts.progress = node.progress;
   api_opts.limiter = node.limiter;
   api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
   api_opts.peers = node.peers;
@@ -417,7 +423,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
       {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
       {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
       {"cron", pingable(node.cron)},         {"alerter", pingable(node.alerter)},
-      {"peers", pingable(node.peers)},       {"cluster", pingable(node.cluster)}};
+      {"peers", pingable(node.peers)},       {"cluster", pingable(node.cluster)},
+      {"progress", pingable(node.progress)}};
   node.api = spawn_api(sys, api_opts);
   watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
@@ -536,6 +543,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.alerter);
   stop(node.api);
   node.server.reset();
+  stop(node.progress);
   if (node.dispatcher && node.storage && node.cfg) {
     auto grace = node.cfg->node.shutdown_grace;
     self->request(node.dispatcher, grace + 5s, drain_atom_v, static_cast<int64_t>(grace.count()))

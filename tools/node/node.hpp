@@ -43,6 +43,7 @@ struct node_actors {
   storage_actor lease_storage;
   limiter_actor limiter;
   dispatcher_actor dispatcher;
+  progress_actor progress;
   pusher_actor pusher;
   inserter_actor inserter;
   watcher_actor watcher;

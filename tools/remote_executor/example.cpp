@@ -28,11 +28,15 @@ void say(const std::string& line) {
   std::cout << "remote-executor: " << line << std::endl;
 }
 
-pb::TaskOutcome run_task(const std::string& name, const pb::Task& task) {
+pb::TaskOutcome run_task(const std::string& name, const pb::Task& task,
+                         const remote_execution& execution) {
   auto payload = nlohmann::json::parse(task.payload(), nullptr, false);
   if (!payload.is_object()) payload = nlohmann::json::object();
-  std::this_thread::sleep_for(std::chrono::milliseconds{payload.value("sleep_ms", 0)});
   auto what = task.type() + "/" + task.key() + " attempt " + std::to_string(task.attempt());
+  if (execution.cancelled_within(std::chrono::milliseconds{payload.value("sleep_ms", 0)})) {
+    say(what + ": cancelled");
+    return outcome_of(task, pb::OUTCOME_FAIL, "cancelled");
+  }
   if (payload.value("fail", false)) {
     say(what + ": failed");
     return outcome_of(task, pb::OUTCOME_RETRY, "failed as the payload asked");
@@ -72,7 +76,9 @@ int run_remote_executor_example(const remote_executor_options& options) {
     int id;
     ~unwatch() { release_cluster_watch(id); }
   } unwatch_at_exit{watch};
-  auto handler = [name = options.name](const pb::Task& task) { return run_task(name, task); };
+  auto handler = [name = options.name](const pb::Task& task, const remote_execution& execution) {
+    return run_task(name, task, execution);
+  };
   auto backoff = std::chrono::milliseconds{200};
   while (true) {
     auto runner = start_remote_executor(sys, options, handler);

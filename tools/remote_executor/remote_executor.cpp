@@ -19,7 +19,35 @@
 
 namespace taskmill {
 
+remote_execution::remote_execution() : flag_(std::make_shared<flag>()) {}
+
+bool remote_execution::cancelled() const {
+  std::lock_guard<std::mutex> lock{flag_->mutex};
+  return flag_->cancelled;
+}
+
+bool remote_execution::cancelled_within(std::chrono::milliseconds wait) const {
+  std::unique_lock<std::mutex> lock{flag_->mutex};
+  return flag_->changed.wait_for(lock, wait, [this] { return flag_->cancelled; });
+}
+
+void remote_execution::cancel() const {
+  {
+    std::lock_guard<std::mutex> lock{flag_->mutex};
+    flag_->cancelled = true;
+  }
+  flag_->changed.notify_all();
+}
+
 namespace {
+
+/// A task pushed here and not yet answered.
+struct pushed {
+  int64_t task_id;
+  int32_t attempt;
+  remote_execution execution;
+  caf::typed_response_promise<pb::TaskOutcome> promise;
+};
 
 /// Links to a node, proves cluster.secret and registers (each message must
 /// come from this actor: the node admits its sender), then runs the pushed
@@ -30,7 +58,7 @@ struct remote_runner_state {
   remote_task_handler handler;
   peer_actor node;
   int64_t next_id = 0;
-  std::map<int64_t, caf::typed_response_promise<pb::TaskOutcome>> running;
+  std::map<int64_t, pushed> running;
 };
 
 using runner_actor =
@@ -106,8 +134,11 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
   st.handler = std::move(handler);
   st.node = node;
   self->monitor(node);
-  self->set_down_handler(
-      [self](caf::down_msg&) { self->quit(caf::exit_reason::remote_link_unreachable); });
+  self->set_down_handler([self](caf::down_msg&) {
+    // The node runs them again elsewhere.
+    for (auto& [id, task] : self->state.running) task.execution.cancel();
+    self->quit(caf::exit_reason::remote_link_unreachable);
+  });
   return {
       [self](join_atom) { return join(self); },
       [self](check_atom) { check_admitted(self); },
@@ -115,17 +146,22 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
         auto& st = self->state;
         auto id = ++st.next_id;
         auto promise = self->make_response_promise<pb::TaskOutcome>();
-        st.running.emplace(id, promise);
+        remote_execution execution;
+        st.running.emplace(id, pushed{task.id(), task.attempt(), execution, promise});
         std::thread{[runner = caf::actor_cast<runner_actor>(self), handler = st.handler, id,
-                     task = std::move(task)] {
-          caf::anon_send(runner, finished_atom_v, id, handler(task));
+                     execution, task = std::move(task)] {
+          caf::anon_send(runner, finished_atom_v, id, handler(task, execution));
         }}.detach();
         return promise;
+      },
+      [self](cancel_atom, int64_t task_id, int32_t attempt) {
+        for (auto& [id, task] : self->state.running)
+          if (task.task_id == task_id && task.attempt == attempt) task.execution.cancel();
       },
       [self](finished_atom, int64_t id, pb::TaskOutcome& outcome) {
         auto it = self->state.running.find(id);
         if (it == self->state.running.end()) return;
-        it->second.deliver(std::move(outcome));
+        it->second.promise.deliver(std::move(outcome));
         self->state.running.erase(it);
       },
   };

@@ -16,16 +16,41 @@
 #include <caf/fwd.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 namespace taskmill {
 
+/// What a running task may ask of its execution: whether it was cancelled
+/// (the task was, through any of the node's ways, or the link to the node
+/// dropped, which runs the task again elsewhere). Its outcome is then no
+/// longer waited for: stop, and answer anything.
+class remote_execution {
+ public:
+  remote_execution();
+  bool cancelled() const;
+  /// Waits up to `wait` for a cancel; true if one came.
+  bool cancelled_within(std::chrono::milliseconds wait) const;
+  void cancel() const;
+
+ private:
+  struct flag {
+    std::mutex mutex;
+    std::condition_variable changed;
+    bool cancelled = false;
+  };
+  std::shared_ptr<flag> flag_;
+};
+
 /// Runs one task and says how it went (see outcome_of in
 /// actors/executors/outcome.hpp); called on a thread of its own, so it may
 /// block.
-using remote_task_handler = std::function<pb::TaskOutcome(const pb::Task&)>;
+using remote_task_handler =
+    std::function<pb::TaskOutcome(const pb::Task&, const remote_execution&)>;
 
 struct remote_executor_options {
   /// host:port of a node's cluster.listen.

@@ -165,7 +165,21 @@ std::vector<std::string> recording_executor::work_errors() const {
   return work_errors_;
 }
 
+size_t recording_executor::cancels() const {
+  std::lock_guard<std::mutex> guard{mtx_};
+  return cancels_;
+}
+
 void recording_executor::on_request(http_request req, http_reply reply) {
+  // A cancel of a running attempt: not a delivery.
+  if (req.method == "DELETE") {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++cancels_;
+    }
+    reply(http_response{200, "application/json", "{}"});
+    return;
+  }
   auto task = json::parse(req.body, nullptr, false);
   if (!task.is_object() || !task.contains("id") || !task.contains("attempt")) {
     reply(http_response{400, "application/json", R"({"error":"not a task"})"});

@@ -87,6 +87,8 @@ class recording_executor {
   std::vector<delivery> deliveries() const;
   /// Failures of work_sql, which a scenario reports.
   std::vector<std::string> work_errors() const;
+  /// How many cancels of running attempts (DELETEs) it was sent.
+  size_t cancels() const;
 
  private:
   explicit recording_executor(executor_behaviour behaviour, std::string conninfo);
@@ -104,6 +106,7 @@ class recording_executor {
   std::vector<std::shared_ptr<job>> hung_;
   std::vector<delivery> deliveries_;
   std::vector<std::string> work_errors_;
+  size_t cancels_ = 0;
   std::string conninfo_;
   std::string result_api_;
   std::mt19937_64 random_;

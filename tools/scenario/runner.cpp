@@ -922,6 +922,9 @@ bool runner::run() {
     }
   }
   for (const auto& [name, e] : executors_) {
+    if (auto cancels = e->cancels(); cancels > 0)
+      say("    note: executor " + name + " was told of " + std::to_string(cancels) +
+          " cancels of running attempts");
     auto errors = e->work_errors();
     if (errors.empty()) continue;
     say("    note: executor " + name + ": work_sql failed " + std::to_string(errors.size()) +
