@@ -7,6 +7,7 @@
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 #include "messages/time.hpp"
+#include "messages/validate.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -565,6 +566,10 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
         spdlog::info("dispatcher: an executor runs {} at a time of {}", registration.capacity(),
                      fmt::join(registration.types(), ", "));
         return registration.types_size();
+      },
+      [self](progress_atom, int64_t id, pb::Progress& report) -> caf::result<pb::ResultAck> {
+        if (auto err = validate(report)) return err;
+        return self->delegate(self->state.options.progress, progress_atom_v, id, std::move(report));
       },
       [self](result_atom, int64_t id, const pb::ResultReport& report) {
         return take_result(self, id, report);

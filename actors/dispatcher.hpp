@@ -19,6 +19,8 @@ struct dispatcher_options {
   std::shared_ptr<const config> cfg;
   outcome_storage_actor storage;
   limiter_actor limiter;
+  /// Where executors' progress reports go.
+  progress_actor progress;
   std::shared_ptr<http_client> http;
   std::shared_ptr<node_metrics> metrics;
 };

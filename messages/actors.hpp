@@ -526,6 +526,9 @@ using dispatcher_actor = pingable_actor::extend_with<cancel_listener_actor>::ext
     caf::reacts_to<dispatch_atom, pb::TaskList>,
     // A CAF executor offers to run tasks of some types; answers how many.
     caf::replies_to<register_atom, executor_actor, pb::ExecutorRegistration>::with<int32_t>,
+    // A CAF (or remote) executor's progress report for (task id), passed to
+    // the progress actor.
+    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>,
     // A result for (task id) sent to POST /v1/tasks/{id}/result.
     caf::replies_to<result_atom, int64_t, pb::ResultReport>::with<pb::ResultAck>,
     // Internal: an HTTP executor answered 202; the result comes later.
@@ -573,7 +576,9 @@ using peer_actor = wake_listener_actor::extend<
     // An admitted remote executor (an executor_actor, sent untyped: typed
     // handles do not cross the wire) offers to run tasks of some types;
     // answers how many types it took.
-    caf::replies_to<register_atom, caf::actor, pb::ExecutorRegistration>::with<int32_t>>;
+    caf::replies_to<register_atom, caf::actor, pb::ExecutorRegistration>::with<int32_t>,
+    // An admitted remote executor's progress report for (task id).
+    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>>;
 
 /// Keeps this node's links to the other nodes (from cluster.seeds and the
 /// addresses in taskmill.nodes) and to remote executors, forwards wake-ups

@@ -952,7 +952,7 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
   executor_process e{
       "tls-exec", b.cluster, "s",
       "REMOTE",   1,         {"--tls-cert", ours.cert, "--tls-key", ours.key, "--tls-ca", ours.ca}};
-  db.call("submit('REMOTE', 'over-tls')");
+  db.call("submit('REMOTE', 'over-tls', payload => '{\"sleep_ms\": 400, \"progress\": true}')");
   BOOST_CHECK_MESSAGE(test::eventually(
                           [&] {
                             return db.scalar(
@@ -961,6 +961,11 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
                           },
                           30s),
                       test::later{[&](std::ostream& out) { out << e.log(); }});
+  // It reported how far it got over the link too.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT coalesce(max(p.processed || ' ' || p.message), 'none') FROM "
+                              "taskmill.task_progress p JOIN taskmill.tasks t ON t.id = p.task_id "
+                              "WHERE t.key = 'over-tls'"),
+                    "5 half way");
   // Cancelled while it runs there, the task's execution is told over TLS.
   db.call("submit('REMOTE', 'long-over-tls', payload => '{\"sleep_ms\": 30000}')");
   BOOST_REQUIRE(test::eventually(

@@ -596,15 +596,23 @@ BOOST_AUTO_TEST_CASE(a_caf_executor_gets_the_cancel_and_its_place_back) {
   std::atomic<int> held{0};
   std::atomic<int64_t> cancelled_task{0};
   std::atomic<int32_t> cancelled_attempt{0};
-  auto holder = sys->spawn([&](caf::event_based_actor*) -> caf::behavior {
-    return {[&](execute_atom, const pb::Task&) -> caf::result<pb::TaskOutcome> {
-              ++held;
-              return caf::delegated<pb::TaskOutcome>{};
-            },
-            [&](cancel_atom, int64_t task, int32_t attempt) {
-              cancelled_attempt = attempt;
-              cancelled_task = task;
-            }};
+  auto dispatcher = node.dispatcher;
+  auto holder = sys->spawn([&, dispatcher](caf::event_based_actor* self) -> caf::behavior {
+    return {
+        [&, self, dispatcher](execute_atom, const pb::Task& task) -> caf::result<pb::TaskOutcome> {
+          ++held;
+          // It tells the node how far it got.
+          pb::Progress progress;
+          progress.set_attempt(task.attempt());
+          progress.set_processed(7);
+          self->request(dispatcher, 5s, progress_atom_v, task.id(), progress)
+              .then([](const pb::ResultAck&) {});
+          return caf::delegated<pb::TaskOutcome>{};
+        },
+        [&](cancel_atom, int64_t task, int32_t attempt) {
+          cancelled_attempt = attempt;
+          cancelled_task = task;
+        }};
   });
   pb::ExecutorRegistration registration;
   registration.add_types("HOLD");
@@ -614,6 +622,9 @@ BOOST_AUTO_TEST_CASE(a_caf_executor_gets_the_cancel_and_its_place_back) {
   db.exec("SELECT taskmill.submit('HOLD', 'held')");
   auto id = running(db, "held");
   BOOST_REQUIRE(test::eventually([&] { return held.load() == 1; }));
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar("SELECT coalesce(max(processed), 0) FROM taskmill.task_progress") == "7";
+  }));
   db.exec("SELECT taskmill.submit('HOLD', 'after')");
   db.call("cancel('HOLD', 'held')");
   BOOST_CHECK(test::eventually([&] { return cancelled_task.load() == std::stoll(id); }, 5s));

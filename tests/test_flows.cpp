@@ -211,9 +211,13 @@ struct flow_fixture {
     sleep.executor = executor_kind::sleep;
     node_cfg->types["SLEEP"] = sleep;
     metrics = std::make_shared<node_metrics>();
-    dispatcher =
-        spawn_dispatcher(sys, {"n1", node_cfg, caf::actor_cast<outcome_storage_actor>(outcomes),
-                               limiter, nullptr, metrics});
+    dispatcher = spawn_dispatcher(sys, {"n1",
+                                        node_cfg,
+                                        caf::actor_cast<outcome_storage_actor>(outcomes),
+                                        limiter,
+                                        {},
+                                        nullptr,
+                                        metrics});
     auto po = pusher_options_from(config{});
     po.node = "n1";
     po.batch_size = batch_size;

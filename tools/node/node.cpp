@@ -287,8 +287,10 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
 
   node.metrics = std::make_shared<node_metrics>();
   node.http = std::make_shared<http_client>();
-  node.dispatcher = spawn_dispatcher(
-      sys, {cfg->node.name, cfg, node.outcome_storage, node.limiter, node.http, node.metrics});
+  node.progress = spawn_progress(sys, {node.outcome_storage});
+  watch("progress", node.progress);
+  node.dispatcher = spawn_dispatcher(sys, {cfg->node.name, cfg, node.outcome_storage, node.limiter,
+                                           node.progress, node.http, node.metrics});
   watch("dispatcher", node.dispatcher);
 
   auto pusher_opts = pusher_options_from(*cfg);
@@ -305,8 +307,6 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                  caf::actor_cast<claim_waker_actor>(node.pusher), cfg->node.name);
   caf::anon_send(node.storage, cancel_atom_v, caf::subscribe_atom_v,
                  caf::actor_cast<cancel_listener_actor>(node.dispatcher));
-  node.progress = spawn_progress(sys, {node.outcome_storage});
-  watch("progress", node.progress);
 
   auto peers_opts = peers_options_from(*cfg);
   peers_opts.address = node.cluster_address;

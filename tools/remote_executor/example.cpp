@@ -33,7 +33,18 @@ pb::TaskOutcome run_task(const std::string& name, const pb::Task& task,
   auto payload = nlohmann::json::parse(task.payload(), nullptr, false);
   if (!payload.is_object()) payload = nlohmann::json::object();
   auto what = task.type() + "/" + task.key() + " attempt " + std::to_string(task.attempt());
-  if (execution.cancelled_within(std::chrono::milliseconds{payload.value("sleep_ms", 0)})) {
+  auto sleep = std::chrono::milliseconds{payload.value("sleep_ms", 0)};
+  // {"progress": true}: half way, it says so.
+  if (payload.value("progress", false)) {
+    if (execution.cancelled_within(sleep / 2)) sleep = std::chrono::milliseconds{0};
+    pb::Progress half;
+    half.set_progress(0.5);
+    half.set_processed(5);
+    half.set_message("half way");
+    execution.report(std::move(half));
+    sleep -= sleep / 2;
+  }
+  if (execution.cancelled_within(sleep)) {
     say(what + ": cancelled");
     return outcome_of(task, pb::OUTCOME_FAIL, "cancelled");
   }

@@ -19,7 +19,12 @@
 
 namespace taskmill {
 
-remote_execution::remote_execution() : flag_(std::make_shared<flag>()) {}
+remote_execution::remote_execution(std::function<void(pb::Progress)> report)
+    : report_(std::move(report)), flag_(std::make_shared<flag>()) {}
+
+void remote_execution::report(pb::Progress progress) const {
+  if (report_) report_(std::move(progress));
+}
 
 bool remote_execution::cancelled() const {
   std::lock_guard<std::mutex> lock{flag_->mutex};
@@ -63,6 +68,7 @@ struct remote_runner_state {
 
 using runner_actor =
     executor_actor::extend<caf::reacts_to<finished_atom, int64_t, pb::TaskOutcome>,
+                           caf::reacts_to<progress_atom, int64_t, pb::Progress>,
                            caf::replies_to<join_atom>::with<int32_t>, caf::reacts_to<check_atom>>;
 using runner_ptr = runner_actor::stateful_pointer<remote_runner_state>;
 
@@ -146,13 +152,22 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
         auto& st = self->state;
         auto id = ++st.next_id;
         auto promise = self->make_response_promise<pb::TaskOutcome>();
-        remote_execution execution;
+        remote_execution execution{[runner = caf::actor_cast<runner_actor>(self),
+                                    task_id = task.id(), attempt = task.attempt()](pb::Progress p) {
+          p.set_attempt(attempt);
+          caf::anon_send(runner, progress_atom_v, task_id, std::move(p));
+        }};
         st.running.emplace(id, pushed{task.id(), task.attempt(), execution, promise});
         std::thread{[runner = caf::actor_cast<runner_actor>(self), handler = st.handler, id,
                      execution, task = std::move(task)] {
           caf::anon_send(runner, finished_atom_v, id, handler(task, execution));
         }}.detach();
         return promise;
+      },
+      [self](progress_atom, int64_t task_id, pb::Progress& progress) {
+        self->request(self->state.node, link_silence_bound, progress_atom_v, task_id,
+                      std::move(progress))
+            .then([](const pb::ResultAck&) {}, [](const caf::error&) {});
       },
       [self](cancel_atom, int64_t task_id, int32_t attempt) {
         for (auto& [id, task] : self->state.running)

@@ -27,17 +27,23 @@ namespace taskmill {
 
 /// What a running task may ask of its execution: whether it was cancelled
 /// (the task was, through any of the node's ways, or the link to the node
-/// dropped, which runs the task again elsewhere). Its outcome is then no
-/// longer waited for: stop, and answer anything.
+/// dropped, which runs the task again elsewhere; its outcome is then no
+/// longer waited for: stop, and answer anything), and to tell the node how
+/// far it got.
 class remote_execution {
  public:
-  remote_execution();
+  /// `report` sends a progress report of this attempt to the node.
+  explicit remote_execution(std::function<void(pb::Progress)> report = {});
   bool cancelled() const;
   /// Waits up to `wait` for a cancel; true if one came.
   bool cancelled_within(std::chrono::milliseconds wait) const;
   void cancel() const;
+  /// How far the task got (see POST /v1/tasks/{id}/progress; the attempt is
+  /// filled in). The node keeps the latest report; none is waited for.
+  void report(pb::Progress progress) const;
 
  private:
+  std::function<void(pb::Progress)> report_;
   struct flag {
     std::mutex mutex;
     std::condition_variable changed;
