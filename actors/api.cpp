@@ -182,6 +182,52 @@ void task_progress(self_ptr self, call_ptr c) {
   });
 }
 
+void task_log(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
+    auto log = c->protobuf_in ? decode_protobuf<pb::AttemptLog>(*c)
+                              : json::decode_attempt_log(c->req.body);
+    if (!log) return fail(self, *c, log.error());
+    if (auto err = validate(*log)) return fail(self, *c, err);
+    ask<pb::ResultAck>(
+        self, c, self->state.options.progress,
+        [self](const call& c, const pb::ResultAck& a) { answer(self, c, a); }, log_atom_v, id,
+        std::move(*log));
+  });
+}
+
+void read_task_log(self_ptr self, call_ptr c) {
+  with_task_id(self, c, [&](int64_t id) {
+    pb::TaskLogRequest req;
+    req.set_task_id(id);
+    req.set_limit(max_log_lines_per_call);
+    for (const auto& [name, value] : c->query) {
+      int64_t number = 0;
+      auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), number);
+      bool integer = ec == std::errc{} && end == value.data() + value.size();
+      if (name == "after" && integer && number >= 0) {
+        req.set_after(number);
+      } else if (name == "limit" && integer && number >= 1 && number <= max_log_lines_per_call) {
+        req.set_limit(static_cast<int32_t>(number));
+      } else if (name == "after") {
+        return fail(self, *c,
+                    make_error(errc::invalid_argument, "after must be a line id (0 or more)"));
+      } else if (name == "limit") {
+        return fail(self, *c,
+                    make_error(errc::invalid_argument, "limit must be an integer from 1 to " +
+                                                           std::to_string(max_log_lines_per_call)));
+      } else {
+        return fail(
+            self, *c,
+            make_error(errc::invalid_argument, "unknown query parameter " + quote_input(name)));
+      }
+    }
+    ask<pb::TaskLog>(
+        self, c, self->state.options.storage,
+        [self](const call& c, const pb::TaskLog& l) { answer(self, c, l); }, read_log_atom_v,
+        std::move(req));
+  });
+}
+
 void retry_task(self_ptr self, call_ptr c) {
   with_task_id(self, c, [&](int64_t id) {
     ask<pb::Task>(
@@ -481,6 +527,8 @@ const route routes[] = {
     {"GET", "/v1/tasks/{id}/attempts", with_token, task_attempts},
     {"POST", "/v1/tasks/{id}/result", with_token, task_result},
     {"POST", "/v1/tasks/{id}/progress", with_token, task_progress},
+    {"GET", "/v1/tasks/{id}/logs", with_token, read_task_log},
+    {"POST", "/v1/tasks/{id}/logs", with_token, task_log},
     {"POST", "/v1/tasks/{id}/retry", with_token, retry_task},
     {"GET", "/v1/batches/{batch}", with_token, get_batch},
     {"POST", "/v1/batches/{batch}/retry-failed", with_token, retry_batch},

@@ -35,6 +35,9 @@ struct execution {
   caf::actor_clock::time_point started;
   caf::actor_addr executor;  // the CAF executor running it, if any
   bool accepted = false;     // an HTTP executor answered 202
+  // Its type lets it move its deadline: at its timeout, the database says
+  // whether it did.
+  bool may_move_deadline = false;
 };
 
 }  // namespace
@@ -207,11 +210,40 @@ void finish(self_ptr self, pb::TaskOutcome outcome) {
   record(self, std::move(outcome));
 }
 
+/// The longest the attempt may run, should it move its deadline.
+std::chrono::milliseconds longest(self_ptr self, const pb::Task& task) {
+  return self->state.options.cfg->type_config(task.type())
+      .longest_attempt(std::chrono::milliseconds{task.timeout_ms()});
+}
+
 void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
+  std::chrono::milliseconds timeout{task.timeout_ms()};
   self->state.running[task.id()] =
-      execution{task.attempt(), task.type(), self->clock().now(), std::move(executor)};
-  self->delayed_send(self, std::chrono::milliseconds{task.timeout_ms()}, caf::timeout_atom_v,
-                     task.id(), task.attempt());
+      execution{task.attempt(),      task.type(), self->clock().now(),
+                std::move(executor), false,       longest(self, task) > timeout};
+  self->delayed_send(self, timeout, caf::timeout_atom_v, task.id(), task.attempt());
+}
+
+void time_out(self_ptr self, int64_t id, int32_t attempt) {
+  auto it = self->state.running.find(id);
+  if (it == self->state.running.end() || it->second.attempt != attempt) return;
+  finish(self, outcome_of(id, attempt, it->second.type, pb::OUTCOME_RETRY,
+                          it->second.accepted ? "timed out waiting for the result" : "timed out"));
+}
+
+/// At its timeout, an execution that may have moved its deadline runs on
+/// until that deadline.
+void check_deadline(self_ptr self, int64_t id, int32_t attempt) {
+  self->request(self->state.options.storage, local_request_timeout, deadline_atom_v, id, attempt)
+      .then(
+          [self, id, attempt](int64_t left_ms) {
+            if (left_ms > 0)
+              self->delayed_send(self, std::chrono::milliseconds{left_ms}, caf::timeout_atom_v, id,
+                                 attempt);
+            else
+              time_out(self, id, attempt);
+          },
+          [self, id, attempt](const caf::error&) { time_out(self, id, attempt); });
 }
 
 // -- executors ------------------------------------------------------------------
@@ -232,15 +264,21 @@ void run_sleep(self_ptr self, const pb::Task& task) {
 void run_http(self_ptr self, const pb::Task& task, const std::string& url) {
   auto& st = self->state;
   start_async(self, task);
-  st.options.http->send(
-      http_call_for(task, url, st.rng),
-      [dispatcher = caf::actor_cast<dispatcher_actor>(self), task](http_answer answer) {
-        auto outcome = outcome_of_answer(task, answer);
-        if (outcome)
-          caf::anon_send(dispatcher, finished_atom_v, std::move(*outcome));
-        else
-          caf::anon_send(dispatcher, accepted_atom_v, task.id(), task.attempt());
-      });
+  auto call = http_call_for(task, url, st.rng);
+  call.timeout = longest(self, task);
+  st.options.http->send(std::move(call),
+                        [dispatcher = caf::actor_cast<dispatcher_actor>(self),
+                         progress = st.options.progress, task](http_answer answer) {
+                          auto outcome = outcome_of_answer(task, answer);
+                          if (!outcome) {
+                            caf::anon_send(dispatcher, accepted_atom_v, task.id(), task.attempt());
+                            return;
+                          }
+                          // The log first: it is taken while the attempt is its task's latest.
+                          if (auto log = log_of_failed_answer(*outcome, answer))
+                            caf::anon_send(progress, log_atom_v, task.id(), std::move(*log));
+                          caf::anon_send(dispatcher, finished_atom_v, std::move(*outcome));
+                        });
 }
 
 // -- CAF executors ----------------------------------------------------------------
@@ -258,7 +296,7 @@ void run_caf(self_ptr self, const pb::Task& task) {
     return;
   }
   start_async(self, task, executor.address());
-  self->request(executor, std::chrono::milliseconds{task.timeout_ms()}, execute_atom_v, task)
+  self->request(executor, longest(self, task), execute_atom_v, task)
       .then([self, task](
                 pb::TaskOutcome& reply) { finish(self, outcome_of_reply(task, std::move(reply))); },
             [self, task](const caf::error& err) { finish(self, outcome_of_failure(task, err)); });
@@ -571,6 +609,10 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
         if (auto err = validate(report)) return err;
         return self->delegate(self->state.options.progress, progress_atom_v, id, std::move(report));
       },
+      [self](log_atom, int64_t id, pb::AttemptLog& log) -> caf::result<pb::ResultAck> {
+        if (auto err = validate(log)) return err;
+        return self->delegate(self->state.options.progress, log_atom_v, id, std::move(log));
+      },
       [self](result_atom, int64_t id, const pb::ResultReport& report) {
         return take_result(self, id, report);
       },
@@ -583,9 +625,10 @@ dispatcher_actor::behavior_type dispatcher(self_ptr self, dispatcher_options opt
       [self](caf::timeout_atom, int64_t id, int32_t attempt) {
         auto it = self->state.running.find(id);
         if (it == self->state.running.end() || it->second.attempt != attempt) return;
-        finish(self,
-               outcome_of(id, attempt, it->second.type, pb::OUTCOME_RETRY,
-                          it->second.accepted ? "timed out waiting for the result" : "timed out"));
+        if (it->second.may_move_deadline)
+          check_deadline(self, id, attempt);
+        else
+          time_out(self, id, attempt);
       },
       [self](caf::flush_atom) {
         auto& st = self->state;

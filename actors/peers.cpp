@@ -339,6 +339,12 @@ peers_actor::behavior_type peers(self_ptr self, peers_options options) {
           return make_error(errc::unauthorized, "join with a proof of cluster.secret first");
         return self->delegate(st.options.dispatcher, progress_atom_v, id, std::move(report));
       },
+      [self](log_atom, int64_t id, pb::AttemptLog& log) -> caf::result<pb::ResultAck> {
+        auto& st = self->state;
+        if (!st.admitted.count(caf::actor_cast<caf::actor_addr>(self->current_sender())))
+          return make_error(errc::unauthorized, "join with a proof of cluster.secret first");
+        return self->delegate(st.options.dispatcher, log_atom_v, id, std::move(log));
+      },
       [self](wake_atom) {
         auto& st = self->state;
         // From a peer: wake here. From this node: tell the peers. Nodes in

@@ -5,6 +5,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <unordered_map>
 #include <vector>
 
@@ -18,14 +19,43 @@ struct waiting_report {
   std::vector<caf::typed_response_promise<pb::ResultAck>> promises;
 };
 
+/// Log lines not yet sent, in order, and who waits for their answer.
+struct waiting_lines {
+  struct waiter {
+    int64_t task_id;
+    int32_t attempt;
+    caf::typed_response_promise<pb::ResultAck> promise;
+  };
+  pb::LogBatch batch;
+  std::vector<waiter> waiters;
+};
+
+/// Lines waiting to be stored at most: past them, a log is refused (the
+/// database is slower than the executors log) rather than held in memory.
+constexpr int max_waiting_lines = 100'000;
+
+/// At most one statement of each kind a round: a report that comes alone is
+/// stored at once, those of many tasks reporting often wait for the round's
+/// end and go together.
+constexpr auto store_round = std::chrono::milliseconds{100};
+
+/// One kind of statement: whether one is under way, when the last began,
+/// and whether the round's end is awaited.
+struct statement_pace {
+  bool storing = false;
+  caf::actor_clock::time_point last{};
+  bool awaiting_round = false;
+};
+
 }  // namespace
 
 struct progress_state {
   static inline const char* name = "progress";
   progress_options options;
   std::unordered_map<int64_t, waiting_report> waiting;
-  // A statement is under way: reports meanwhile wait for the next one.
-  bool storing = false;
+  statement_pace reports;
+  waiting_lines lines;
+  statement_pace logs;
 };
 
 namespace {
@@ -38,13 +68,15 @@ void merge(pb::Progress& kept, const pb::Progress& newer) {
     kept = newer;
     return;
   }
-  bool had_progress = kept.has_progress();
-  double progress = kept.progress();
-  bool had_message = kept.has_message();
-  auto message = kept.message();
+  auto older = std::move(kept);
   kept = newer;
-  if (!kept.has_progress() && had_progress) kept.set_progress(progress);
-  if (!kept.has_message() && had_message) kept.set_message(message);
+  if (!kept.has_progress() && older.has_progress()) kept.set_progress(older.progress());
+  if (!kept.has_processed() && older.has_processed()) kept.set_processed(older.processed());
+  if (!kept.has_failed() && older.has_failed()) kept.set_failed(older.failed());
+  if (!kept.has_message() && older.has_message()) kept.set_message(older.message());
+  if (older.has_deadline_in_ms() &&
+      (!kept.has_deadline_in_ms() || kept.deadline_in_ms() < older.deadline_in_ms()))
+    kept.set_deadline_in_ms(older.deadline_in_ms());
 }
 
 void answer(std::vector<caf::typed_response_promise<pb::ResultAck>>& promises, bool applied,
@@ -56,11 +88,54 @@ void answer(std::vector<caf::typed_response_promise<pb::ResultAck>>& promises, b
   for (auto& p : promises) p.deliver(ack);
 }
 
+/// Whether a statement may begin now; if not, the round's end is awaited.
+bool may_store(self_ptr self, statement_pace& pace) {
+  if (pace.storing) return false;
+  auto now = self->clock().now();
+  if (now - pace.last < store_round) {
+    if (!pace.awaiting_round) {
+      pace.awaiting_round = true;
+      self->delayed_send(self, store_round - (now - pace.last), caf::flush_atom_v);
+    }
+    return false;
+  }
+  pace.storing = true;
+  pace.last = now;
+  return true;
+}
+
+/// Sends the lines that wait, one statement at a time.
+void store_lines(self_ptr self) {
+  auto& st = self->state;
+  if (st.lines.waiters.empty() || !may_store(self, st.logs)) return;
+  auto sent = std::make_shared<waiting_lines>(std::move(st.lines));
+  st.lines = waiting_lines{};
+  self->request(st.options.storage, local_request_timeout, log_atom_v, sent->batch)
+      .then(
+          [self, sent](const pb::LogAcks& acks) {
+            for (auto& w : sent->waiters) {
+              pb::ResultAck ack;
+              ack.set_accepted(std::find(acks.task_ids().begin(), acks.task_ids().end(),
+                                         w.task_id) != acks.task_ids().end());
+              if (!ack.accepted())
+                ack.set_reason("stale: attempt " + std::to_string(w.attempt) +
+                               " is not the task's latest");
+              w.promise.deliver(ack);
+            }
+            self->state.logs.storing = false;
+            store_lines(self);
+          },
+          [self, sent](const caf::error& err) {
+            for (auto& w : sent->waiters) w.promise.deliver(err);
+            self->state.logs.storing = false;
+            store_lines(self);
+          });
+}
+
 /// Sends what waits, one statement at a time.
 void store(self_ptr self) {
   auto& st = self->state;
-  if (st.storing || st.waiting.empty()) return;
-  st.storing = true;
+  if (st.waiting.empty() || !may_store(self, st.reports)) return;
   auto sent = std::make_shared<std::unordered_map<int64_t, waiting_report>>();
   sent->swap(st.waiting);
   pb::ProgressReports reports;
@@ -76,13 +151,13 @@ void store(self_ptr self) {
               if (it == sent->end()) continue;
               answer(it->second.promises, acks.applied(i), it->second.report.attempt());
             }
-            self->state.storing = false;
+            self->state.reports.storing = false;
             store(self);
           },
           [self, sent](const caf::error& err) {
             for (auto& [id, w] : *sent)
               for (auto& p : w.promises) p.deliver(err);
-            self->state.storing = false;
+            self->state.reports.storing = false;
             store(self);
           });
 }
@@ -101,6 +176,27 @@ progress_actor::behavior_type progress(self_ptr self, progress_options options) 
         it->second.promises.push_back(promise);
         store(self);
         return promise;
+      },
+      [self](log_atom, int64_t id, pb::AttemptLog& log) -> caf::result<pb::ResultAck> {
+        auto& lines = self->state.lines;
+        if (lines.batch.lines_size() + log.lines_size() > max_waiting_lines)
+          return make_error(errc::unavailable,
+                            "too many log lines wait to be stored: try again shortly");
+        for (auto& line : *log.mutable_lines()) {
+          lines.batch.add_task_ids(id);
+          lines.batch.add_attempts(log.attempt());
+          lines.batch.add_lines(std::move(line));
+        }
+        auto promise = self->make_response_promise<pb::ResultAck>();
+        lines.waiters.push_back({id, log.attempt(), promise});
+        store_lines(self);
+        return promise;
+      },
+      [self](caf::flush_atom) {
+        self->state.reports.awaiting_round = false;
+        self->state.logs.awaiting_round = false;
+        store(self);
+        store_lines(self);
       },
   };
 }

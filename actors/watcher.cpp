@@ -39,10 +39,11 @@ void sweep(self_ptr self) {
   self->request(o.storage, std::chrono::seconds{120}, sweep_atom_v, req)
       .then(
           [self](const pb::SweepResult& r) {
-            if (r.lost() + r.timed_out() + r.expired() > 0)
+            if (r.lost() + r.timed_out() + r.silent() + r.expired() > 0)
               spdlog::info(
-                  "watcher: {} lost to dead nodes, {} timed out, {} past their pending deadline",
-                  r.lost(), r.timed_out(), r.expired());
+                  "watcher: {} lost to dead nodes, {} timed out, {} silent past their "
+                  "heartbeat timeout, {} past their pending deadline",
+                  r.lost(), r.timed_out(), r.silent(), r.expired());
             if (r.repinned() > 0)
               spdlog::info("watcher: {} broadcast shards moved off nodes no longer alive",
                            r.repinned());
@@ -50,8 +51,9 @@ void sweep(self_ptr self) {
               spdlog::debug("watcher: {} stopped after retention, {} purged", r.stopped(),
                             r.purged());
             auto batch = self->state.options.batch_size;
-            bool more = r.lost() >= batch || r.timed_out() >= batch || r.expired() >= batch ||
-                        r.stopped() >= batch || r.purged() >= batch || r.repinned() >= batch;
+            bool more = r.lost() >= batch || r.timed_out() >= batch || r.silent() >= batch ||
+                        r.expired() >= batch || r.stopped() >= batch || r.purged() >= batch ||
+                        r.repinned() >= batch;
             // A full batch means more is waiting: go on at once.
             schedule(self, more ? std::chrono::milliseconds{0} : self->state.options.interval);
           },

@@ -80,6 +80,8 @@ void read_type(table_reader& r, task_type_config& t) {
          std::numeric_limits<int>::max());
   r.read("running_limit", t.running_limit, 0, 1'000'000);
   r.read("pending_deadline", t.pending_deadline);
+  r.read("heartbeat_timeout", t.heartbeat_timeout);
+  r.read("max_timeout", t.max_timeout, milliseconds{0}, max_int32_ms);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
   r.read("backoff_base", t.backoff.base, milliseconds{0}, max_int32_ms);
@@ -213,6 +215,11 @@ void read_alert_rule(table_reader& r, alert_rule& rule, rule_scope scope) {
     double rate = 0;
     r.read("failure_rate", rate, 0.0, 1.0);
     rule.failure_rate = rate;
+  }
+  if (r.node("record_failure_rate")) {
+    double rate = 0;
+    r.read("record_failure_rate", rate, 0.0, 1.0);
+    rule.record_failure_rate = rate;
   }
   if (scope != rule_scope::type) optional_bool("missed_firings", rule.missed_firings);
   if (scope != rule_scope::job && r.node("pending_after")) {
@@ -556,6 +563,7 @@ std::string alert_rules_json(const config::alerts_section& alerts) {
     nlohmann::json out = nlohmann::json::object();
     if (rule.dead_task) out["dead_task"] = *rule.dead_task;
     if (rule.failure_rate) out["failure_rate"] = *rule.failure_rate;
+    if (rule.record_failure_rate) out["record_failure_rate"] = *rule.record_failure_rate;
     if (rule.missed_firings) out["missed_firings"] = *rule.missed_firings;
     if (rule.pending_after) out["pending_after_ms"] = rule.pending_after->count();
     return out;

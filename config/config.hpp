@@ -44,6 +44,17 @@ struct task_type_config {
   backoff_config backoff;
   int running_limit = 0;             // cluster-wide; 0 means none
   milliseconds pending_deadline{0};  // 0 means none
+  // An attempt silent (no progress, no heartbeat) this long is taken back;
+  // 0 means never.
+  milliseconds heartbeat_timeout{0};
+  // How late after its start an attempt may move its own deadline; 0: the
+  // timeout (it cannot).
+  milliseconds max_timeout{0};
+  /// The longest an attempt of this type may run: its timeout, or its max
+  /// timeout if it may move its deadline.
+  milliseconds longest_attempt(milliseconds task_timeout) const {
+    return std::max(task_timeout, max_timeout);
+  }
 };
 
 /// A reconciler rule: rows of `query` (key, execute_at, payload) that must
@@ -84,7 +95,10 @@ struct job_config {
 /// the defaults of [alerts].
 struct alert_rule {
   std::optional<bool> dead_task;
-  std::optional<double> failure_rate;         // of a finished batch or firing
+  std::optional<double> failure_rate;  // of a finished batch or firing
+  // Of the records a finished batch or firing's tasks reported, the share
+  // failed.
+  std::optional<double> record_failure_rate;
   std::optional<bool> missed_firings;         // missed or skipped (jobs)
   std::optional<milliseconds> pending_after;  // a due task waits longer; 0: never (types)
 };
@@ -195,7 +209,7 @@ struct config {
     int delivery_attempts = 12;
     milliseconds delivery_backoff{1000};  // doubles after each failed try
     milliseconds delivery_backoff_cap{std::chrono::minutes{5}};
-    alert_rule defaults{true, 0.05, true, std::chrono::hours{1}};
+    alert_rule defaults{true, 0.05, 0.05, true, std::chrono::hours{1}};
     std::map<std::string, alert_rule> types;
     std::map<std::string, alert_rule> jobs;
   } alerts;

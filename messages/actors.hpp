@@ -181,6 +181,14 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressReports))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressAcks))
   CAF_ADD_ATOM(taskmill, taskmill, progress_atom, "progress")
+  CAF_ADD_ATOM(taskmill, taskmill, deadline_atom, "deadline")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::AttemptLog))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskLog))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::LogBatch))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::LogAcks))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskLogRequest))
+  CAF_ADD_ATOM(taskmill, taskmill, log_atom, "log")
+  CAF_ADD_ATOM(taskmill, taskmill, read_log_atom, "read_log")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -264,18 +272,26 @@ using outcome_storage_actor =
                      // Of these executions, the tasks still running under their attempt.
                      caf::replies_to<running_atom, pb::Executions>::with<pb::TaskList>,
                      // Cancels of running attempts to tell their executors, taken.
-                     caf::replies_to<take_cancels_atom, pb::TakeCancels>::with<pb::CancelNotices>>;
+                     caf::replies_to<take_cancels_atom, pb::TakeCancels>::with<pb::CancelNotices>,
+                     // The ms left to a running attempt (task id, attempt) by its
+                     // deadline, which it may have moved; 0 once past or over.
+                     caf::replies_to<deadline_atom, int64_t, int32_t>::with<int64_t>>;
 
-/// Stores progress reports of running attempts (the progress actor's view).
+/// Stores progress reports and log lines of attempts (the progress actor's
+/// view).
 using progress_storage_actor = caf::typed_actor<
     // The latest report of each task, fenced by attempt; answers which applied.
-    caf::replies_to<progress_atom, pb::ProgressReports>::with<pb::ProgressAcks>>;
+    caf::replies_to<progress_atom, pb::ProgressReports>::with<pb::ProgressAcks>,
+    // Log lines of attempts still their task's latest; answers the tasks taken.
+    caf::replies_to<log_atom, pb::LogBatch>::with<pb::LogAcks>>;
 
 /// Reads tasks, batches, stats and nodes, and retries by hand (the API's view).
 using query_storage_actor =
     caf::typed_actor<caf::replies_to<caf::get_atom, int64_t>::with<pb::Task>,
                      caf::replies_to<list_atom, pb::ListTasksRequest>::with<pb::TaskList>,
                      caf::replies_to<attempts_atom, int64_t>::with<pb::AttemptList>,
+                     // Lines of a task's attempt log after a line.
+                     caf::replies_to<read_log_atom, pb::TaskLogRequest>::with<pb::TaskLog>,
                      // Makes a task pending and due now.
                      caf::replies_to<retry_atom, int64_t>::with<pb::Task>,
                      caf::replies_to<batch_atom, std::string>::with<pb::BatchCounts>,
@@ -511,12 +527,17 @@ using executor_actor =
                      // outcome is no longer waited for.
                      caf::reacts_to<cancel_atom, int64_t, int32_t>>;
 
-/// Takes progress reports of running attempts (the API's, executors'), keeps
-/// the latest of each task and stores them together, one statement at a
-/// time: a report is answered once stored, or refused (the task no longer
-/// runs under that attempt).
+/// Takes what running attempts say of themselves (the API's, executors'):
+/// progress reports, of which it keeps the latest of each task, and log
+/// lines; it stores each kind together, one statement at a time and at most
+/// one a round (100 ms). A report
+/// or a log is answered once stored, or refused (the task no longer runs
+/// under that attempt; a log: the attempt is no longer its task's latest).
 using progress_actor = pingable_actor::extend<
-    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>>;
+    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>,
+    caf::replies_to<log_atom, int64_t, pb::AttemptLog>::with<pb::ResultAck>,
+    // Internal: a round is over, what waits may be stored.
+    caf::reacts_to<caf::flush_atom>>;
 
 /// Runs claimed tasks on their executors, enforces their timeouts and reports
 /// outcomes to storage; permits go back once an outcome is stored. Told of
@@ -529,6 +550,9 @@ using dispatcher_actor = pingable_actor::extend_with<cancel_listener_actor>::ext
     // A CAF (or remote) executor's progress report for (task id), passed to
     // the progress actor.
     caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>,
+    // A CAF (or remote) executor's log lines for (task id), passed to the
+    // progress actor.
+    caf::replies_to<log_atom, int64_t, pb::AttemptLog>::with<pb::ResultAck>,
     // A result for (task id) sent to POST /v1/tasks/{id}/result.
     caf::replies_to<result_atom, int64_t, pb::ResultReport>::with<pb::ResultAck>,
     // Internal: an HTTP executor answered 202; the result comes later.
@@ -578,7 +602,9 @@ using peer_actor = wake_listener_actor::extend<
     // answers how many types it took.
     caf::replies_to<register_atom, caf::actor, pb::ExecutorRegistration>::with<int32_t>,
     // An admitted remote executor's progress report for (task id).
-    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>>;
+    caf::replies_to<progress_atom, int64_t, pb::Progress>::with<pb::ResultAck>,
+    // An admitted remote executor's log lines for (task id).
+    caf::replies_to<log_atom, int64_t, pb::AttemptLog>::with<pb::ResultAck>>;
 
 /// Keeps this node's links to the other nodes (from cluster.seeds and the
 /// addresses in taskmill.nodes) and to remote executors, forwards wake-ups

@@ -118,6 +118,25 @@ caf::expected<pb::Progress> decode_progress(std::string_view body) {
   if (auto v = r.integer("processed", 0, INT64_MAX)) out.set_processed(*v);
   if (auto v = r.integer("failed", 0, INT64_MAX)) out.set_failed(*v);
   if (auto v = r.text("message")) out.set_message(*v);
+  if (auto v = r.integer("deadline_in_ms", 1, INT64_MAX)) out.set_deadline_in_ms(*v);
+  if (auto err = r.finish()) return err;
+  return out;
+}
+
+caf::expected<pb::AttemptLog> decode_attempt_log(std::string_view body) {
+  auto doc = parse_body(body);
+  if (!doc) return doc.error();
+  object_reader r{*doc, ""};
+  pb::AttemptLog out;
+  if (auto v = r.integer("attempt", 1, INT32_MAX)) out.set_attempt(static_cast<int32_t>(*v));
+  if (const auto* lines = r.find("lines")) {
+    if (!lines->is_array()) return bad("lines must be an array of strings");
+    for (size_t i = 0; i < lines->size(); ++i) {
+      const auto& line = (*lines)[i];
+      if (!line.is_string()) return bad("lines[" + std::to_string(i) + "] must be a string");
+      out.add_lines(line.get<std::string>());
+    }
+  }
   if (auto err = r.finish()) return err;
   return out;
 }
@@ -218,6 +237,17 @@ std::string encode(const pb::AttemptList& list) {
          a.has_finished_at() && a.has_started_at() ? json(a.duration_ms()) : json(nullptr)},
     });
   return dump(json{{"attempts", attempts}});
+}
+
+std::string encode(const pb::TaskLog& log) {
+  json lines = json::array();
+  for (const auto& l : log.lines())
+    lines.push_back(json{{"id", l.id()},
+                         {"attempt", l.attempt()},
+                         {"logged_at", time_or_null(l.logged_at(), l.has_logged_at())},
+                         {"line", l.line()}});
+  return dump(json{
+      {"lines", lines}, {"status", status_name(log.status())}, {"next_after", log.next_after()}});
 }
 
 std::string encode(const pb::ResultAck& ack) {

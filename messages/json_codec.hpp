@@ -23,6 +23,7 @@ caf::expected<pb::ResultReport> decode_result_report(std::string_view body);
 /// processed, failed, message}, each but attempt optional (checked by
 /// validate in messages/validate.hpp).
 caf::expected<pb::Progress> decode_progress(std::string_view body);
+caf::expected<pb::AttemptLog> decode_attempt_log(std::string_view body);
 
 /// An executor's JSON answer: {"outcome": ..., "error": ..., "result": ...}
 /// overrides the status code's meaning when `outcome` is present. Absent or
@@ -40,6 +41,7 @@ std::string encode(const pb::RescheduleResult& result);
 std::string encode(const pb::CancelResult& result);
 std::string encode(const pb::TaskList& list);
 std::string encode(const pb::AttemptList& list);
+std::string encode(const pb::TaskLog& log);
 std::string encode(const pb::ResultAck& ack);
 std::string encode(const pb::BatchCounts& counts);
 std::string encode(const pb::Stats& stats);

@@ -162,6 +162,7 @@ void write_task(std::string& out, const pb::Task& t) {
     else
       o.field("message") += "null";
     o.time_or_null("reported_at", p.reported_at(), p.has_reported_at());
+    o.time_or_null("deadline_at", p.deadline_at(), p.has_deadline_at());
   }
 }
 

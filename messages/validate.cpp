@@ -160,13 +160,26 @@ caf::error validate(const pb::Progress& report) {
   }
   if (report.processed() < 0) return bad("", "processed", "must be 0 or more");
   if (report.failed() < 0) return bad("", "failed", "must be 0 or more");
-  if (report.failed() > report.processed())
+  if (report.has_deadline_in_ms() && report.deadline_in_ms() <= 0)
+    return bad("", "deadline_in_ms", "must be 1 or more");
+  if (report.has_failed() && report.has_processed() && report.failed() > report.processed())
     return bad("", "failed",
                "must be at most processed (" + std::to_string(report.processed()) + ")");
   if (report.message().size() > max_progress_message_bytes)
     return bad("", "message",
                "must be at most " + std::to_string(max_progress_message_bytes) + " bytes");
   return check_text(report.message(), "", "message");
+}
+
+caf::error validate(const pb::AttemptLog& log) {
+  if (log.attempt() < 1) return bad("", "attempt", "is required (1 or more)");
+  if (log.lines_size() < 1 || log.lines_size() > max_log_lines_per_call)
+    return bad("", "lines",
+               "must hold 1 to " + std::to_string(max_log_lines_per_call) + " lines (got " +
+                   std::to_string(log.lines_size()) + ")");
+  for (int i = 0; i < log.lines_size(); ++i)
+    if (auto err = check_text(log.lines(i), "", "lines[" + std::to_string(i) + "]")) return err;
+  return caf::none;
 }
 
 caf::error validate(const pb::Job& job, const input_limits& limits) {

@@ -45,6 +45,13 @@ inline constexpr size_t max_progress_message_bytes = 1000;
 /// POST /v1/tasks/{id}/progress: attempt 1 or more, progress 0 to 1, failed
 /// at most processed, a bounded message.
 caf::error validate(const pb::Progress& report);
+
+/// Lines one call may log; the database keeps each attempt's last 1,000
+/// (storage/sql/logs.sql).
+inline constexpr int max_log_lines_per_call = 1000;
+
+/// POST /v1/tasks/{id}/logs: attempt 1 or more, 1 to 1,000 lines of text.
+caf::error validate(const pb::AttemptLog& log);
 caf::error validate(const pb::Job& job, const input_limits& limits);
 caf::error validate(const pb::TriggerRequest& req, const input_limits& limits);
 

@@ -64,6 +64,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
   std::vector<db::call> calls{
       {&db::sql::sweep_lost, {std::to_string(req.lease_ms()), batch, term}},
       {&db::sql::sweep_timeouts, {std::to_string(req.timeout_grace_ms()), batch, term}},
+      {&db::sql::sweep_silent, {batch, term}},
       {&db::sql::sweep_deadlines, {batch, term}},
       {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch, term}},
       {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch, term}},
@@ -74,10 +75,11 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
                                    pb::SweepResult out;
                                    out.set_lost(rs[0]->int32(0, 0));
                                    out.set_timed_out(rs[1]->int32(0, 0));
-                                   out.set_expired(rs[2]->int32(0, 0));
-                                   out.set_stopped(rs[3]->int32(0, 0));
-                                   out.set_purged(rs[4]->int32(0, 0));
-                                   out.set_repinned(rs[5]->int32(0, 0));
+                                   out.set_silent(rs[2]->int32(0, 0));
+                                   out.set_expired(rs[3]->int32(0, 0));
+                                   out.set_stopped(rs[4]->int32(0, 0));
+                                   out.set_purged(rs[5]->int32(0, 0));
+                                   out.set_repinned(rs[6]->int32(0, 0));
                                    return out;
                                  });
 }

@@ -132,7 +132,7 @@ const statement waiting_reason{"waiting_reason",
 const statement put_type_settings{
     "put_type_settings",
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
-    "$6::int[], $7::real[], $8::bigint[], $9::int[])"};
+    "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[])"};
 
 // A page of tasks in id order. The page reads at most $7 tasks past the
 // page token through the primary key, whatever the filters match, so that a
@@ -216,6 +216,7 @@ const statement sweep_lost{"sweep_lost",
                            "SELECT taskmill.sweep_lost($1::bigint, $2::int, $3::bigint)"};
 const statement sweep_timeouts{"sweep_timeouts",
                                "SELECT taskmill.sweep_timeouts($1::bigint, $2::int, $3::bigint)"};
+const statement sweep_silent{"sweep_silent", "SELECT taskmill.sweep_silent($1::int, $2::bigint)"};
 const statement sweep_deadlines{"sweep_deadlines",
                                 "SELECT taskmill.sweep_deadlines($1::int, $2::bigint)"};
 const statement sweep_succeeded{"sweep_succeeded",
@@ -233,11 +234,26 @@ const statement finished_executions{
 const statement report_progress{
     "report_progress",
     "SELECT task_id, applied FROM taskmill.report_progress($1::bigint[], $2::int[], $3::real[], "
-    "$4::bigint[], $5::bigint[], $6::text[])"};
+    "$4::bigint[], $5::bigint[], $6::text[], $7::bigint[])"};
 
-const statement task_progress{"task_progress",
-                              "SELECT attempt, progress, processed, failed, message, reported_at "
-                              "FROM taskmill.task_progress WHERE task_id = $1::bigint"};
+const statement task_progress{
+    "task_progress",
+    "SELECT attempt, progress, processed, failed, message, reported_at, deadline_at "
+    "FROM taskmill.task_progress WHERE task_id = $1::bigint"};
+
+const statement append_logs{
+    "append_logs", "SELECT task_id FROM taskmill.append_logs($1::bigint[], $2::int[], $3::text[])"};
+
+const statement attempt_log{
+    "attempt_log",
+    "SELECT l.id, l.attempt, l.logged_at, l.line FROM taskmill.attempt_log($1::bigint, $2::bigint, "
+    "$3::int) l"};
+
+const statement task_status{"task_status",
+                            "SELECT status::text FROM taskmill.tasks WHERE id = $1::bigint"};
+
+const statement attempt_deadline{"attempt_deadline",
+                                 "SELECT taskmill.attempt_deadline($1::bigint, $2::int)"};
 
 const statement batch_records{
     "batch_records",
@@ -389,6 +405,7 @@ const std::vector<const statement*>& all() {
       &leave,
       &sweep_lost,
       &sweep_timeouts,
+      &sweep_silent,
       &sweep_deadlines,
       &sweep_succeeded,
       &sweep_purge,
@@ -397,6 +414,10 @@ const std::vector<const statement*>& all() {
       &take_cancels,
       &report_progress,
       &task_progress,
+      &attempt_deadline,
+      &append_logs,
+      &attempt_log,
+      &task_status,
       &batch_records,
       &put_job,
       &put_job_problem,

@@ -71,6 +71,7 @@ extern const statement lead;
 extern const statement leave;
 extern const statement sweep_lost;
 extern const statement sweep_timeouts;
+extern const statement sweep_silent;
 extern const statement sweep_deadlines;
 extern const statement sweep_succeeded;
 extern const statement sweep_purge;
@@ -79,6 +80,10 @@ extern const statement finished_executions;
 extern const statement take_cancels;
 extern const statement report_progress;
 extern const statement task_progress;
+extern const statement attempt_deadline;
+extern const statement append_logs;
+extern const statement attempt_log;
+extern const statement task_status;
 extern const statement batch_records;
 
 /// The statement of a compensation rule: rows of `query` (key, execute_at,

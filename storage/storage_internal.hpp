@@ -163,6 +163,9 @@ caf::result<pb::Stats> stats(self_ptr self);
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions);
 caf::result<pb::CancelNotices> take_cancels(self_ptr self, const pb::TakeCancels& request);
 caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressReports& reports);
+caf::result<int64_t> attempt_deadline(self_ptr self, int64_t id, int32_t attempt);
+caf::result<pb::LogAcks> append_logs(self_ptr self, const pb::LogBatch& batch);
+caf::result<pb::TaskLog> read_log(self_ptr self, const pb::TaskLogRequest& req);
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings);
 /// The types a grant lets this node claim; null: any.
 db::param claimable_types(const pb::ClaimGrant& grant);

@@ -141,7 +141,8 @@ caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const db
   return out;
 }
 
-/// A task_progress row: attempt, progress, processed, failed, message, reported_at.
+/// A task_progress row: attempt, progress, processed, failed, message,
+/// reported_at, deadline_at.
 void read_progress(const db::result& res, pb::Progress& out) {
   out.set_attempt(res.int32(0, 0));
   if (!res.is_null(0, 1)) out.set_progress(res.float64(0, 1));
@@ -149,6 +150,7 @@ void read_progress(const db::result& res, pb::Progress& out) {
   out.set_failed(res.int64(0, 3));
   if (!res.is_null(0, 4)) out.set_message(res.string(0, 4));
   set_micros(out.mutable_reported_at(), res.micros(0, 5));
+  if (!res.is_null(0, 6)) set_micros(out.mutable_deadline_at(), res.micros(0, 6));
 }
 
 /// Rows of (type, status, count, estimated).
@@ -396,10 +398,17 @@ caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressR
       texts([](const pb::Progress& p) {
         return p.has_progress() ? db::param{std::to_string(p.progress())} : db::param{};
       }),
-      db::number_array_literal(r, [](const pb::Progress& p) { return p.processed(); }),
-      db::number_array_literal(r, [](const pb::Progress& p) { return p.failed(); }),
+      texts([](const pb::Progress& p) {
+        return p.has_processed() ? db::param{std::to_string(p.processed())} : db::param{};
+      }),
+      texts([](const pb::Progress& p) {
+        return p.has_failed() ? db::param{std::to_string(p.failed())} : db::param{};
+      }),
       texts([](const pb::Progress& p) {
         return p.has_message() ? db::param{p.message()} : db::param{};
+      }),
+      texts([](const pb::Progress& p) {
+        return p.has_deadline_in_ms() ? db::param{std::to_string(p.deadline_in_ms())} : db::param{};
       }),
   };
   return ask_db<pb::ProgressAcks>(self, {db::call{&db::sql::report_progress, std::move(params)}},
@@ -412,6 +421,55 @@ caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressR
                                     }
                                     return out;
                                   });
+}
+
+caf::result<pb::LogAcks> append_logs(self_ptr self, const pb::LogBatch& batch) {
+  std::vector<db::param> params{
+      db::number_array_literal(batch.task_ids(), [](int64_t id) { return id; }),
+      db::number_array_literal(batch.attempts(), [](int32_t a) { return a; }),
+      db::array_literal_of(batch.lines(), [](const std::string& l) { return db::param{l}; }),
+  };
+  return ask_db<pb::LogAcks>(self, {db::call{&db::sql::append_logs, std::move(params)}},
+                             [](results& rs) {
+                               pb::LogAcks out;
+                               for (int row = 0; row < rs[0]->rows(); ++row)
+                                 out.add_task_ids(rs[0]->int64(row, 0));
+                               return out;
+                             });
+}
+
+caf::result<pb::TaskLog> read_log(self_ptr self, const pb::TaskLogRequest& req) {
+  auto id = std::to_string(req.task_id());
+  return ask_db<pb::TaskLog>(
+      self,
+      {db::call{&db::sql::attempt_log,
+                {id, std::to_string(req.after()), std::to_string(req.limit())}},
+       db::call{&db::sql::task_status, {id}}},
+      [req](results& rs) -> caf::expected<pb::TaskLog> {
+        if (rs[1]->rows() == 0)
+          return make_error(errc::not_found, "no task with id " + std::to_string(req.task_id()));
+        pb::TaskLog out;
+        out.set_status(parse_status(rs[1]->text(0, 0)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+        out.set_next_after(req.after());
+        const auto& lines = *rs[0];
+        for (int row = 0; row < lines.rows(); ++row) {
+          auto* l = out.add_lines();
+          l->set_id(lines.int64(row, 0));
+          l->set_attempt(lines.int32(row, 1));
+          set_micros(l->mutable_logged_at(), lines.micros(row, 2));
+          l->set_line(lines.string(row, 3));
+          out.set_next_after(l->id());
+        }
+        return out;
+      });
+}
+
+caf::result<int64_t> attempt_deadline(self_ptr self, int64_t id, int32_t attempt) {
+  return ask_db<int64_t>(
+      self, {db::call{&db::sql::attempt_deadline, {std::to_string(id), std::to_string(attempt)}}},
+      [](results& rs) -> int64_t {
+        return rs[0]->is_null(0, 0) ? 0 : std::max<int64_t>(0, rs[0]->int64(0, 0));
+      });
 }
 
 caf::result<int32_t> put_type_settings(self_ptr self, const pb::TypeSettingsList& settings) {

@@ -137,6 +137,43 @@ BOOST_AUTO_TEST_CASE(a_batch_is_judged_once_it_finishes_against_its_failure_rate
   BOOST_CHECK_EQUAL(count(db, "kind = 'failure_rate'"), "1");
 }
 
+// SPEC §4: the records a batch's tasks reported (progress: processed,
+// failed) are judged against record_failure_rate once the batch finished,
+// though every task of it succeeded; a batch under the rate is not.
+BOOST_AUTO_TEST_CASE(a_batch_is_judged_on_its_failed_records_once_it_finishes) {
+  test::task_database db{"alertrecords"};
+  auto rules = R"({"default": {"dead_task": true, "record_failure_rate": 0.05},
+                   "types": {}, "jobs": {}})";
+  for (const auto* batch : {"clean", "dirty"})
+    for (int i = 0; i < 2; ++i) submit(db, std::string{batch} + std::to_string(i), batch);
+  auto report = [&](const test::task_row& t, int processed, int failed) {
+    BOOST_CHECK_EQUAL(
+        db.scalar("SELECT applied::text FROM taskmill.report_progress(ARRAY[$1::bigint], "
+                  "ARRAY[$2::int], ARRAY[NULL::real], ARRAY[$3::bigint], ARRAY[$4::bigint], "
+                  "ARRAY[NULL])",
+                  {std::to_string(t.id), std::to_string(t.attempt), std::to_string(processed),
+                   std::to_string(failed)}),
+        "true");
+  };
+  auto claimed = db.claim(10);
+  BOOST_REQUIRE_EQUAL(claimed.size(), 4u);
+  for (const auto& t : claimed) {
+    // dirty: 2 x (100 processed, 6 failed) is 6%; clean: 1 x 4 failed of 100.
+    if (t.key.rfind("dirty", 0) == 0)
+      report(t, 100, 6);
+    else
+      report(t, 100, t.key == "clean0" ? 4 : 0);
+  }
+  BOOST_CHECK_EQUAL(raise(db, rules), "");
+  for (const auto& t : claimed) BOOST_REQUIRE(db.complete(t.id, t.attempt, "succeeded"));
+  BOOST_CHECK_EQUAL(raise(db, rules), "record_failure_rate");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT subject || ' | ' || message FROM taskmill.alerts"),
+                    "batch dirty | batch dirty finished with 12 of 200 records failed (6.0%, "
+                    "above 5.0%)");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.alert_batches"), "0");
+  BOOST_CHECK_EQUAL(raise(db, rules), "");
+}
+
 BOOST_AUTO_TEST_CASE(a_type_overdue_beyond_its_bound_is_alerted_once_while_it_lasts) {
   test::task_database db{"alertoverdue"};
   auto rules = R"({"default": {"pending_after_ms": 0},

@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "tests/support/nodes.hpp"
+#include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
 
 #include <nlohmann/json.hpp>
@@ -341,6 +342,37 @@ BOOST_AUTO_TEST_CASE(attempts_and_retry) {
            run_json({"show", id})["status"] == "dead";
   }));
   CHECK_RUN(run({"retry", "999999"}), 1);
+}
+
+// `taskmill logs ID --follow` shows the lines as they come and ends once the
+// task finished; without --follow, what is there.
+BOOST_AUTO_TEST_CASE(logs_follow_a_running_task_to_its_end) {
+  start();
+  auto id = std::to_string(submit({"SLEEP", "long", "--payload", R"({"ms": 2500})"}));
+  BOOST_REQUIRE(test::eventually([&] { return run_json({"show", id})["status"] == "running"; }));
+  auto log = [&](const std::string& line) {
+    auto res = http_fetch("POST", server + "/v1/tasks/" + id + "/logs",
+                          json{{"attempt", 1}, {"lines", {line}}}.dump());
+    BOOST_CHECK(res && res->status == 200 && contains(res->body, "true"));
+  };
+  log("first");
+  run_result followed;
+  std::thread follower{[&] { followed = run({"logs", id, "--follow"}); }};
+  std::this_thread::sleep_for(700ms);
+  log("second");
+  follower.join();
+  CHECK_RUN(followed, 0);
+  auto rows = lines_of(followed.out);
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_CHECK(contains(rows[0], "attempt 1  first"));
+  BOOST_CHECK(contains(rows[1], "attempt 1  second"));
+  BOOST_CHECK_EQUAL(run_json({"show", id})["status"], "succeeded");
+  auto once = run({"logs", id, "--json"});
+  CHECK_RUN(once, 0);
+  BOOST_CHECK_EQUAL(json::parse(lines_of(once.out)[1])["line"], "second");
+  auto unknown = run({"logs", "999999"});
+  CHECK_RUN(unknown, 1);
+  BOOST_CHECK_EQUAL(unknown.err, "error: no task with id 999999\n");
 }
 
 BOOST_AUTO_TEST_CASE(batch_counts_and_retry_failed) {

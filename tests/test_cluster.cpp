@@ -966,6 +966,13 @@ BOOST_AUTO_TEST_CASE(links_verify_certificates_and_refuse_a_foreign_one) {
                               "taskmill.task_progress p JOIN taskmill.tasks t ON t.id = p.task_id "
                               "WHERE t.key = 'over-tls'"),
                     "5 half way");
+  // And what it logged.
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar(
+               "SELECT coalesce(string_agg(l.line, '|'), 'none') FROM "
+               "taskmill.attempt_logs l JOIN taskmill.tasks t ON t.id = l.task_id "
+               "WHERE t.key = 'over-tls'") == "started REMOTE/over-tls attempt 1 on tls-exec";
+  }));
   // Cancelled while it runs there, the task's execution is told over TLS.
   db.call("submit('REMOTE', 'long-over-tls', payload => '{\"sleep_ms\": 30000}')");
   BOOST_REQUIRE(test::eventually(

@@ -89,6 +89,8 @@ max_retries = 1
 running_limit = 20
 backoff = "fixed"
 backoff_base = "250ms"
+heartbeat_timeout = "30s"
+max_timeout = "1h"
 )"};
   auto cfg = load_config(file.path.string(), {});
   BOOST_REQUIRE(cfg);
@@ -97,6 +99,9 @@ backoff_base = "250ms"
   BOOST_CHECK(audit.timeout == 7s);
   BOOST_CHECK_EQUAL(audit.max_retries, 1);
   BOOST_CHECK_EQUAL(audit.running_limit, 20);
+  BOOST_CHECK(audit.heartbeat_timeout == 30s);
+  BOOST_CHECK(audit.max_timeout == 1h);
+  BOOST_CHECK(cfg->type_config("OTHER").heartbeat_timeout == 0ms);
   BOOST_CHECK(!audit.backoff.exponential);
   BOOST_CHECK(audit.backoff.base == 250ms);
   const auto& other = cfg->type_config("OTHER");
@@ -204,6 +209,7 @@ BOOST_AUTO_TEST_CASE(alert_rules_have_defaults_and_per_type_and_job_settings) {
 [alerts]
 webhooks = ["http://127.0.0.1:9000/alerts"]
 failure_rate = 0.1
+record_failure_rate = 0.02
 pending_after = "10m"
 [alerts.types.AUDIT]
 dead_task = false
@@ -216,11 +222,14 @@ missed_firings = false
   BOOST_CHECK_EQUAL(cfg->alerts.webhooks.size(), 1u);
   BOOST_CHECK_EQUAL(alert_rules_json(cfg->alerts),
                     R"({"default":{"dead_task":true,"failure_rate":0.1,"missed_firings":true,)"
-                    R"("pending_after_ms":600000},"jobs":{"nightly":{"missed_firings":false}},)"
+                    R"("pending_after_ms":600000,"record_failure_rate":0.02},)"
+                    R"("jobs":{"nightly":{"missed_firings":false}},)"
                     R"("types":{"AUDIT":{"dead_task":false,"pending_after_ms":0}}})");
   BOOST_CHECK(contains(error_of("[alerts]\nwebhooks = [\"ftp://x\"]\n"),
                        "'alerts.webhooks' must be a list of http:// URLs"));
   BOOST_CHECK(contains(error_of("[alerts]\nfailure_rate = 2\n"), "'alerts.failure_rate'"));
+  BOOST_CHECK(
+      contains(error_of("[alerts]\nrecord_failure_rate = -1\n"), "'alerts.record_failure_rate'"));
   BOOST_CHECK(contains(error_of("[alerts.types.T]\nmissed_firings = true\n"),
                        "unknown option 'alerts.types.T.missed_firings'"));
   BOOST_CHECK(contains(error_of("[alerts.jobs.J]\npending_after = \"1m\"\n"),

@@ -107,6 +107,17 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+std::string status_of(const test::task_database& db, const std::string& key) {
+  return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = $1", {key});
+}
+
+/// Waits until task `key` runs; answers its id.
+std::string running(const test::task_database& db, const std::string& key) {
+  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return status_of(db, key) == "running"; }, 10s),
+                        key << " did not start");
+  return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1", {key});
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(http_executor, executor_fixture)
@@ -551,21 +562,6 @@ race_result race_with_outcome(const test::task_database& db, const std::string& 
 // is told, whichever kind it is; the node frees its place at once.
 BOOST_FIXTURE_TEST_SUITE(cancels, executor_fixture)
 
-namespace {
-
-std::string status_of(const test::task_database& db, const std::string& key) {
-  return db.scalar("SELECT status::text FROM taskmill.tasks WHERE key = $1", {key});
-}
-
-/// Waits until task `key` runs; answers its id.
-std::string running(const test::task_database& db, const std::string& key) {
-  BOOST_REQUIRE_MESSAGE(test::eventually([&] { return status_of(db, key) == "running"; }, 10s),
-                        key << " did not start");
-  return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1", {key});
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(an_http_executor_gets_a_delete_and_the_next_task_runs_at_once) {
   auto cfg = http_config(executor.url());
   auto& web = cfg.types["WEB"];
@@ -769,6 +765,182 @@ BOOST_AUTO_TEST_CASE(a_running_attempt_reports_progress_fenced_by_its_attempt) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT processed FROM taskmill.task_progress"), "200");
   auto unknown = http_fetch("POST", base + "/v1/tasks/999999/progress", R"({"attempt": 1})");
   BOOST_CHECK_EQUAL(unknown->status, 200);
+}
+
+// SPEC §4: an attempt of a type with a heartbeat timeout that says nothing
+// for that long is taken back as a lost node's is, and its executor is told
+// to stop; one that reports in time (a bare heartbeat is a report) runs on.
+BOOST_AUTO_TEST_CASE(a_silent_attempt_is_taken_back_and_a_reporting_one_runs_on) {
+  auto cfg = http_config(executor.url());
+  auto& web = cfg.types["WEB"];
+  web.timeout = 30s;
+  web.heartbeat_timeout = 1s;
+  web.max_retries = 0;
+  cfg.watcher.interval = 200ms;
+  auto& node = start(cfg);
+  auto base = api_url(node);
+  db.exec(R"(SELECT taskmill.submit('WEB', 'silent', payload => '{"delay_ms": 8000}'))");
+  db.exec(R"(SELECT taskmill.submit('WEB', 'talking', payload => '{"delay_ms": 2500}'))");
+  auto silent = running(db, "silent");
+  auto talking = running(db, "talking");
+  std::atomic<bool> done{false};
+  std::thread heartbeats{[&] {
+    while (!done) {
+      auto res =
+          http_fetch("POST", base + "/v1/tasks/" + talking + "/progress", R"({"attempt": 1})");
+      if (!res || res->status != 200) break;
+      std::this_thread::sleep_for(300ms);
+    }
+  }};
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "silent") == "dead"; }, 5s));
+  BOOST_CHECK((outcomes(std::stoll(silent)) == std::vector<std::string>{"silent"}));
+  BOOST_CHECK(contains(db.scalar("SELECT error FROM taskmill.tasks WHERE id = $1", {silent}),
+                       "heartbeat timeout"));
+  BOOST_CHECK(test::eventually([&] { return !executor.cancels_for("silent").empty(); }, 5s));
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "talking") == "succeeded"; }, 10s));
+  done = true;
+  heartbeats.join();
+  BOOST_CHECK((outcomes(std::stoll(talking)) == std::vector<std::string>{"succeeded"}));
+}
+
+// SPEC §4: a long attempt moves its own deadline, later only and up to its
+// type's max timeout after its start; the node and the watcher both keep
+// to the moved deadline.
+BOOST_AUTO_TEST_CASE(an_attempt_moves_its_deadline_up_to_the_max_timeout) {
+  auto cfg = http_config(executor.url());
+  auto& web = cfg.types["WEB"];
+  web.timeout = 1s;
+  web.max_timeout = 4s;
+  cfg.watcher.interval = 200ms;
+  auto& node = start(cfg);
+  auto base = api_url(node);
+  db.exec(R"(SELECT taskmill.submit('WEB', 'moved', payload => '{"delay_ms": 2500}'))");
+  db.exec(R"(SELECT taskmill.submit('WEB', 'greedy', payload => '{"delay_ms": 7000}'))");
+  db.exec(R"(SELECT taskmill.submit('WEB', 'fixed', payload => '{"delay_ms": 2500}'))");
+  auto moved = running(db, "moved");
+  auto greedy = running(db, "greedy");
+  running(db, "fixed");
+  auto ask = [&](const std::string& id, const std::string& body) {
+    auto res = http_fetch("POST", base + "/v1/tasks/" + id + "/progress", body);
+    BOOST_REQUIRE_MESSAGE(res && res->status == 200, test::describe(res));
+    BOOST_CHECK_EQUAL(json::parse(res->body)["accepted"], true);
+  };
+  ask(moved, R"({"attempt": 1, "deadline_in_ms": 3000})");
+  ask(moved, R"({"attempt": 1, "deadline_in_ms": 1})");  // never earlier
+  ask(greedy, R"({"attempt": 1, "deadline_in_ms": 600000})");
+  auto after_start = [&](const std::string& id) {
+    return std::stod(
+        db.scalar("SELECT extract(epoch FROM p.deadline_at - t.started_at) FROM taskmill.tasks t "
+                  "JOIN taskmill.task_progress p ON p.task_id = t.id WHERE t.id = $1",
+                  {id}));
+  };
+  BOOST_CHECK_GT(after_start(moved), 2.5);
+  BOOST_CHECK_CLOSE(after_start(greedy), 4.0, 0.1);
+  auto task = json::parse(http_fetch("GET", base + "/v1/tasks/" + moved)->body);
+  BOOST_CHECK(task["progress"]["deadline_at"].is_string());
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "moved") == "succeeded"; }, 6s));
+  BOOST_CHECK((outcomes(std::stoll(moved)) == std::vector<std::string>{"succeeded"}));
+  // Without a report, the timeout holds; past the max, the moved deadline.
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "fixed") != "running"; }, 5s));
+  BOOST_CHECK_EQUAL(
+      outcomes(std::stoll(db.scalar("SELECT id FROM taskmill.tasks WHERE key = 'fixed'"))).front(),
+      "retry");
+  BOOST_CHECK(test::eventually([&] { return status_of(db, "greedy") != "running"; }, 6s));
+  auto greedy_run = std::stod(
+      db.scalar("SELECT extract(epoch FROM finished_at - started_at) FROM taskmill.attempt_history "
+                "WHERE task_id = $1 AND attempt = 1",
+                {greedy}));
+  BOOST_CHECK_GT(greedy_run, 3.9);
+  BOOST_CHECK_LT(greedy_run, 5.5);
+  auto bad = http_fetch("POST", base + "/v1/tasks/" + greedy + "/progress",
+                        R"({"attempt": 2, "deadline_in_ms": 0})");
+  BOOST_CHECK_EQUAL(bad->status, 400);
+  BOOST_CHECK(contains(bad->body, "deadline_in_ms"));
+}
+
+// SPEC §4: an execution logs lines for its attempt; they are kept per
+// attempt (the last 1,000), read after a line id, refused for an attempt
+// that is not the task's latest; an HTTP executor's failed answer is kept
+// in its attempt's log; the lines go with the task when it is purged.
+BOOST_AUTO_TEST_CASE(an_attempt_logs_lines_kept_bounded_and_read_after_an_id) {
+  auto cfg = http_config(executor.url());
+  cfg.types["WEB"].timeout = 30s;
+  auto& node = start(cfg);
+  auto base = api_url(node);
+  db.exec(R"(SELECT taskmill.submit('WEB', 'chatty', payload => '{"delay_ms": 3000}'))");
+  auto id = running(db, "chatty");
+  auto post = [&](const json& body) {
+    auto res = http_fetch("POST", base + "/v1/tasks/" + id + "/logs", body.dump());
+    BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+    return std::pair{res->status, json::parse(res->body, nullptr, false)};
+  };
+  auto read = [&](const std::string& query) {
+    auto res = http_fetch("GET", base + "/v1/tasks/" + id + "/logs" + query);
+    BOOST_REQUIRE_MESSAGE(res && res->status == 200, test::describe(res));
+    return json::parse(res->body);
+  };
+  BOOST_CHECK_EQUAL(post({{"attempt", 1}, {"lines", {"opened the file", "page 1"}}}).second,
+                    json::parse(R"({"accepted": true})"));
+  auto first = read("");
+  BOOST_REQUIRE_EQUAL(first["lines"].size(), 2u);
+  BOOST_CHECK_EQUAL(first["lines"][0]["line"], "opened the file");
+  BOOST_CHECK_EQUAL(first["lines"][1]["attempt"], 1);
+  BOOST_CHECK_EQUAL(first["status"], "running");
+  auto after = first["next_after"].get<int64_t>();
+  BOOST_CHECK_EQUAL(after, first["lines"][1]["id"].get<int64_t>());
+  // 1,200 more lines, from ten callers at once: the attempt keeps the last
+  // 1,000, in order, each cut at 4,096 characters.
+  std::vector<std::thread> callers;
+  for (int c = 0; c < 10; ++c)
+    callers.emplace_back([&, c] {
+      json lines = json::array();
+      for (int i = 0; i < 120; ++i)
+        lines.push_back(std::to_string(c) + ":" + std::to_string(i) +
+                        std::string(5000 * (i == 0), 'x'));
+      auto res = http_fetch("POST", base + "/v1/tasks/" + id + "/logs",
+                            json{{"attempt", 1}, {"lines", lines}}.dump());
+      BOOST_CHECK(res && res->status == 200);
+    });
+  for (auto& t : callers) t.join();
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.attempt_logs WHERE task_id = $1", {id}), "1000");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT max(length(line)) FROM taskmill.attempt_logs"), "4096");
+  auto newer = read("?after=" + std::to_string(after) + "&limit=5");
+  BOOST_CHECK_EQUAL(newer["lines"].size(), 5u);
+  BOOST_CHECK_GT(newer["lines"][0]["id"].get<int64_t>(), after);
+  // Not the task's latest attempt, or bad input: refused, nothing stored.
+  auto stale = post({{"attempt", 2}, {"lines", {"late"}}}).second;
+  BOOST_CHECK_EQUAL(stale["accepted"], false);
+  for (auto [body, part] :
+       {std::pair{json{{"attempt", 1}, {"lines", json::array()}}, "lines must hold 1 to 1000"},
+        std::pair{json{{"attempt", 1}, {"lines", {1}}}, "lines[0] must be a string"},
+        std::pair{json{{"lines", {"x"}}}, "attempt is required"},
+        std::pair{json{{"attempt", 1}, {"lines", "x"}}, "lines must be an array"}}) {
+    auto [code, error] = post(body);
+    BOOST_CHECK_EQUAL(code, 400);
+    BOOST_CHECK_MESSAGE(contains(error.dump(), part), error.dump() << " lacks " << part);
+  }
+  for (auto query : {"?after=-1", "?limit=0", "?colour=red"})
+    BOOST_CHECK_EQUAL(http_fetch("GET", base + "/v1/tasks/" + id + "/logs" + query)->status, 400);
+  BOOST_CHECK_EQUAL(http_fetch("GET", base + "/v1/tasks/999999/logs")->status, 404);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempt_logs WHERE line = 'late'"),
+                    "0");
+  // A failed answer's body is kept in its attempt's log.
+  auto failed = run("refused", {{"status", 400}, {"body", "bad row 7\nbad row 9"}});
+  BOOST_CHECK_EQUAL(failed.status, "dead");
+  BOOST_CHECK(test::eventually([&] {
+    return db.scalar(
+               "SELECT string_agg(line, '|' ORDER BY id) FROM taskmill.attempt_logs "
+               "WHERE task_id = $1",
+               {std::to_string(failed.id)}) ==
+           "the executor answered HTTP 400:|bad row 7|bad row 9";
+  }));
+  // Purged with its task.
+  BOOST_REQUIRE(test::eventually([&] { return status_of(db, "chatty") == "succeeded"; }, 10s));
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped', updated_at = now() - interval '1 day'");
+  auto term = db.seize_lead();
+  db.exec("SELECT taskmill.sweep_purge(1000, 100, " + term + ")");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.attempt_logs"), "0");
 }
 
 // Reports and the outcome of the same attempt, on two connections at once,

@@ -166,6 +166,7 @@ outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::poi
         return out;
       },
       [](take_cancels_atom, const pb::TakeCancels&) { return pb::CancelNotices{}; },
+      [](deadline_atom, int64_t, int32_t) { return int64_t{0}; },
   };
 }
 

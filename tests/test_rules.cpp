@@ -200,6 +200,23 @@ BOOST_AUTO_TEST_CASE(defaults_come_from_the_type_settings) {
   auto own = db.call("submit('SLOW', 'k2', timeout_ms => 5, max_retries => 0)");
   BOOST_CHECK_EQUAL(own.timeout_ms, 5);
   BOOST_CHECK_EQUAL(own.max_retries, 0);
+  // A max timeout below the timeout, or a heartbeat timeout of 0, is refused
+  // naming the type and the field; nothing changes.
+  auto put_sql = [&](const std::string& heartbeat, const std::string& max) {
+    return "SELECT taskmill.put_type_settings(ARRAY['SLOW'], ARRAY[2222], ARRAY[8], "
+           "ARRAY['fixed'], ARRAY[20], ARRAY[2000], ARRAY[0]::real[], ARRAY[NULL]::bigint[], "
+           "ARRAY[5], ARRAY[" +
+           heartbeat + "]::bigint[], ARRAY[" + max + "]::int[])";
+  };
+  auto put = [&](const std::string& heartbeat, const std::string& max) {
+    return db.error_of(put_sql(heartbeat, max));
+  };
+  BOOST_CHECK(contains(put("NULL", "1000"), "task type \"SLOW\": max_timeout must be at least"));
+  BOOST_CHECK(contains(put("0", "NULL"), "heartbeat_timeout must be positive"));
+  db.exec(put_sql("500", "9000"));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT heartbeat_timeout_ms || '/' || max_timeout_ms "
+                              "FROM taskmill.task_types WHERE type = 'SLOW'"),
+                    "500/9000");
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_are_refused_naming_the_field) {

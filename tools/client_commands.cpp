@@ -207,10 +207,6 @@ json submit_body(const submit_options& o) {
   return body;
 }
 
-bool finished(const std::string& status) {
-  return status == "succeeded" || status == "dead" || status == "cancelled" || status == "stopped";
-}
-
 /// One line of --wait progress: status, attempt, and why the last one failed.
 std::string progress_line(const json& task) {
   auto status = shown(field(task, "status"));
@@ -499,6 +495,7 @@ void add_client_commands(CLI::App& app, client_command& chosen) {
   add_get_command(app, chosen, "nodes", "The nodes of the cluster", "/v1/nodes", print_nodes);
   add_job_commands(app, chosen);
   add_workflow_commands(app, chosen);
+  add_log_command(app, chosen);
 }
 
 }  // namespace taskmill

@@ -23,4 +23,7 @@ void add_job_commands(CLI::App& app, client_command& chosen);
 /// Adds `taskmill workflow ...` (tools/workflow_commands.cpp).
 void add_workflow_commands(CLI::App& app, client_command& chosen);
 
+/// Adds `taskmill logs` (tools/log_command.cpp).
+void add_log_command(CLI::App& app, client_command& chosen);
+
 }  // namespace taskmill

@@ -65,6 +65,10 @@ const json& array_field(const json& object, const char* name) {
   return value.is_array() ? value : none;
 }
 
+bool finished(const std::string& status) {
+  return status == "succeeded" || status == "dead" || status == "cancelled" || status == "stopped";
+}
+
 int64_t integer(const json& value) {
   return value.is_number_integer() ? value.get<int64_t>() : 0;
 }

@@ -48,6 +48,8 @@ const json& field(const json& object, const char* name);
 /// The array field `name`; empty when absent.
 const json& array_field(const json& object, const char* name);
 int64_t integer(const json& value);
+/// A task status after which nothing runs again unless asked to.
+bool finished(const std::string& status);
 std::string upper(std::string text);
 
 /// Rows printed in aligned columns.

@@ -39,6 +39,7 @@
 
 (() => {
   const POLL_MS = 2000;
+  const LOG_LINES_SHOWN = 1000;
   const STATUSES = ['pending', 'running', 'succeeded', 'failed', 'dead', 'cancelled', 'stopped'];
   const TOKEN_KEY = 'taskmill.api_token';
 
@@ -780,6 +781,24 @@
     const errorBox = region(); const payload = region(); const result = region(); const attempts = region();
     const outcome = outcomeBox();
     let task = null;
+    // The attempt log tails: each refresh asks for the lines after the last
+    // one shown, and the view keeps the latest LOG_LINES_SHOWN.
+    const logLines = h('pre', { class: 'log-lines', 'data-test': 'task-log', tabindex: '0' });
+    const logEmpty = h('p', { class: 'muted', 'data-test': 'task-log-empty' }, 'Nothing logged.');
+    let logAfter = 0;
+    const appendLog = (res) => {
+      const lines = res.lines || [];
+      if (!lines.length) return;
+      logAfter = res.next_after;
+      const atEnd = logLines.scrollTop + logLines.clientHeight >= logLines.scrollHeight - 4;
+      for (const l of lines) {
+        logLines.append(h('div', { class: 'log-line', 'data-test': 'log-line', 'data-attempt': l.attempt },
+          h('span', { class: 'muted' }, `${fmtTime(l.logged_at)} #${l.attempt} `), l.line));
+      }
+      while (logLines.childElementCount > LOG_LINES_SHOWN) logLines.firstElementChild.remove();
+      logEmpty.hidden = true;
+      if (atEnd) logLines.scrollTop = logLines.scrollHeight;
+    };
 
     const zone = h('select', { id: 'reschedule-zone', 'data-test': 'reschedule-zone' },
       h('option', { value: 'local' }, `local time (${Intl.DateTimeFormat().resolvedOptions().timeZone || 'browser'})`),
@@ -841,7 +860,8 @@
       h('div', { class: 'two-col' },
         card('Fields', fields),
         h('div', { class: 'stack' }, card('Error', errorBox), card('Payload', payload), card('Result', result))),
-      card('Attempts', attempts));
+      card('Attempts', attempts),
+      card('Log', h('div', null, logEmpty, logLines)));
 
     const showWaiting = (why) => fill(waiting, why || null, (w) => (w ? h('section', { class: 'waiting', 'data-test': 'waiting', 'data-reason': w.reason },
       h('h3', null, 'Why isn\'t it running?'),
@@ -851,12 +871,14 @@
     return async () => {
       // While PostgreSQL is away the read fails, and the failure says why
       // the task is not running either.
-      const [t, at2] = await Promise.all([api('GET', taskPath), api('GET', `${taskPath}/attempts`)]).catch((e) => {
+      const [t, at2, log] = await Promise.all([api('GET', taskPath), api('GET', `${taskPath}/attempts`),
+        api('GET', `${taskPath}/logs?after=${logAfter}`)]).catch((e) => {
         if (e.waiting && ctx.alive()) showWaiting(e.waiting);
         throw e;
       });
       if (!ctx.alive()) return;
       task = t;
+      appendLog(log);
       if (!at.value && document.activeElement !== at) { at.value = rfc3339ToInput(t.execute_at, zone.value === 'utc'); updatePreview(); }
       fill(head, [t.status, t.type, t.key, t.version], () => [statusBadge(t.status),
         h('span', { class: 'muted' }, ` ${t.type} / ${t.key} v${t.version}`)]);
@@ -897,6 +919,15 @@
     }) }, 'Rerun failed');
   }
 
+  // The records a batch's tasks reported processed and failed (progress).
+  function recordsLine(records) {
+    const processed = num(records && records.processed) ?? 0;
+    if (!processed) return null;
+    const failed = num(records.failed) ?? 0;
+    return h('p', { 'data-test': 'batch-records' }, 'Records: ', h('strong', null, String(processed)), ' processed, ',
+      h('strong', null, String(failed)), ` failed (${(100 * failed / processed).toFixed(1)}%)`);
+  }
+
   function batchesPage(root, params, query, ctx) {
     const batch = params[0] || '';
     const input = h('input', { id: 'batch-input', name: 'batch', value: batch, required: true, 'data-test': 'batch-input', autocomplete: 'off', size: 40 });
@@ -929,7 +960,8 @@
           h('td', null, h('span', { class: `badge st-${s}` }, s)),
           h('td', { class: 'n', 'data-test': 'batch-count', 'data-status': s },
             num(c[s]) ? h('a', { href: hashFor('tasks', { batch, status: s }) }, String(num(c[s]))) : '0')))),
-        h('p', null, 'Total: ', h('strong', { 'data-test': 'batch-total' }, String(num(b.total) ?? 0)))];
+        h('p', null, 'Total: ', h('strong', { 'data-test': 'batch-total' }, String(num(b.total) ?? 0))),
+        recordsLine(b.records)];
       });
     };
   }

@@ -3,6 +3,8 @@
 #include "actors/executors/outcome.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
+#include "messages/text.hpp"
+#include "messages/validate.hpp"
 
 namespace taskmill {
 
@@ -58,6 +60,24 @@ std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const htt
   auto snippet = "HTTP " + std::to_string(status) +
                  (answer.body.empty() ? "" : ": " + answer.body.substr(0, 500));
   return outcome_of(task, retryable(status) ? pb::OUTCOME_RETRY : pb::OUTCOME_FAIL, snippet);
+}
+
+std::optional<pb::AttemptLog> log_of_failed_answer(const pb::TaskOutcome& outcome,
+                                                   const http_answer& answer) {
+  constexpr size_t kept_bytes = 64 * 1024;
+  if (outcome.outcome() == pb::OUTCOME_SUCCEEDED || answer.body.empty()) return std::nullopt;
+  pb::AttemptLog log;
+  log.set_attempt(outcome.attempt());
+  log.add_lines("the executor answered HTTP " + std::to_string(answer.status) + ":");
+  std::string_view body{answer.body};
+  body = body.substr(0, kept_bytes);
+  while (!body.empty() && log.lines_size() < max_log_lines_per_call) {
+    auto end = body.find('\n');
+    auto line = body.substr(0, end);
+    log.add_lines(text_problem(line) ? quote_input(line, 4096) : std::string{line});
+    body = end == std::string_view::npos ? std::string_view{} : body.substr(end + 1);
+  }
+  return log;
 }
 
 }  // namespace taskmill

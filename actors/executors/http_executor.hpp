@@ -24,4 +24,10 @@ http_call cancel_call_for(const pb::CancelNotice& cancel, const std::string& url
 /// comes later through POST /v1/tasks/{id}/result.
 std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer);
 
+/// The body an executor answered a failed attempt with, kept in the
+/// attempt's log: its first 64 KiB, line by line, after a line naming the
+/// status; nullopt for a success or an empty body.
+std::optional<pb::AttemptLog> log_of_failed_answer(const pb::TaskOutcome& outcome,
+                                                   const http_answer& answer);
+
 }  // namespace taskmill

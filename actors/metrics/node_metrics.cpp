@@ -143,8 +143,8 @@ std::string render_alert_metrics(const pb::AlertMetrics& alerts) {
                          .Name("taskmill_alert_deliveries")
                          .Help("Webhook deliveries of the stored alerts by state")
                          .Register(r);
-  for (const char* kind :
-       {"dead_task", "failure_rate", "firing_missed", "firing_skipped", "pending_too_old"}) {
+  for (const char* kind : {"dead_task", "failure_rate", "record_failure_rate", "firing_missed",
+                           "firing_skipped", "pending_too_old"}) {
     auto it = alerts.alerts().find(kind);
     raised.Add({{"kind", kind}})
         .Increment(it == alerts.alerts().end() ? 0.0 : static_cast<double>(it->second));

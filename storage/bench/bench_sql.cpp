@@ -172,4 +172,28 @@ SELECT extract(epoch FROM c.last - r.finished_at)::float8,
  WHERE r.type = $1 AND r.key = 'fan-root' AND i.type = $1 AND i.key = 'fan-in'
 )sql";
 
+const char* const submit_talking = R"sql(
+SELECT count(*) FROM generate_series(1, $2::int) g,
+  taskmill.submit($1, 'talk-' || g, payload => jsonb_build_object('ms', $3::int),
+                  timeout_ms => $3::int * 2)
+)sql";
+
+const char* const running_ids = R"sql(
+SELECT id FROM taskmill.tasks WHERE type = $1 AND status = 'running' ORDER BY id
+)sql";
+
+const char* const track_function_calls = "ALTER SYSTEM SET track_functions = 'all'";
+const char* const untrack_function_calls = "ALTER SYSTEM RESET track_functions";
+const char* const reload_configuration = "SELECT pg_reload_conf()";
+
+const char* const progress_statements = R"sql(
+SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions
+ WHERE schemaname = 'taskmill' AND funcname = 'report_progress'
+)sql";
+
+const char* const cancel_type = R"sql(
+SELECT count(*) FROM taskmill.tasks t, taskmill.cancel(t.id)
+ WHERE t.type = $1 AND t.status IN ('pending', 'running')
+)sql";
+
 }  // namespace taskmill::db::bench_sql

@@ -54,6 +54,21 @@ extern const char* const chain_seconds;
 /// $1: type. Seconds from the root's finish to the children's last finish,
 /// and from that to the fan-in task's start.
 extern const char* const fan_seconds;
+/// $1: type, $2: how many, $3: how long each runs (ms). Tasks of the
+/// progress measurement, each running long enough to report for the whole
+/// measurement.
+extern const char* const submit_talking;
+/// $1: type. The ids of its running tasks.
+extern const char* const running_ids;
+/// Counts the calls of the functions of taskmill (superuser: the bench's
+/// own PostgreSQL); the count lags a second behind.
+extern const char* const track_function_calls;
+extern const char* const untrack_function_calls;
+extern const char* const reload_configuration;
+/// Calls of taskmill.report_progress so far, as the statistics know them.
+extern const char* const progress_statements;
+/// $1: type. Cancels its tasks (the node stops their executions).
+extern const char* const cancel_type;
 
 /// The database's clock now.
 extern const char* const now;

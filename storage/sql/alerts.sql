@@ -6,7 +6,8 @@
 --
 -- The rules (p_rules) are JSON, written by the node from its [alerts]:
 --   {"default": {"dead_task": true, "failure_rate": 0.05,
---                "missed_firings": true, "pending_after_ms": 3600000},
+--                "record_failure_rate": 0.05, "missed_firings": true,
+--                "pending_after_ms": 3600000},
 --    "types": {"<type>": {...}}, "jobs": {"<job>": {...}}}
 -- A job's rule wins over its type's, which wins over the default.
 
@@ -88,10 +89,12 @@ BEGIN
 END
 $$;
 
--- Watched batches that have finished, at most p_limit: those whose share of
--- dead tasks (among those that ended succeeded, stopped or dead) is above
--- the rule's failure_rate are alerted, once per batch. Answers the ids of
--- the alerts raised.
+-- Watched batches (one of their tasks went dead, or reported failed
+-- records) that have finished, at most p_limit: those whose share of dead
+-- tasks (among those that ended succeeded, stopped or dead) is above the
+-- rule's failure_rate, and those whose share of failed records (summed over
+-- their tasks' progress reports) is above its record_failure_rate, are
+-- alerted, once per batch and kind. Answers the ids of the alerts raised.
 CREATE FUNCTION taskmill.raise_failure_rate_alerts(p_rules jsonb, p_limit integer)
 RETURNS bigint[]
 LANGUAGE plpgsql AS $$
@@ -105,8 +108,10 @@ BEGIN
       CROSS JOIN LATERAL (
         SELECT count(*) FILTER (WHERE t.status IN ('pending', 'running', 'failed')) AS unfinished,
                count(*) FILTER (WHERE t.status = 'dead') AS dead,
-               count(*) FILTER (WHERE t.status IN ('succeeded', 'stopped', 'dead')) AS ended
-          FROM taskmill.tasks t WHERE t.batch = w.batch) c
+               count(*) FILTER (WHERE t.status IN ('succeeded', 'stopped', 'dead')) AS ended,
+               coalesce(sum(p.processed), 0) AS processed, coalesce(sum(p.failed), 0) AS failed
+          FROM taskmill.tasks t LEFT JOIN taskmill.task_progress p ON p.task_id = t.id
+         WHERE t.batch = w.batch) c
   ),
   finished AS (
     DELETE FROM taskmill.alert_batches b USING watched w
@@ -129,6 +134,24 @@ BEGIN
      WHERE w.ended > 0
        AND w.dead::float8 / w.ended
            > (taskmill.alert_rule(p_rules, w.job, w.type, 'failure_rate'))::float8
+    UNION ALL
+    SELECT 'record_failure_rate',
+           CASE WHEN w.job IS NULL THEN 'batch ' ELSE 'firing ' END || w.batch,
+           w.type, w.job, w.batch,
+           format('%s %s finished with %s of %s records failed (%s%%, above %s%%)',
+                  CASE WHEN w.job IS NULL THEN 'batch' ELSE 'firing' END, w.batch, w.failed,
+                  w.processed, round(100.0 * w.failed / w.processed, 1),
+                  round(100 * taskmill.alert_rule(p_rules, w.job, w.type,
+                                                  'record_failure_rate')::numeric, 1)),
+           jsonb_build_object('failed', w.failed, 'processed', w.processed,
+                              'failure_rate', round(w.failed::numeric / w.processed, 4),
+                              'threshold', taskmill.alert_rule(p_rules, w.job, w.type,
+                                                               'record_failure_rate')),
+           now()
+      FROM watched w JOIN finished f ON f.batch = w.batch
+     WHERE w.processed > 0
+       AND w.failed::float8 / w.processed
+           > (taskmill.alert_rule(p_rules, w.job, w.type, 'record_failure_rate'))::float8
     ON CONFLICT (kind, subject) DO NOTHING
     RETURNING a.id
   )

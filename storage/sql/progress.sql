@@ -1,21 +1,34 @@
 -- Progress of running attempts: how far each got and how many records it
 -- processed and failed, reported through the API or by CAF and remote
 -- executors, coalesced by the node (the latest report of each task a round,
--- actors/progress.cpp) and stored in one statement.
+-- actors/progress.cpp) and stored in one statement. A report is also the
+-- attempt's heartbeat (sweep_silent) and may move its deadline; one with
+-- failed records has its batch judged when it finishes.
+
+-- The latest an attempt may move its deadline to: its type's max timeout
+-- after its start, never less than its own timeout.
+CREATE FUNCTION taskmill.latest_deadline(p_type text, p_started_at timestamptz,
+                                         p_timeout_ms integer) RETURNS timestamptz
+LANGUAGE sql STABLE AS $$
+  SELECT p_started_at + greatest(p_timeout_ms, s.max_timeout_ms) * interval '1 ms'
+    FROM taskmill.type_settings(p_type) s
+$$;
 
 -- Stores the reports of attempts still running (fenced by attempt; a task
 -- that ended, or runs again under a later attempt, changes nothing).
--- Answers, per report, whether it applied. A NULL progress or message keeps
--- the one reported before in the same attempt. The task's row is locked to
--- share, so that an outcome either comes after the report or is seen ended
--- by it.
+-- Answers, per report, whether it applied. A NULL progress, processed,
+-- failed or message keeps the one reported before in the same attempt. A
+-- deadline asked for (p_deadlines_in_ms from now) only moves it later, up
+-- to latest_deadline. The task's row is locked to share, so that an outcome
+-- either comes after the report or is seen ended by it.
 CREATE FUNCTION taskmill.report_progress(p_ids bigint[], p_attempts integer[],
                                          p_progress real[], p_processed bigint[],
-                                         p_failed bigint[], p_messages text[])
+                                         p_failed bigint[], p_messages text[],
+                                         p_deadlines_in_ms bigint[] DEFAULT NULL)
 RETURNS TABLE (task_id bigint, applied boolean)
 LANGUAGE sql AS $$
   WITH running AS (
-    SELECT t.id
+    SELECT t.id, t.type, t.batch, t.started_at, t.timeout_ms
       FROM taskmill.tasks t
       JOIN unnest(p_ids, p_attempts) AS u(id, attempt) ON u.id = t.id AND u.attempt = t.attempt
      WHERE t.id = ANY (p_ids) AND t.status = 'running'
@@ -24,21 +37,46 @@ LANGUAGE sql AS $$
   ),
   stored AS (
     INSERT INTO taskmill.task_progress AS p (task_id, attempt, progress, processed, failed,
-                                             message, reported_at)
-    SELECT u.id, u.attempt, u.progress, u.processed, u.failed, u.message, now()
-      FROM unnest(p_ids, p_attempts, p_progress, p_processed, p_failed, p_messages)
-           AS u(id, attempt, progress, processed, failed, message)
-     WHERE u.id IN (SELECT r.id FROM running r)
+                                             message, reported_at, deadline_at)
+    SELECT u.id, u.attempt, coalesce(u.progress, o.progress),
+           coalesce(u.processed, o.processed, 0), coalesce(u.failed, o.failed, 0),
+           coalesce(u.message, o.message), now(),
+           greatest(o.deadline_at,
+                    CASE WHEN u.deadline_in_ms IS NOT NULL
+                         THEN least(now() + u.deadline_in_ms * interval '1 ms',
+                                    taskmill.latest_deadline(r.type, r.started_at,
+                                                             r.timeout_ms)) END)
+      FROM unnest(p_ids, p_attempts, p_progress, p_processed, p_failed, p_messages,
+                  p_deadlines_in_ms)
+           AS u(id, attempt, progress, processed, failed, message, deadline_in_ms)
+      JOIN running r ON r.id = u.id
+      LEFT JOIN taskmill.task_progress o ON o.task_id = u.id AND o.attempt = u.attempt
     ON CONFLICT (task_id) DO UPDATE
-       SET progress = CASE WHEN p.attempt = excluded.attempt
-                           THEN coalesce(excluded.progress, p.progress)
-                           ELSE excluded.progress END,
-           message = CASE WHEN p.attempt = excluded.attempt
-                          THEN coalesce(excluded.message, p.message)
-                          ELSE excluded.message END,
-           attempt = excluded.attempt, processed = excluded.processed,
-           failed = excluded.failed, reported_at = excluded.reported_at
-    RETURNING p.task_id
+       SET attempt = excluded.attempt, progress = excluded.progress,
+           processed = excluded.processed, failed = excluded.failed,
+           message = excluded.message, reported_at = excluded.reported_at,
+           deadline_at = excluded.deadline_at
+    RETURNING p.task_id, p.failed
+  ),
+  -- A batch with failed records is judged once it finished
+  -- (raise_failure_rate_alerts).
+  watched AS (
+    INSERT INTO taskmill.alert_batches (batch, type, created_at)
+    SELECT DISTINCT ON (r.batch) r.batch, r.type, now()
+      FROM stored s JOIN running r ON r.id = s.task_id
+     WHERE s.failed > 0 AND r.batch IS NOT NULL
+    ON CONFLICT (batch) DO NOTHING
   )
   SELECT u.id, u.id IN (SELECT s.task_id FROM stored s) FROM unnest(p_ids) AS u(id)
+$$;
+
+-- When the running attempt p_attempt of task p_id is to end, in ms from now
+-- (negative once past); NULL if it is not running under that attempt.
+CREATE FUNCTION taskmill.attempt_deadline(p_id bigint, p_attempt integer) RETURNS bigint
+LANGUAGE sql STABLE AS $$
+  SELECT (extract(epoch FROM greatest(t.started_at + t.timeout_ms * interval '1 ms',
+                                      p.deadline_at) - now()) * 1000)::bigint
+    FROM taskmill.tasks t
+    LEFT JOIN taskmill.task_progress p ON p.task_id = t.id AND p.attempt = t.attempt
+   WHERE t.id = p_id AND t.attempt = p_attempt AND t.status = 'running'
 $$;

@@ -32,8 +32,9 @@ BEGIN
 END
 $$;
 
--- Watcher: running tasks past their timeout (with grace for the node's own,
--- earlier, timeout) end as failed attempts.
+-- Watcher: running tasks past their timeout, or the later deadline they
+-- moved themselves to (with grace for the node's own, earlier, timeout),
+-- end as failed attempts.
 CREATE FUNCTION taskmill.sweep_timeouts(p_grace_ms bigint, p_limit integer,
                                         p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE plpgsql AS $$
@@ -46,10 +47,60 @@ BEGIN
     SELECT t.id, t.attempt FROM taskmill.tasks t
      WHERE t.status = 'running'
        AND t.started_at + (t.timeout_ms + p_grace_ms) * interval '1 ms' < now()
+       AND NOT EXISTS (SELECT 1 FROM taskmill.task_progress p
+                        WHERE p.task_id = t.id AND p.attempt = t.attempt
+                          AND p.deadline_at + p_grace_ms * interval '1 ms' >= now())
      ORDER BY t.started_at LIMIT p_limit
-       FOR UPDATE SKIP LOCKED) c;
+       FOR UPDATE OF t SKIP LOCKED) c;
   RETURN coalesce(taskmill.lose_attempts(v_ids, v_attempts, 'timeout',
                                           'timed out: no outcome within the task timeout'), 0);
+END
+$$;
+
+-- Watcher: running attempts of types with a heartbeat timeout that said
+-- nothing (no progress report, no heartbeat) for that long since they
+-- started or last reported end as failed attempts, like a lost node's; the
+-- node running one is told to stop it, as for a cancel.
+CREATE FUNCTION taskmill.sweep_silent(p_limit integer, p_term bigint DEFAULT NULL)
+RETURNS integer
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_silent record;
+  v_ids bigint[];
+  v_attempts integer[];
+  v_lost integer;
+BEGIN
+  PERFORM taskmill.fence(p_term);
+  -- Without such types (the common case) it reads no running task.
+  IF NOT EXISTS (SELECT FROM taskmill.task_types y WHERE y.heartbeat_timeout_ms IS NOT NULL) THEN
+    RETURN 0;
+  END IF;
+  SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
+    SELECT t.id, t.attempt FROM taskmill.tasks t
+      JOIN taskmill.task_types y ON y.type = t.type AND y.heartbeat_timeout_ms IS NOT NULL
+      LEFT JOIN taskmill.task_progress p ON p.task_id = t.id AND p.attempt = t.attempt
+     WHERE t.status = 'running'
+       AND greatest(t.started_at, p.reported_at)
+           + y.heartbeat_timeout_ms * interval '1 ms' < now()
+     ORDER BY t.started_at LIMIT p_limit
+       FOR UPDATE OF t SKIP LOCKED) c;
+  IF v_ids IS NULL THEN
+    RETURN 0;
+  END IF;
+  FOR v_silent IN
+    INSERT INTO taskmill.cancel_requests (task_id, attempt, node, type, key, created_at)
+    SELECT t.id, t.attempt, t.picked_by, t.type, t.key, now()
+      FROM taskmill.tasks t JOIN unnest(v_ids, v_attempts) AS u(id, attempt)
+        ON u.id = t.id AND u.attempt = t.attempt
+     WHERE t.picked_by IS NOT NULL
+    ON CONFLICT DO NOTHING
+    RETURNING node
+  LOOP
+    PERFORM pg_notify('taskmill_cancels', v_silent.node);
+  END LOOP;
+  v_lost := taskmill.lose_attempts(v_ids, v_attempts, 'silent',
+                                   'silent: no progress or heartbeat within the heartbeat timeout');
+  RETURN coalesce(v_lost, 0);
 END
 $$;
 
@@ -91,8 +142,8 @@ LANGUAGE sql AS $$
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
--- are deleted with their history, progress, edges, workflow steps (their workflow
--- remembering a failed one) and callback slots; so are workflows left
+-- are deleted with their history, progress, logs, edges, workflow steps
+-- (their workflow remembering a failed one) and callback slots; so are workflows left
 -- without steps, long-dead nodes, cancels never taken, closed firings of
 -- recurring jobs and alerts (with their deliveries). Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
@@ -112,6 +163,9 @@ LANGUAGE sql AS $$
   ),
   progress AS (
     DELETE FROM taskmill.task_progress p USING gone g WHERE p.task_id = g.id
+  ),
+  logs AS (
+    DELETE FROM taskmill.attempt_logs l USING gone g WHERE l.task_id = g.id
   ),
   edges_to_children AS (
     DELETE FROM taskmill.task_edges e USING gone g WHERE e.parent_id = g.id

@@ -29,7 +29,9 @@ CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
                                            p_max_retries integer[], p_backoff_kinds text[],
                                            p_backoff_bases integer[], p_backoff_caps integer[],
                                            p_backoff_jitters real[], p_deadlines bigint[],
-                                           p_limits integer[]) RETURNS void
+                                           p_limits integer[],
+                                           p_heartbeat_timeouts bigint[] DEFAULT NULL,
+                                           p_max_timeouts integer[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_problem text;
@@ -42,21 +44,41 @@ BEGIN
                                u.max_retries, u.timeout_ms, u.kind, u.base, u.cap, u.jitter,
                                NULL, NULL, NULL, NULL) AS p
    WHERE p IS NOT NULL LIMIT 1;
+  IF v_problem IS NULL THEN
+    SELECT format('task type "%s": %s', u.type, x.p) INTO v_problem
+      FROM unnest(p_types, p_timeouts, p_heartbeat_timeouts, p_max_timeouts)
+             AS u(type, timeout_ms, heartbeat_ms, max_ms),
+           LATERAL (SELECT CASE
+                      WHEN u.heartbeat_ms <= 0 THEN 'heartbeat_timeout must be positive'
+                      WHEN u.max_ms < u.timeout_ms
+                        THEN format('max_timeout must be at least the timeout (%s ms)',
+                                    u.timeout_ms)
+                    END) AS x(p)
+     WHERE x.p IS NOT NULL LIMIT 1;
+  END IF;
   IF v_problem IS NOT NULL THEN
     RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';
   END IF;
   INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
                                         backoff_base_ms, backoff_cap_ms, backoff_jitter,
-                                        pending_deadline_ms, running_limit, updated_at)
+                                        pending_deadline_ms, running_limit,
+                                        heartbeat_timeout_ms, max_timeout_ms, updated_at)
   SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
                                 p_backoff_bases, p_backoff_caps, p_backoff_jitters,
-                                p_deadlines, p_limits) AS u
+                                p_deadlines, p_limits, p_heartbeat_timeouts,
+                                p_max_timeouts) AS u
   ON CONFLICT (type) DO UPDATE
      SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
          backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
          backoff_cap_ms = excluded.backoff_cap_ms, backoff_jitter = excluded.backoff_jitter,
          pending_deadline_ms = excluded.pending_deadline_ms,
-         running_limit = excluded.running_limit, updated_at = now();
+         running_limit = excluded.running_limit,
+         -- Kept when a node of the release before them writes the others.
+         heartbeat_timeout_ms = CASE WHEN p_heartbeat_timeouts IS NULL THEN s.heartbeat_timeout_ms
+                                     ELSE excluded.heartbeat_timeout_ms END,
+         max_timeout_ms = CASE WHEN p_max_timeouts IS NULL THEN s.max_timeout_ms
+                               ELSE excluded.max_timeout_ms END,
+         updated_at = now();
 END
 $$;
 

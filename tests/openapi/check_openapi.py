@@ -728,6 +728,17 @@ def check_tasks(c, run, st):
     ans = c.call("(with progress)", "GET", TID, {"id": st["slow_dead"]}, expect=200)
     c.check(ans.get("progress", "processed") == 10, "a task shows its progress",
             ["progress %r" % ans.get("progress")])
+    L = TID + "/logs"
+    ans = c.call("(running attempt)", "POST", L, {"id": st["slow_dead"]}, expect=200,
+                 body={"attempt": attempt, "lines": ["opened", "page 1"]})
+    c.check(ans.get("accepted") is True, "the running attempt's lines are accepted")
+    c.call("(no lines)", "POST", L, {"id": st["slow_dead"]}, expect=400,
+           body={"attempt": attempt, "lines": []})
+    ans = c.call("(after a line)", "GET", L, {"id": st["slow_dead"]}, expect=200,
+                 query={"after": "0", "limit": "1"})
+    c.check(ans.get("lines", 0, "line") == "opened", "the log reads from its first line",
+            ["lines %r" % ans.get("lines")])
+    c.call("(bad after)", "GET", L, {"id": st["slow_dead"]}, expect=400, query={"after": "x"})
     ans = c.call("(fail)", "POST", R, {"id": st["slow_dead"]}, expect=200,
                  body={"attempt": str(attempt), "outcome": "fail", "error": "failed by "
                        "check_openapi.py", "result": {"partial": True}})

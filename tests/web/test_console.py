@@ -107,6 +107,17 @@ def arrange(node):
                            "child_jobs": ["hourly-digest"]})
     assert status in (200, 201), status
     eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["status"] == "dead")
+    attempt = node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"]
+    status, ack = node.call("POST", "/v1/tasks/%d/logs" % doomed["id"],
+                            {"attempt": attempt, "lines": ["the fail executor failed it"]})
+    assert status == 200 and ack["accepted"], (status, ack)
+    # A task of another batch that reports records as it runs.
+    ingest = submit({"type": "SLOW", "key": "ingest", "batch": "ingest", "payload": {"ms": 1500},
+                     "timeout_ms": 30000})
+    eventually(lambda: node.call("GET", "/v1/tasks/%d" % ingest["id"])[1]["status"] == "running")
+    status, ack = node.call("POST", "/v1/tasks/%d/progress" % ingest["id"],
+                            {"attempt": 1, "processed": 200, "failed": 10})
+    assert status == 200 and ack["accepted"], (status, ack)
     # More tasks than a page of the task list reads (50,000), due long after
     # the test, so that a filter matching none of them comes back short.
     for b in range(55):
@@ -146,6 +157,14 @@ def walk(console, node, doomed, later, unwanted, child, shots):
     console.follow("task-row", id=doomed["id"])
     check("task detail: status", eventually(lambda: console.text("status").strip() == "dead"))
     check("task detail: attempt history", console.find("attempt-row", attempt=1) is not None)
+    check("task detail: the attempt's log", console.find("log-line") is not None)
+    attempt = node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"]
+    status, _ = node.call("POST", "/v1/tasks/%d/logs" % doomed["id"],
+                          {"attempt": attempt, "lines": ["a line logged while the page is open"]})
+    lines = lambda: driver.find_elements(By.CSS_SELECTOR, sel("log-line"))  # noqa: E731
+    check("task detail: the log tails live", status == 200 and eventually(
+        lambda: len(lines()) == 2 and "while the page is open" in lines()[1].text),
+        [line.text for line in lines()])
     console.click("retry")
     console.confirm()
     retried = eventually(lambda: node.call("GET", "/v1/tasks/%d" % doomed["id"])[1]["attempt"] >= 2)
@@ -205,6 +224,10 @@ def walk(console, node, doomed, later, unwanted, child, shots):
           eventually(lambda: node.call("GET", "/v1/tasks/%d" % unwanted["id"])[1]["status"] == "cancelled"))
 
     # Batches: counts per status.
+    console.open("/batches/ingest")
+    records = lambda: console.text("batch-records")  # noqa: E731
+    check("batch: its records", eventually(lambda: "200 processed, 10 failed (5.0%)" in records()),
+          records())
     console.open("/batches/nightly")
     check("batch: counts", eventually(lambda: "6" in console.text("batch-total")),
           console.text("batch-total"))

@@ -58,6 +58,8 @@ const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_
 constexpr const char* beside_type = "BENCH_MIX_OTHER";
 /// Due before the mixed drain's tasks, at every level; no node runs them.
 constexpr const char* stranded_type = "BENCH_STRANDED";
+/// Run by the sleep executor: tasks that report progress while they run.
+constexpr const char* talking_type = "BENCH_TALK";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
@@ -104,13 +106,17 @@ struct plan {
   /// Steps of the dependency chain, children of the fan-out and fan-in.
   int chain_steps;
   int fan_children;
+  /// Running tasks that each report progress every 100 ms, for how long.
+  int talking_tasks;
+  double talking_seconds;
 };
 
 plan plan_for(bool quick) {
   if (quick)
-    return {1, 1.0, 10'000, 3.0, 200, 100'000, 10'000, 10'000, 20'000, 200'000, 64, 200, 2'000};
-  return {3,      5.0,     100'000,   15.0, 200,   1'000'000, 10'000,
-          10'000, 100'000, 5'000'000, 64,   1'000, 10'000};
+    return {1,      1.0,     10'000, 3.0, 200,   100'000, 10'000, 10'000,
+            20'000, 200'000, 64,     200, 2'000, 1'000,   5.0};
+  return {3,       5.0,       100'000, 15.0,  200,    1'000'000, 10'000, 10'000,
+          100'000, 5'000'000, 64,      1'000, 10'000, 1'000,     10.0};
 }
 
 /// Several runs of one measurement.
@@ -896,6 +902,91 @@ double chain_step_ms(bench_node& node, db::connection& conn, int steps) {
   return 1000 * run(conn, sql::chain_seconds, {std::string{backlog_type}}).float64(0, 0) / steps;
 }
 
+struct progress_run {
+  double reports_per_s;     // progress calls answered
+  double statements_per_s;  // calls of taskmill.report_progress storing them
+};
+
+/// `tasks` running tasks each report progress every 100 ms through the API,
+/// each on a keep-alive connection of its own (a report is answered once
+/// stored), for `seconds`; the statements that store them are counted by
+/// PostgreSQL's function statistics, sampled twice within the load (a busy
+/// session's counts reach them within a second, so both samples lag alike).
+progress_run progress_reports(bench_node& node, db::connection& conn, const std::string& conninfo,
+                              int tasks, double seconds) {
+  constexpr auto every = milliseconds{100};
+  run(conn, sql::reset_tasks);
+  run(conn, sql::track_function_calls);
+  run(conn, sql::reload_configuration);
+  node.start();
+  auto run_ms = static_cast<int>(seconds * 1000) + 30'000;
+  run(conn, sql::submit_talking,
+      {std::string{talking_type}, std::to_string(tasks), std::to_string(run_ms)});
+  std::vector<std::string> ids;
+  auto deadline = steady::now() + std::chrono::seconds{30};
+  while (static_cast<int>(ids.size()) < tasks) {
+    if (steady::now() > deadline) throw bench_failure{"progress: the tasks did not all start"};
+    sleep_checked(milliseconds{50});
+    auto res = run(conn, sql::running_ids, {std::string{talking_type}});
+    ids.clear();
+    for (int i = 0; i < res.rows(); ++i) ids.push_back(res.string(i, 0));
+  }
+  std::atomic<int64_t> answered{0};
+  auto start = steady::now();
+  auto stop =
+      start + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>{seconds});
+  struct sample {
+    steady::time_point at;
+    int64_t answered = 0;
+    int64_t statements = 0;
+  } first, last;
+  std::string sampler_failure;
+  std::thread sampler{[&] {
+    try {
+      auto sample_conn = connect(conninfo);
+      auto take = [&](sample& s, steady::time_point when) {
+        std::this_thread::sleep_until(when);
+        s.at = steady::now();
+        s.answered = answered.load();
+        s.statements = run(sample_conn, sql::progress_statements).int64(0, 0);
+      };
+      take(first, start + milliseconds{1500});
+      take(last, stop - milliseconds{500});
+    } catch (const std::exception& e) {
+      sampler_failure = e.what();
+    }
+  }};
+  auto report_every_round = [&](int task) {
+    http_session session{node.api()};
+    auto body = std::string{R"({"attempt": 1, "processed": )"};
+    for (auto next = start; next < stop && !interrupted; next += every) {
+      auto res = session.call("POST", "/v1/tasks/" + ids[task] + "/progress",
+                              body + std::to_string(answered.load()) + "}");
+      if (!res || res->status != 200)
+        throw bench_failure{"progress: a report failed: " +
+                            (res ? res->body : error_message(res.error()))};
+      ++answered;
+      std::this_thread::sleep_until(next + every);
+    }
+  };
+  try {
+    in_parallel(tasks, report_every_round);
+  } catch (...) {
+    sampler.join();
+    throw;
+  }
+  sampler.join();
+  check_interrupted();
+  if (!sampler_failure.empty()) throw bench_failure{"progress: " + sampler_failure};
+  run(conn, sql::cancel_type, {std::string{talking_type}});
+  node.stop();
+  run(conn, sql::untrack_function_calls);
+  run(conn, sql::reload_configuration);
+  auto window = std::chrono::duration<double>(last.at - first.at).count();
+  return {static_cast<double>(last.answered - first.answered) / window,
+          static_cast<double>(last.statements - first.statements) / window};
+}
+
 struct fan_run {
   double submit_s;   // the graph's submit, in one transaction
   double fan_out_s;  // the root's finish to the children's last
@@ -1009,6 +1100,10 @@ int measure(const bench_options& options) {
   bench_node limited{options.binary, database.conninfo(), mixed_node_types(true), "limited"};
   bench_node limited_beside{options.binary, database.conninfo(), mixed_node_types(true, true),
                             "limited-beside"};
+  bench_node talking{options.binary,
+                     database.conninfo(),
+                     {std::string{"types."} + talking_type + ".executor=sleep"},
+                     "talking"};
   bench_node pooled{
       options.binary,
       database.pooled_conninfo(),
@@ -1029,10 +1124,11 @@ int measure(const bench_options& options) {
       drain_stranded{"tasks/s"}, stranded_ratio{"ratio"}, drain_calendar{"tasks/s"},
       calendar_ratio{"ratio"}, pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"},
       pooled_submit{"tasks/s"}, pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"},
-      fan_out_rate{"tasks/s"}, fan_out_ratio{"ratio"}, fan_in{"ms"};
+      fan_out_rate{"tasks/s"}, fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
+      progress_statements{"statements/s"}, reports_per_statement{"ratio"};
   auto peak_rss = [&] {
-    return std::max(
-        {node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss()});
+    return std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(),
+                     limited_beside.peak_rss(), talking.peak_rss()});
   };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
@@ -1144,6 +1240,14 @@ int measure(const bench_options& options) {
     fan_out_ratio.runs.push_back(fan_out_rate.runs.back() / drain.median());
     fan_in.runs.push_back(fan.fan_in_ms);
   }
+  for (int r = 0; r < p.runs; ++r) {
+    runs(std::to_string(p.talking_tasks) + " running tasks reporting progress every 100 ms", r);
+    auto reports =
+        progress_reports(talking, conn, database.conninfo(), p.talking_tasks, p.talking_seconds);
+    progress_rate.runs.push_back(reports.reports_per_s);
+    progress_statements.runs.push_back(reports.statements_per_s);
+    reports_per_statement.runs.push_back(reports.reports_per_s / reports.statements_per_s);
+  }
   rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
@@ -1198,6 +1302,9 @@ int measure(const bench_options& options) {
       {"fan-out: its " + k(p.fan_children) + " children drained", fan_out_rate},
       {"fan-out drain / plain drain", fan_out_ratio},
       {"fan-in from " + k(p.fan_children) + ": last parent to its start", fan_in},
+      {"progress: " + k(p.talking_tasks) + " running tasks reporting every 100 ms", progress_rate},
+      {"statements storing those reports", progress_statements},
+      {"progress reports per statement", reports_per_statement},
       {"node peak RSS", rss},
   };
   std::vector<target> targets{

@@ -189,6 +189,8 @@ pb::TypeSettings settings_of(const std::string& name, const task_type_config& t)
   s.mutable_backoff()->set_jitter(t.backoff.jitter);
   s.set_pending_deadline_ms(t.pending_deadline.count());
   s.set_running_limit(t.running_limit);
+  s.set_heartbeat_timeout_ms(t.heartbeat_timeout.count());
+  s.set_max_timeout_ms(static_cast<int32_t>(t.max_timeout.count()));
   return s;
 }
 

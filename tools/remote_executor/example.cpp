@@ -34,6 +34,7 @@ pb::TaskOutcome run_task(const std::string& name, const pb::Task& task,
   if (!payload.is_object()) payload = nlohmann::json::object();
   auto what = task.type() + "/" + task.key() + " attempt " + std::to_string(task.attempt());
   auto sleep = std::chrono::milliseconds{payload.value("sleep_ms", 0)};
+  execution.log({"started " + what + " on " + name});
   // {"progress": true}: half way, it says so.
   if (payload.value("progress", false)) {
     if (execution.cancelled_within(sleep / 2)) sleep = std::chrono::milliseconds{0};

@@ -19,11 +19,19 @@
 
 namespace taskmill {
 
-remote_execution::remote_execution(std::function<void(pb::Progress)> report)
-    : report_(std::move(report)), flag_(std::make_shared<flag>()) {}
+remote_execution::remote_execution(std::function<void(pb::Progress)> report,
+                                   std::function<void(pb::AttemptLog)> log)
+    : report_(std::move(report)), log_(std::move(log)), flag_(std::make_shared<flag>()) {}
 
 void remote_execution::report(pb::Progress progress) const {
   if (report_) report_(std::move(progress));
+}
+
+void remote_execution::log(std::vector<std::string> lines) const {
+  if (!log_ || lines.empty()) return;
+  pb::AttemptLog log;
+  for (auto& line : lines) log.add_lines(std::move(line));
+  log_(std::move(log));
 }
 
 bool remote_execution::cancelled() const {
@@ -69,6 +77,7 @@ struct remote_runner_state {
 using runner_actor =
     executor_actor::extend<caf::reacts_to<finished_atom, int64_t, pb::TaskOutcome>,
                            caf::reacts_to<progress_atom, int64_t, pb::Progress>,
+                           caf::reacts_to<log_atom, int64_t, pb::AttemptLog>,
                            caf::replies_to<join_atom>::with<int32_t>, caf::reacts_to<check_atom>>;
 using runner_ptr = runner_actor::stateful_pointer<remote_runner_state>;
 
@@ -152,11 +161,16 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
         auto& st = self->state;
         auto id = ++st.next_id;
         auto promise = self->make_response_promise<pb::TaskOutcome>();
-        remote_execution execution{[runner = caf::actor_cast<runner_actor>(self),
-                                    task_id = task.id(), attempt = task.attempt()](pb::Progress p) {
-          p.set_attempt(attempt);
-          caf::anon_send(runner, progress_atom_v, task_id, std::move(p));
-        }};
+        auto runner = caf::actor_cast<runner_actor>(self);
+        remote_execution execution{
+            [runner, task_id = task.id(), attempt = task.attempt()](pb::Progress p) {
+              p.set_attempt(attempt);
+              caf::anon_send(runner, progress_atom_v, task_id, std::move(p));
+            },
+            [runner, task_id = task.id(), attempt = task.attempt()](pb::AttemptLog log) {
+              log.set_attempt(attempt);
+              caf::anon_send(runner, log_atom_v, task_id, std::move(log));
+            }};
         st.running.emplace(id, pushed{task.id(), task.attempt(), execution, promise});
         std::thread{[runner = caf::actor_cast<runner_actor>(self), handler = st.handler, id,
                      execution, task = std::move(task)] {
@@ -167,6 +181,10 @@ runner_actor::behavior_type remote_runner(runner_ptr self, remote_executor_optio
       [self](progress_atom, int64_t task_id, pb::Progress& progress) {
         self->request(self->state.node, link_silence_bound, progress_atom_v, task_id,
                       std::move(progress))
+            .then([](const pb::ResultAck&) {}, [](const caf::error&) {});
+      },
+      [self](log_atom, int64_t task_id, pb::AttemptLog& log) {
+        self->request(self->state.node, link_silence_bound, log_atom_v, task_id, std::move(log))
             .then([](const pb::ResultAck&) {}, [](const caf::error&) {});
       },
       [self](cancel_atom, int64_t task_id, int32_t attempt) {

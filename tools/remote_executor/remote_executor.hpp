@@ -29,11 +29,13 @@ namespace taskmill {
 /// (the task was, through any of the node's ways, or the link to the node
 /// dropped, which runs the task again elsewhere; its outcome is then no
 /// longer waited for: stop, and answer anything), and to tell the node how
-/// far it got.
+/// far it got and what it logs.
 class remote_execution {
  public:
-  /// `report` sends a progress report of this attempt to the node.
-  explicit remote_execution(std::function<void(pb::Progress)> report = {});
+  /// `report` sends a progress report of this attempt to the node, `log`
+  /// its log lines.
+  explicit remote_execution(std::function<void(pb::Progress)> report = {},
+                            std::function<void(pb::AttemptLog)> log = {});
   bool cancelled() const;
   /// Waits up to `wait` for a cancel; true if one came.
   bool cancelled_within(std::chrono::milliseconds wait) const;
@@ -41,9 +43,13 @@ class remote_execution {
   /// How far the task got (see POST /v1/tasks/{id}/progress; the attempt is
   /// filled in). The node keeps the latest report; none is waited for.
   void report(pb::Progress progress) const;
+  /// Lines for the attempt's log (see POST /v1/tasks/{id}/logs: 1 to 1,000
+  /// a call); none is waited for.
+  void log(std::vector<std::string> lines) const;
 
  private:
   std::function<void(pb::Progress)> report_;
+  std::function<void(pb::AttemptLog)> log_;
   struct flag {
     std::mutex mutex;
     std::condition_variable changed;
