@@ -27,12 +27,28 @@ struct waiting_lines {
     caf::typed_response_promise<pb::ResultAck> promise;
   };
   pb::LogBatch batch;
+  size_t bytes = 0;
   std::vector<waiter> waiters;
 };
 
-/// Lines waiting to be stored at most: past them, a log is refused (the
-/// database is slower than the executors log) rather than held in memory.
-constexpr int max_waiting_lines = 100'000;
+/// Bytes of lines waiting to be stored at most: past them, a log is refused
+/// (the database is slower than the executors log) rather than held in
+/// memory; they also bound the statement that stores them.
+constexpr size_t max_waiting_bytes = 16 << 20;
+
+/// A line is kept to this many characters (storage/sql/logs.sql cuts the
+/// same); cut here, a long line costs no memory while it waits.
+constexpr size_t max_line_chars = 4096;
+
+/// `line` cut to max_line_chars code points (it is valid UTF-8).
+void cut(std::string& line) {
+  size_t chars = 0;
+  for (size_t i = 0; i < line.size(); ++i)
+    if ((static_cast<unsigned char>(line[i]) & 0xC0) != 0x80 && ++chars > max_line_chars) {
+      line.resize(i);
+      return;
+    }
+}
 
 /// At most one statement of each kind a round: a report that comes alone is
 /// stored at once, those of many tasks reporting often wait for the round's
@@ -115,8 +131,10 @@ void store_lines(self_ptr self) {
           [self, sent](const pb::LogAcks& acks) {
             for (auto& w : sent->waiters) {
               pb::ResultAck ack;
-              ack.set_accepted(std::find(acks.task_ids().begin(), acks.task_ids().end(),
-                                         w.task_id) != acks.task_ids().end());
+              bool taken = false;
+              for (int i = 0; i < acks.task_ids_size() && !taken; ++i)
+                taken = acks.task_ids(i) == w.task_id && acks.attempts(i) == w.attempt;
+              ack.set_accepted(taken);
               if (!ack.accepted())
                 ack.set_reason("stale: attempt " + std::to_string(w.attempt) +
                                " is not the task's latest");
@@ -179,9 +197,15 @@ progress_actor::behavior_type progress(self_ptr self, progress_options options) 
       },
       [self](log_atom, int64_t id, pb::AttemptLog& log) -> caf::result<pb::ResultAck> {
         auto& lines = self->state.lines;
-        if (lines.batch.lines_size() + log.lines_size() > max_waiting_lines)
+        size_t bytes = 0;
+        for (auto& line : *log.mutable_lines()) {
+          cut(line);
+          bytes += line.size();
+        }
+        if (lines.bytes + bytes > max_waiting_bytes)
           return make_error(errc::unavailable,
                             "too many log lines wait to be stored: try again shortly");
+        lines.bytes += bytes;
         for (auto& line : *log.mutable_lines()) {
           lines.batch.add_task_ids(id);
           lines.batch.add_attempts(log.attempt());

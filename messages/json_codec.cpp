@@ -118,7 +118,7 @@ caf::expected<pb::Progress> decode_progress(std::string_view body) {
   if (auto v = r.integer("processed", 0, INT64_MAX)) out.set_processed(*v);
   if (auto v = r.integer("failed", 0, INT64_MAX)) out.set_failed(*v);
   if (auto v = r.text("message")) out.set_message(*v);
-  if (auto v = r.integer("deadline_in_ms", 1, INT64_MAX)) out.set_deadline_in_ms(*v);
+  if (auto v = r.integer("deadline_in_ms", 1, INT32_MAX)) out.set_deadline_in_ms(*v);
   if (auto err = r.finish()) return err;
   return out;
 }

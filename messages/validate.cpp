@@ -160,8 +160,9 @@ caf::error validate(const pb::Progress& report) {
   }
   if (report.processed() < 0) return bad("", "processed", "must be 0 or more");
   if (report.failed() < 0) return bad("", "failed", "must be 0 or more");
-  if (report.has_deadline_in_ms() && report.deadline_in_ms() <= 0)
-    return bad("", "deadline_in_ms", "must be 1 or more");
+  if (report.has_deadline_in_ms() &&
+      (report.deadline_in_ms() < 1 || report.deadline_in_ms() > INT32_MAX))
+    return bad("", "deadline_in_ms", "must be between 1 and " + std::to_string(INT32_MAX));
   if (report.has_failed() && report.has_processed() && report.failed() > report.processed())
     return bad("", "failed",
                "must be at most processed (" + std::to_string(report.processed()) + ")");

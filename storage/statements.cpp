@@ -242,7 +242,8 @@ const statement task_progress{
     "FROM taskmill.task_progress WHERE task_id = $1::bigint"};
 
 const statement append_logs{
-    "append_logs", "SELECT task_id FROM taskmill.append_logs($1::bigint[], $2::int[], $3::text[])"};
+    "append_logs",
+    "SELECT task_id, attempt FROM taskmill.append_logs($1::bigint[], $2::int[], $3::text[])"};
 
 const statement attempt_log{
     "attempt_log",

@@ -432,8 +432,10 @@ caf::result<pb::LogAcks> append_logs(self_ptr self, const pb::LogBatch& batch) {
   return ask_db<pb::LogAcks>(self, {db::call{&db::sql::append_logs, std::move(params)}},
                              [](results& rs) {
                                pb::LogAcks out;
-                               for (int row = 0; row < rs[0]->rows(); ++row)
+                               for (int row = 0; row < rs[0]->rows(); ++row) {
                                  out.add_task_ids(rs[0]->int64(row, 0));
+                                 out.add_attempts(rs[0]->int32(row, 1));
+                               }
                                return out;
                              });
 }

@@ -752,6 +752,34 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(sweeps)
 
+// SPEC §4: an attempt silent past its type's heartbeat timeout, or the
+// defaults' for a type without settings of its own, is a failed attempt,
+// and its node is asked to stop it; a type whose own settings have none
+// runs on.
+BOOST_AUTO_TEST_CASE(silent_attempts_fail_by_their_types_heartbeat_timeout_or_the_defaults) {
+  test::task_database db{"silent"};
+  auto term = db.seize_lead();
+  db.exec(
+      "SELECT taskmill.put_type_settings(ARRAY['', 'OWN'], ARRAY[5000, 5000], ARRAY[3, 3], "
+      "ARRAY['fixed', 'fixed'], ARRAY[10, 10], ARRAY[1000, 1000], ARRAY[0, 0]::real[], "
+      "ARRAY[NULL, NULL]::bigint[], ARRAY[NULL, NULL]::int[], ARRAY[100, NULL]::bigint[], "
+      "ARRAY[NULL, NULL]::int[])");
+  db.exec("SELECT taskmill.submit('OTHER', 'a')");
+  db.exec("SELECT taskmill.submit('OWN', 'b')");
+  BOOST_REQUIRE_EQUAL(db.claim(2).size(), 2u);
+  db.exec("UPDATE taskmill.tasks SET started_at = now() - interval '1 second'");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.sweep_silent(100, " + term + ")"), "1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(type || ' ' || status, ', ' ORDER BY type) "
+                              "FROM taskmill.tasks"),
+                    "OTHER failed, OWN running");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(type, ',') FROM taskmill.cancel_requests"),
+                    "OTHER");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT outcome FROM taskmill.attempt_history WHERE attempt = 1 AND outcome <> "
+                "'running'"),
+      "silent");
+}
+
 BOOST_AUTO_TEST_CASE(lost_leases_and_timeouts_are_failed_attempts) {
   test::task_database db{"sweeps"};
   auto term = db.seize_lead();

@@ -6,16 +6,20 @@
 -- their task when it is purged.
 
 -- Appends the lines (p_ids, p_attempts, p_lines: one entry a line, in order)
--- of attempts that are their task's latest, running or just ended: lines
--- may trail their outcome, not a later attempt. Answers the tasks whose
--- lines were taken.
+-- of attempts that are their task's latest, running or ended: lines may
+-- trail their outcome, not come from an earlier attempt. Appends to one
+-- task take turns, so that its lines commit in the order of their ids and
+-- a reader following them (attempt_log after the last id read) misses none.
+-- Answers the attempts whose lines were taken.
 CREATE FUNCTION taskmill.append_logs(p_ids bigint[], p_attempts integer[], p_lines text[])
-RETURNS TABLE (task_id bigint)
+RETURNS TABLE (task_id bigint, attempt integer)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_ids bigint[];
   v_attempts integer[];
 BEGIN
+  PERFORM pg_advisory_xact_lock(taskmill.unit_lock_key('taskmill.logs', u.id::text))
+     FROM (SELECT DISTINCT x.id FROM unnest(p_ids) AS x(id) ORDER BY x.id) u;
   WITH taken AS (
     INSERT INTO taskmill.attempt_logs AS l (task_id, attempt, logged_at, line)
     SELECT u.id, u.attempt, now(), left(u.line, 4096)
@@ -33,7 +37,7 @@ BEGIN
      AND l.id <= (SELECT x.id FROM taskmill.attempt_logs x
                    WHERE x.task_id = a.task_id AND x.attempt = a.attempt
                    ORDER BY x.id DESC OFFSET 1000 LIMIT 1);
-  RETURN QUERY SELECT DISTINCT u.id FROM unnest(v_ids) AS u(id);
+  RETURN QUERY SELECT u.id, u.attempt FROM unnest(v_ids, v_attempts) AS u(id, attempt);
 END
 $$;
 

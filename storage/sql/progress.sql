@@ -16,11 +16,12 @@ $$;
 
 -- Stores the reports of attempts still running (fenced by attempt; a task
 -- that ended, or runs again under a later attempt, changes nothing).
--- Answers, per report, whether it applied. A NULL progress, processed,
--- failed or message keeps the one reported before in the same attempt. A
--- deadline asked for (p_deadlines_in_ms from now) only moves it later, up
--- to latest_deadline. The task's row is locked to share, so that an outcome
--- either comes after the report or is seen ended by it.
+-- Answers, per report, whether it applied. A NULL progress or message keeps
+-- the one reported before in the same attempt; processed and failed only
+-- grow within an attempt (NULL: as before). A deadline asked for
+-- (p_deadlines_in_ms from now) only moves it later, up to latest_deadline.
+-- The task's row is locked to share, so that an outcome either comes after
+-- the report or is seen ended by it.
 CREATE FUNCTION taskmill.report_progress(p_ids bigint[], p_attempts integer[],
                                          p_progress real[], p_processed bigint[],
                                          p_failed bigint[], p_messages text[],
@@ -38,24 +39,31 @@ LANGUAGE sql AS $$
   stored AS (
     INSERT INTO taskmill.task_progress AS p (task_id, attempt, progress, processed, failed,
                                              message, reported_at, deadline_at)
-    SELECT u.id, u.attempt, coalesce(u.progress, o.progress),
-           coalesce(u.processed, o.processed, 0), coalesce(u.failed, o.failed, 0),
-           coalesce(u.message, o.message), now(),
-           greatest(o.deadline_at,
-                    CASE WHEN u.deadline_in_ms IS NOT NULL
-                         THEN least(now() + u.deadline_in_ms * interval '1 ms',
-                                    taskmill.latest_deadline(r.type, r.started_at,
-                                                             r.timeout_ms)) END)
+    SELECT u.id, u.attempt, u.progress, coalesce(u.processed, 0), coalesce(u.failed, 0),
+           u.message, now(),
+           CASE WHEN u.deadline_in_ms IS NOT NULL
+                THEN least(now() + u.deadline_in_ms * interval '1 ms',
+                           taskmill.latest_deadline(r.type, r.started_at, r.timeout_ms)) END
       FROM unnest(p_ids, p_attempts, p_progress, p_processed, p_failed, p_messages,
                   p_deadlines_in_ms)
            AS u(id, attempt, progress, processed, failed, message, deadline_in_ms)
       JOIN running r ON r.id = u.id
-      LEFT JOIN taskmill.task_progress o ON o.task_id = u.id AND o.attempt = u.attempt
+    -- Merged with the row as it is now (another node's report may have
+    -- changed it since this statement began).
     ON CONFLICT (task_id) DO UPDATE
-       SET attempt = excluded.attempt, progress = excluded.progress,
-           processed = excluded.processed, failed = excluded.failed,
-           message = excluded.message, reported_at = excluded.reported_at,
-           deadline_at = excluded.deadline_at
+       SET progress = CASE WHEN p.attempt = excluded.attempt
+                           THEN coalesce(excluded.progress, p.progress) ELSE excluded.progress END,
+           processed = CASE WHEN p.attempt = excluded.attempt
+                            THEN greatest(p.processed, excluded.processed)
+                            ELSE excluded.processed END,
+           failed = CASE WHEN p.attempt = excluded.attempt
+                         THEN greatest(p.failed, excluded.failed) ELSE excluded.failed END,
+           message = CASE WHEN p.attempt = excluded.attempt
+                          THEN coalesce(excluded.message, p.message) ELSE excluded.message END,
+           deadline_at = CASE WHEN p.attempt = excluded.attempt
+                              THEN greatest(p.deadline_at, excluded.deadline_at)
+                              ELSE excluded.deadline_at END,
+           attempt = excluded.attempt, reported_at = excluded.reported_at
     RETURNING p.task_id, p.failed
   ),
   -- A batch with failed records is judged once it finished

@@ -77,9 +77,11 @@ BEGIN
   END IF;
   SELECT array_agg(c.id), array_agg(c.attempt) INTO v_ids, v_attempts FROM (
     SELECT t.id, t.attempt FROM taskmill.tasks t
-      JOIN taskmill.task_types y ON y.type = t.type AND y.heartbeat_timeout_ms IS NOT NULL
+      -- The type's own settings, else the defaults (the empty type).
+      LEFT JOIN taskmill.task_types own ON own.type = t.type
+      JOIN taskmill.task_types y ON y.type = coalesce(own.type, '')
       LEFT JOIN taskmill.task_progress p ON p.task_id = t.id AND p.attempt = t.attempt
-     WHERE t.status = 'running'
+     WHERE t.status = 'running' AND y.heartbeat_timeout_ms IS NOT NULL
        AND greatest(t.started_at, p.reported_at)
            + y.heartbeat_timeout_ms * interval '1 ms' < now()
      ORDER BY t.started_at LIMIT p_limit
