@@ -1,5 +1,8 @@
 #include "tools/bench/bench.hpp"
 
+#include "tools/bench/flows.hpp"
+#include "tools/bench/harness.hpp"
+
 #include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
 #include "storage/bench/bench_sql.hpp"
@@ -37,11 +40,8 @@ namespace taskmill {
 
 namespace {
 
-namespace fs = std::filesystem;
-namespace sql = db::bench_sql;
+using namespace bench;
 using nlohmann::json;
-using steady = std::chrono::steady_clock;
-using std::chrono::milliseconds;
 
 constexpr const char* submit_type = "BENCH_SUBMIT";
 constexpr const char* noop_type = "BENCH_NOOP";
@@ -58,8 +58,6 @@ const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_
 constexpr const char* beside_type = "BENCH_MIX_OTHER";
 /// Due before the mixed drain's tasks, at every level; no node runs them.
 constexpr const char* stranded_type = "BENCH_STRANDED";
-/// Run by the sleep executor: tasks that report progress while they run.
-constexpr const char* talking_type = "BENCH_TALK";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
@@ -67,22 +65,8 @@ constexpr const char* never_due = "2100-01-01T00:00:00Z";
 constexpr int submit_batch = 1000;
 constexpr int raw_batch = 100;
 
-std::atomic<bool> interrupted{false};
-
 extern "C" void on_interrupt(int) {
   interrupted = true;
-}
-
-struct bench_failure : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check_interrupted() {
-  if (interrupted) throw bench_failure{"interrupted"};
-}
-
-void progress(const std::string& line) {
-  std::cerr << "bench: " << line << std::endl;
 }
 
 /// What one kind of bench run does; the full run measures what the issue
@@ -143,220 +127,7 @@ std::string fixed(double v, int decimals) {
   return buf;
 }
 
-double seconds_since(steady::time_point start) {
-  return std::chrono::duration<double>(steady::now() - start).count();
-}
-
-void sleep_checked(milliseconds d) {
-  check_interrupted();
-  std::this_thread::sleep_for(d);
-}
-
-// -- the database --------------------------------------------------------------
-
-/// A key=value connection string for the same server and another database.
-std::string with_dbname(const std::string& conninfo, const std::string& dbname) {
-  char* err = nullptr;
-  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &err);
-  if (!options) {
-    std::string message = err ? err : "cannot parse the connection string";
-    PQfreemem(err);
-    throw bench_failure{"--database: " + message};
-  }
-  auto quote = [](const std::string& v) {
-    std::string out = "'";
-    for (char c : v) {
-      if (c == '\'' || c == '\\') out += '\\';
-      out += c;
-    }
-    return out + "'";
-  };
-  std::string out;
-  for (auto* o = options; o->keyword; ++o) {
-    std::string keyword = o->keyword;
-    if (keyword == "dbname" || !o->val) continue;
-    out += keyword + "=" + quote(o->val) + " ";
-  }
-  PQconninfoFree(options);
-  return out + "dbname=" + quote(dbname);
-}
-
-db::connection connect(const std::string& conninfo) {
-  auto conn = db::connection::open(conninfo, std::chrono::minutes{10}, std::chrono::minutes{1});
-  if (!conn) throw bench_failure{"cannot connect: " + error_message(conn.error())};
-  return std::move(*conn);
-}
-
-db::result run(db::connection& conn, const char* statement, const std::vector<db::param>& params) {
-  auto res = conn.exec(statement, params);
-  if (!res) throw bench_failure{error_message(res.error())};
-  return std::move(*res);
-}
-
-db::result run(db::connection& conn, const char* statement) {
-  auto res = conn.exec(statement);
-  if (!res) throw bench_failure{error_message(res.error())};
-  return std::move(*res);
-}
-
-/// The bench's own database: on a private server in a temporary directory, or
-/// created on the given server and dropped afterwards.
-class bench_database {
- public:
-  explicit bench_database(const std::string& server) {
-    if (server.empty()) {
-      start_private_server();
-    } else {
-      admin_conninfo_ = server;
-      name_ = "taskmill_bench_" + std::to_string(getpid());
-      auto admin = connect(admin_conninfo_);
-      run(admin, ("CREATE DATABASE " + name_).c_str());
-      conninfo_ = with_dbname(server, name_);
-    }
-  }
-
-  ~bench_database() {
-    if (!name_.empty()) {
-      auto admin =
-          db::connection::open(admin_conninfo_, std::chrono::minutes{1}, std::chrono::seconds{10});
-      if (admin) admin->exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
-    }
-    if (server_) {
-      auto dir = server_->dir();
-      db::stop_pgbouncer(dir);
-      server_->stop();
-      server_.reset();
-      std::error_code ignored;
-      fs::remove_all(dir, ignored);
-      fs::remove_all(temp_dir_, ignored);
-    }
-  }
-
-  bench_database(const bench_database&) = delete;
-  bench_database& operator=(const bench_database&) = delete;
-
-  const std::string& conninfo() const { return conninfo_; }
-  /// The same database through PgBouncer in transaction mode (20 server
-  /// connections), in front of the private server; empty without one.
-  const std::string& pooled_conninfo() const { return pooled_conninfo_; }
-  std::string description() const {
-    return server_
-               ? "private PostgreSQL (durable settings) on port " + std::to_string(server_->port())
-               : "database " + name_ + " on the given server";
-  }
-
- private:
-  void start_private_server() {
-    temp_dir_ = (fs::temp_directory_path() / "taskmill-bench-XXXXXX").string();
-    if (!mkdtemp(temp_dir_.data())) throw bench_failure{"cannot create a temporary directory"};
-    db::embedded_postgres_options options;
-    options.dir = temp_dir_;
-    progress("starting a private PostgreSQL in " + temp_dir_);
-    auto started = db::embedded_postgres::start(options);
-    if (!started) {
-      fs::remove_all(temp_dir_);
-      throw bench_failure{error_message(started.error())};
-    }
-    server_.emplace(std::move(*started));
-    conninfo_ = server_->conninfo();
-    auto pooler = db::start_pgbouncer(server_->dir(), server_->conninfo(), 20);
-    if (pooler)
-      pooled_conninfo_ = *pooler;
-    else
-      progress("  no PgBouncer, no measurement through it: " + error_message(pooler.error()));
-  }
-
-  std::optional<db::embedded_postgres> server_;
-  std::string temp_dir_;
-  std::string admin_conninfo_;
-  std::string name_;
-  std::string conninfo_;
-  std::string pooled_conninfo_;
-};
-
-// -- the node --------------------------------------------------------------------
-
-/// The node under test, a process of its own; restarted for the backlog
-/// measurement, under a new name each time.
-class bench_node {
- public:
-  /// `types`: config overrides saying which types it runs; `role` names it
-  /// among the bench's nodes.
-  bench_node(std::string binary, std::string conninfo, std::vector<std::string> types,
-             std::string role = "bench")
-      : role_(std::move(role)),
-        binary_(std::move(binary)),
-        conninfo_(std::move(conninfo)),
-        types_(std::move(types)) {}
-
-  void start() {
-    port_ = free_loopback_port();
-    std::vector<std::string> options{
-        "api.listen=127.0.0.1:" + std::to_string(port_),
-        "cluster.listen=127.0.0.1:0",
-        "cluster.secret=bench-" + std::to_string(getpid()),
-        "node.log_level=warn",
-    };
-    options.insert(options.end(), types_.begin(), types_.end());
-    auto name = role_ + "-" + std::to_string(getpid()) + "-" + std::to_string(++incarnation_);
-    process_ = std::make_unique<node_process>(binary_, name, conninfo_, options);
-    auto deadline = steady::now() + std::chrono::seconds{60};
-    while (steady::now() < deadline) {
-      auto ready = http_fetch("GET", api() + "/readyz", {}, {}, std::chrono::seconds{2});
-      if (ready && ready->status == 200) return;
-      sleep_checked(milliseconds{50});
-    }
-    throw bench_failure{"the node did not become ready within 60 s:\n" + process_->log_tail()};
-  }
-
-  /// SIGTERM: the node drains what it runs and stops.
-  void stop() {
-    if (!process_) return;
-    peak_rss_ = std::max(peak_rss_, process_->peak_rss());
-    auto tail = process_->log_tail();
-    int code = process_->stop();
-    process_.reset();
-    if (code != 0)
-      throw bench_failure{"the node exited with " + std::to_string(code) + ":\n" + tail};
-  }
-
-  std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
-
-  /// The largest resident set of any incarnation so far.
-  int64_t peak_rss() const {
-    return std::max(peak_rss_, process_ ? process_->peak_rss() : int64_t{0});
-  }
-
- private:
-  std::string role_;
-  std::string binary_;
-  std::string conninfo_;
-  std::vector<std::string> types_;
-  std::unique_ptr<node_process> process_;
-  uint16_t port_ = 0;
-  int incarnation_ = 0;
-  int64_t peak_rss_ = 0;
-};
-
 // -- the measurements --------------------------------------------------------------
-
-/// Runs `work(i)` on `n` threads and rethrows the first failure.
-void in_parallel(int n, const std::function<void(int)>& work) {
-  std::mutex guard;
-  std::string failure;
-  std::vector<std::thread> threads;
-  for (int i = 0; i < n; ++i)
-    threads.emplace_back([&, i] {
-      try {
-        work(i);
-      } catch (const std::exception& e) {
-        std::lock_guard<std::mutex> lock{guard};
-        if (failure.empty()) failure = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
-  if (!failure.empty()) throw bench_failure{failure};
-}
 
 std::string task_json(const char* type, const std::string& key, const char* execute_at) {
   std::string out = std::string{R"({"type":")"} + type + R"(","key":")" + key + '"';
@@ -370,61 +141,6 @@ void post_tasks(http_session& session, const std::string& body) {
   if (res->status < 200 || res->status > 299)
     throw bench_failure{"submit answered " + std::to_string(res->status) + ": " +
                         res->body.substr(0, 300)};
-}
-
-struct task_counts {
-  int64_t succeeded = 0;
-  int64_t claimed_again = 0;
-  int64_t all = 0;
-};
-
-using type_list = std::vector<std::string>;
-
-std::string types_param(const type_list& types) {
-  return db::array_literal_of(types, [](const std::string& t) { return db::param{t}; });
-}
-
-task_counts count_tasks(db::connection& conn, const type_list& types) {
-  auto res = run(conn, sql::succeeded_count, {types_param(types)});
-  return {res.int64(0, 0), res.int64(0, 1), res.int64(0, 2)};
-}
-
-/// Waits until `expected` tasks of `types` have succeeded; fails when none
-/// finished for a long while. The count reads every finished task (40 ms at
-/// 100,000 on the development machine): taken every 50 ms beside a drain it
-/// cost the drain 6-30% of its rate, which the raw ceilings, polling
-/// nothing, never paid. So the pause between counts is half the time that
-/// the rate seen so far says is left.
-void await_succeeded(db::connection& conn, const type_list& types, int64_t expected) {
-  constexpr auto least = milliseconds{50};
-  constexpr auto most = milliseconds{1000};
-  int64_t last = -1;
-  auto last_change = steady::now();
-  std::optional<std::pair<steady::time_point, int64_t>> first_seen;
-  while (true) {
-    auto succeeded = run(conn, sql::finished_count, {types_param(types)}).int64(0, 0);
-    if (succeeded >= expected) return;
-    auto now = steady::now();
-    if (succeeded != last) {
-      last = succeeded;
-      last_change = now;
-    } else if (seconds_since(last_change) > 30) {
-      throw bench_failure{"no " + types.front() + " task finished for 30 s; " +
-                          std::to_string(succeeded) + " of " + std::to_string(expected) +
-                          " succeeded"};
-    }
-    auto pause = least;
-    if (!first_seen) {
-      first_seen.emplace(now, succeeded);
-    } else if (succeeded > first_seen->second) {
-      double per_second = static_cast<double>(succeeded - first_seen->second) /
-                          std::chrono::duration<double>(now - first_seen->first).count();
-      auto left = milliseconds{
-          static_cast<int64_t>(500.0 * static_cast<double>(expected - succeeded) / per_second)};
-      pause = std::clamp(left, least, most);
-    }
-    sleep_checked(pause);
-  }
 }
 
 /// Tasks per second accepted by POST /v1/tasks from `clients` kept-alive
@@ -892,125 +608,6 @@ double calendar_drain_rate(bench_node& node, db::connection& conn, int tasks, in
 /// A chain of `steps` noop tasks, each submitted after the one before: the
 /// milliseconds each step takes, from one task's finish through the next
 /// one's release, claim and run.
-double chain_step_ms(bench_node& node, db::connection& conn, int steps) {
-  node.stop();
-  run(conn, sql::reset_tasks);
-  run(conn, sql::submit_chain, {std::string{backlog_type}, std::to_string(steps)});
-  node.start();
-  await_succeeded(conn, {backlog_type}, steps);
-  node.stop();
-  return 1000 * run(conn, sql::chain_seconds, {std::string{backlog_type}}).float64(0, 0) / steps;
-}
-
-struct progress_run {
-  double reports_per_s;     // progress calls answered
-  double statements_per_s;  // calls of taskmill.report_progress storing them
-};
-
-/// `tasks` running tasks each report progress every 100 ms through the API,
-/// each on a keep-alive connection of its own (a report is answered once
-/// stored), for `seconds`; the statements that store them are counted by
-/// PostgreSQL's function statistics, sampled twice within the load (a busy
-/// session's counts reach them within a second, so both samples lag alike).
-progress_run progress_reports(bench_node& node, db::connection& conn, const std::string& conninfo,
-                              int tasks, double seconds) {
-  constexpr auto every = milliseconds{100};
-  run(conn, sql::reset_tasks);
-  run(conn, sql::track_function_calls);
-  run(conn, sql::reload_configuration);
-  node.start();
-  auto run_ms = static_cast<int>(seconds * 1000) + 30'000;
-  run(conn, sql::submit_talking,
-      {std::string{talking_type}, std::to_string(tasks), std::to_string(run_ms)});
-  std::vector<std::string> ids;
-  auto deadline = steady::now() + std::chrono::seconds{30};
-  while (static_cast<int>(ids.size()) < tasks) {
-    if (steady::now() > deadline) throw bench_failure{"progress: the tasks did not all start"};
-    sleep_checked(milliseconds{50});
-    auto res = run(conn, sql::running_ids, {std::string{talking_type}});
-    ids.clear();
-    for (int i = 0; i < res.rows(); ++i) ids.push_back(res.string(i, 0));
-  }
-  std::atomic<int64_t> answered{0};
-  auto start = steady::now();
-  auto stop =
-      start + std::chrono::duration_cast<steady::duration>(std::chrono::duration<double>{seconds});
-  struct sample {
-    steady::time_point at;
-    int64_t answered = 0;
-    int64_t statements = 0;
-  } first, last;
-  std::string sampler_failure;
-  std::thread sampler{[&] {
-    try {
-      auto sample_conn = connect(conninfo);
-      auto take = [&](sample& s, steady::time_point when) {
-        std::this_thread::sleep_until(when);
-        s.at = steady::now();
-        s.answered = answered.load();
-        s.statements = run(sample_conn, sql::progress_statements).int64(0, 0);
-      };
-      take(first, start + milliseconds{1500});
-      take(last, stop - milliseconds{500});
-    } catch (const std::exception& e) {
-      sampler_failure = e.what();
-    }
-  }};
-  auto report_every_round = [&](int task) {
-    http_session session{node.api()};
-    auto body = std::string{R"({"attempt": 1, "processed": )"};
-    for (auto next = start; next < stop && !interrupted; next += every) {
-      auto res = session.call("POST", "/v1/tasks/" + ids[task] + "/progress",
-                              body + std::to_string(answered.load()) + "}");
-      if (!res || res->status != 200)
-        throw bench_failure{"progress: a report failed: " +
-                            (res ? res->body : error_message(res.error()))};
-      ++answered;
-      std::this_thread::sleep_until(next + every);
-    }
-  };
-  try {
-    in_parallel(tasks, report_every_round);
-  } catch (...) {
-    sampler.join();
-    throw;
-  }
-  sampler.join();
-  check_interrupted();
-  if (!sampler_failure.empty()) throw bench_failure{"progress: " + sampler_failure};
-  run(conn, sql::cancel_type, {std::string{talking_type}});
-  node.stop();
-  run(conn, sql::untrack_function_calls);
-  run(conn, sql::reload_configuration);
-  auto window = std::chrono::duration<double>(last.at - first.at).count();
-  return {static_cast<double>(last.answered - first.answered) / window,
-          static_cast<double>(last.statements - first.statements) / window};
-}
-
-struct fan_run {
-  double submit_s;   // the graph's submit, in one transaction
-  double fan_out_s;  // the root's finish to the children's last
-  double fan_in_ms;  // the children's last finish to the fan-in task's start
-};
-
-/// A root, `children` noop tasks after it, and one task after them all.
-fan_run fan_out_and_in(bench_node& node, db::connection& conn, int children) {
-  node.stop();
-  run(conn, sql::reset_tasks);
-  auto submitted = steady::now();
-  run(conn, "BEGIN");
-  run(conn, sql::submit_fan_out, {std::string{backlog_type}, std::to_string(children)});
-  run(conn, sql::submit_fan_in, {std::string{backlog_type}, std::to_string(children)});
-  run(conn, "COMMIT");
-  auto submit_s = seconds_since(submitted);
-  run(conn, sql::vacuum_tasks);
-  node.start();
-  await_succeeded(conn, {backlog_type}, children + 2);
-  node.stop();
-  auto res = run(conn, sql::fan_seconds, {std::string{backlog_type}});
-  return {submit_s, res.float64(0, 0), 1000 * res.float64(0, 1)};
-}
-
 // -- the report ----------------------------------------------------------------------
 
 struct target {
@@ -1232,9 +829,9 @@ int measure(const bench_options& options) {
   }
   for (int r = 0; r < p.runs; ++r) {
     runs("a chain of " + std::to_string(p.chain_steps) + " tasks, each after the one before", r);
-    chain_step.runs.push_back(chain_step_ms(node, conn, p.chain_steps));
+    chain_step.runs.push_back(chain_step_ms(node, conn, backlog_type, p.chain_steps));
     runs("fan-out to " + std::to_string(p.fan_children) + " tasks and fan-in from them", r);
-    auto fan = fan_out_and_in(node, conn, p.fan_children);
+    auto fan = fan_out_and_in(node, conn, backlog_type, p.fan_children);
     fan_submit.runs.push_back(fan.submit_s);
     fan_out_rate.runs.push_back(p.fan_children / fan.fan_out_s);
     fan_out_ratio.runs.push_back(fan_out_rate.runs.back() / drain.median());

@@ -1,0 +1,215 @@
+#pragma once
+
+// What the bench's measurements share: failing and interrupting a run, the
+// bench's own database and the node under test, as processes.
+
+#include "messages/errors.hpp"
+#include "storage/bench/bench_sql.hpp"
+#include "storage/pg.hpp"
+#include "tools/http_fetch.hpp"
+#include "tools/node_process.hpp"
+#include "tools/postgres/embedded_postgres.hpp"
+#include "tools/postgres/pgbouncer.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace taskmill::bench {
+
+namespace fs = std::filesystem;
+namespace sql = db::bench_sql;
+using steady = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+/// Set by SIGINT and SIGTERM: the run stops at its next check.
+extern std::atomic<bool> interrupted;
+
+struct bench_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void check_interrupted();
+/// A line on stderr about what the bench does now.
+void progress(const std::string& line);
+double seconds_since(steady::time_point start);
+void sleep_checked(milliseconds d);
+
+// -- the database --------------------------------------------------------------
+
+/// A key=value connection string for the same server and another database.
+std::string with_dbname(const std::string& conninfo, const std::string& dbname);
+db::connection connect(const std::string& conninfo);
+db::result run(db::connection& conn, const char* statement, const std::vector<db::param>& params);
+db::result run(db::connection& conn, const char* statement);
+
+/// The bench's own database: on a private server in a temporary directory, or
+/// created on the given server and dropped afterwards.
+class bench_database {
+ public:
+  explicit bench_database(const std::string& server) {
+    if (server.empty()) {
+      start_private_server();
+    } else {
+      admin_conninfo_ = server;
+      name_ = "taskmill_bench_" + std::to_string(getpid());
+      auto admin = connect(admin_conninfo_);
+      run(admin, ("CREATE DATABASE " + name_).c_str());
+      conninfo_ = with_dbname(server, name_);
+    }
+  }
+
+  ~bench_database() {
+    if (!name_.empty()) {
+      auto admin =
+          db::connection::open(admin_conninfo_, std::chrono::minutes{1}, std::chrono::seconds{10});
+      if (admin) admin->exec("DROP DATABASE IF EXISTS " + name_ + " WITH (FORCE)");
+    }
+    if (server_) {
+      auto dir = server_->dir();
+      db::stop_pgbouncer(dir);
+      server_->stop();
+      server_.reset();
+      std::error_code ignored;
+      fs::remove_all(dir, ignored);
+      fs::remove_all(temp_dir_, ignored);
+    }
+  }
+
+  bench_database(const bench_database&) = delete;
+  bench_database& operator=(const bench_database&) = delete;
+
+  const std::string& conninfo() const { return conninfo_; }
+  /// The same database through PgBouncer in transaction mode (20 server
+  /// connections), in front of the private server; empty without one.
+  const std::string& pooled_conninfo() const { return pooled_conninfo_; }
+  std::string description() const {
+    return server_
+               ? "private PostgreSQL (durable settings) on port " + std::to_string(server_->port())
+               : "database " + name_ + " on the given server";
+  }
+
+ private:
+  void start_private_server() {
+    temp_dir_ = (fs::temp_directory_path() / "taskmill-bench-XXXXXX").string();
+    if (!mkdtemp(temp_dir_.data())) throw bench_failure{"cannot create a temporary directory"};
+    db::embedded_postgres_options options;
+    options.dir = temp_dir_;
+    progress("starting a private PostgreSQL in " + temp_dir_);
+    auto started = db::embedded_postgres::start(options);
+    if (!started) {
+      fs::remove_all(temp_dir_);
+      throw bench_failure{error_message(started.error())};
+    }
+    server_.emplace(std::move(*started));
+    conninfo_ = server_->conninfo();
+    auto pooler = db::start_pgbouncer(server_->dir(), server_->conninfo(), 20);
+    if (pooler)
+      pooled_conninfo_ = *pooler;
+    else
+      progress("  no PgBouncer, no measurement through it: " + error_message(pooler.error()));
+  }
+
+  std::optional<db::embedded_postgres> server_;
+  std::string temp_dir_;
+  std::string admin_conninfo_;
+  std::string name_;
+  std::string conninfo_;
+  std::string pooled_conninfo_;
+};
+
+// -- the node --------------------------------------------------------------------
+
+/// The node under test, a process of its own; restarted for the backlog
+/// measurement, under a new name each time.
+class bench_node {
+ public:
+  /// `types`: config overrides saying which types it runs; `role` names it
+  /// among the bench's nodes.
+  bench_node(std::string binary, std::string conninfo, std::vector<std::string> types,
+             std::string role = "bench")
+      : role_(std::move(role)),
+        binary_(std::move(binary)),
+        conninfo_(std::move(conninfo)),
+        types_(std::move(types)) {}
+
+  void start() {
+    port_ = free_loopback_port();
+    std::vector<std::string> options{
+        "api.listen=127.0.0.1:" + std::to_string(port_),
+        "cluster.listen=127.0.0.1:0",
+        "cluster.secret=bench-" + std::to_string(getpid()),
+        "node.log_level=warn",
+    };
+    options.insert(options.end(), types_.begin(), types_.end());
+    auto name = role_ + "-" + std::to_string(getpid()) + "-" + std::to_string(++incarnation_);
+    process_ = std::make_unique<node_process>(binary_, name, conninfo_, options);
+    auto deadline = steady::now() + std::chrono::seconds{60};
+    while (steady::now() < deadline) {
+      auto ready = http_fetch("GET", api() + "/readyz", {}, {}, std::chrono::seconds{2});
+      if (ready && ready->status == 200) return;
+      sleep_checked(milliseconds{50});
+    }
+    throw bench_failure{"the node did not become ready within 60 s:\n" + process_->log_tail()};
+  }
+
+  /// SIGTERM: the node drains what it runs and stops.
+  void stop() {
+    if (!process_) return;
+    peak_rss_ = std::max(peak_rss_, process_->peak_rss());
+    auto tail = process_->log_tail();
+    int code = process_->stop();
+    process_.reset();
+    if (code != 0)
+      throw bench_failure{"the node exited with " + std::to_string(code) + ":\n" + tail};
+  }
+
+  std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The largest resident set of any incarnation so far.
+  int64_t peak_rss() const {
+    return std::max(peak_rss_, process_ ? process_->peak_rss() : int64_t{0});
+  }
+
+ private:
+  std::string role_;
+  std::string binary_;
+  std::string conninfo_;
+  std::vector<std::string> types_;
+  std::unique_ptr<node_process> process_;
+  uint16_t port_ = 0;
+  int incarnation_ = 0;
+  int64_t peak_rss_ = 0;
+};
+
+struct task_counts {
+  int64_t succeeded = 0;
+  int64_t claimed_again = 0;
+  int64_t all = 0;
+};
+
+using type_list = std::vector<std::string>;
+
+std::string types_param(const type_list& types);
+task_counts count_tasks(db::connection& conn, const type_list& types);
+/// Waits until `expected` tasks of `types` have succeeded; fails when none
+/// finished for a long while. The count reads every finished task (40 ms at
+/// 100,000 on the development machine): taken every 50 ms beside a drain it
+/// cost the drain 6-30% of its rate, which the raw ceilings, polling
+/// nothing, never paid. So the pause between counts is half the time that
+/// the rate seen so far says is left.
+void await_succeeded(db::connection& conn, const type_list& types, int64_t expected);
+
+/// Runs `work(i)` on `n` threads and rethrows the first failure.
+void in_parallel(int n, const std::function<void(int)>& work);
+
+}  // namespace taskmill::bench
