@@ -47,6 +47,11 @@ void sweep(self_ptr self) {
             if (r.repinned() > 0)
               spdlog::info("watcher: {} broadcast shards moved off nodes no longer alive",
                            r.repinned());
+            if (r.tally_off() > 0)
+              spdlog::info(
+                  "watcher: the tally of running tasks under limits was off by {}, "
+                  "now set to the tasks running",
+                  r.tally_off());
             if (r.stopped() + r.purged() > 0)
               spdlog::debug("watcher: {} stopped after retention, {} purged", r.stopped(),
                             r.purged());

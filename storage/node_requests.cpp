@@ -69,6 +69,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
       {&db::sql::sweep_succeeded, {std::to_string(req.success_retention_ms()), batch, term}},
       {&db::sql::sweep_purge, {std::to_string(req.purge_retention_ms()), batch, term}},
       {&db::sql::sweep_repin, {std::to_string(req.lease_ms()), batch, term}},
+      {&db::sql::sweep_running_tally, {term}},
   };
   return ask_db<pb::SweepResult>(self, std::move(calls),
                                  [](results& rs) -> caf::expected<pb::SweepResult> {
@@ -80,6 +81,7 @@ caf::result<pb::SweepResult> sweep(self_ptr self, const pb::SweepRequest& req) {
                                    out.set_stopped(rs[4]->int32(0, 0));
                                    out.set_purged(rs[5]->int32(0, 0));
                                    out.set_repinned(rs[6]->int32(0, 0));
+                                   out.set_tally_off(rs[7]->int64(0, 0));
                                    return out;
                                  });
 }

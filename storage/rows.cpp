@@ -164,6 +164,7 @@ std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
       column([&](const pb::TypeSettings& t) { return positive_or_null(t.running_limit()); }),
       column([&](const pb::TypeSettings& t) { return positive_or_null(t.heartbeat_timeout_ms()); }),
       column([&](const pb::TypeSettings& t) { return positive_or_null(t.max_timeout_ms()); }),
+      positive_or_null(settings.global_limit()),
   };
 }
 

@@ -132,7 +132,7 @@ const statement waiting_reason{"waiting_reason",
 const statement put_type_settings{
     "put_type_settings",
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
-    "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[])"};
+    "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int)"};
 
 // A page of tasks in id order. The page reads at most $7 tasks past the
 // page token through the primary key, whatever the filters match, so that a
@@ -224,6 +224,8 @@ const statement sweep_succeeded{"sweep_succeeded",
 const statement sweep_repin{"sweep_repin",
                             "SELECT taskmill.sweep_repin($1::bigint, $2::int, $3::bigint)"};
 
+const statement sweep_running_tally{"sweep_running_tally",
+                                    "SELECT taskmill.sweep_running_tally($1::bigint)"};
 const statement sweep_purge{"sweep_purge",
                             "SELECT taskmill.sweep_purge($1::bigint, $2::int, $3::bigint)"};
 
@@ -411,6 +413,7 @@ const std::vector<const statement*>& all() {
       &sweep_succeeded,
       &sweep_purge,
       &sweep_repin,
+      &sweep_running_tally,
       &finished_executions,
       &take_cancels,
       &report_progress,

@@ -74,6 +74,7 @@ extern const statement sweep_timeouts;
 extern const statement sweep_silent;
 extern const statement sweep_deadlines;
 extern const statement sweep_succeeded;
+extern const statement sweep_running_tally;
 extern const statement sweep_purge;
 extern const statement sweep_repin;
 extern const statement finished_executions;

@@ -328,6 +328,68 @@ BOOST_AUTO_TEST_CASE(a_limited_type_at_its_room_leaves_the_level_to_the_others) 
       "4");
 }
 
+// Tasks of several types read each from the index led by its type come out
+// oldest first over them all, whether the types interleave or one type holds
+// every oldest task (which takes a second read).
+BOOST_AUTO_TEST_CASE(tasks_of_several_types_are_merged_oldest_first) {
+  task_database db{"mergetypes"};
+  auto insert = [&](const std::string& prefix, int n, const std::string& type,
+                    const std::string& since) {
+    db.exec(
+        "INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, "
+        "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT " +
+        type + ", '" + prefix + "' || g, now() - interval '" + since +
+        "' + g * interval '1 s', 't', 3, 2, 5000, 'fixed', 1, 1000, 0 "
+        "FROM generate_series(1, " +
+        std::to_string(n) + ") g");
+  };
+  insert("mixed-", 90, "(ARRAY['X', 'Y', 'Z'])[1 + g % 3]", "1 hour");
+  insert("early-", 40, "'X'", "2 hours");
+  auto oldest = [&](int n) {
+    return db.scalar(
+        "SELECT array_agg(id ORDER BY execute_at, id)::text FROM (SELECT id, "
+        "execute_at FROM taskmill.tasks WHERE status = 'pending' "
+        "ORDER BY execute_at, id LIMIT " +
+        std::to_string(n) + ") o");
+  };
+  auto merged = [&](int n) {
+    return db.scalar(
+        "SELECT array_agg(t.id ORDER BY t.execute_at, t.id)::text FROM "
+        "unnest(taskmill.lock_oldest_of_types('{X,Y,Z}', 3, 'n1', " +
+        std::to_string(n) + ")) AS m(id) JOIN taskmill.tasks t ON t.id = m.id");
+  };
+  // The 40 of X alone first, then the three types in turn.
+  BOOST_CHECK_EQUAL(merged(30), oldest(30));
+  BOOST_CHECK_EQUAL(merged(70), oldest(70));
+  BOOST_CHECK_EQUAL(merged(200), oldest(130));
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded' WHERE execute_at < now() - "
+      "interval '90 minutes'");
+  BOOST_CHECK_EQUAL(merged(45), oldest(45));
+}
+
+// A claim locks only the tasks it takes: those of a limited type beyond its
+// room stay free for other claims while it runs.
+BOOST_AUTO_TEST_CASE(a_claim_locks_no_task_beyond_a_limited_types_room) {
+  task_database db{"nooverlock"};
+  db.insert_tasks(40, "(ARRAY['A', 'B'])[1 + g % 2]", "now() - interval '1 s'");
+  auto claiming = db.connect();
+  BOOST_REQUIRE(claiming.exec("BEGIN"));
+  auto claimed = claiming.exec(
+      "SELECT type FROM taskmill.claim_by_turns('n1', 20, '{3}', '{A}', '{3}', 0, NULL, NULL, "
+      "NULL)");
+  BOOST_REQUIRE(claimed);
+  BOOST_CHECK_EQUAL(claimed->rows(), 20);
+  auto other = db.connect();
+  auto free = other.exec(
+      "SELECT count(*) FILTER (WHERE type = 'A'), count(*) FROM (SELECT type FROM "
+      "taskmill.tasks WHERE status IN ('pending', 'failed') FOR UPDATE SKIP LOCKED) f");
+  BOOST_REQUIRE(free);
+  BOOST_CHECK_EQUAL(free->int64(0, 0), 17);
+  BOOST_CHECK_EQUAL(free->int64(0, 1), 20);
+  BOOST_REQUIRE(claiming.exec("ROLLBACK"));
+}
+
 // What a search in claim order found is kept in that order, of each limited
 // type as much as its room allows, of the others all.
 BOOST_AUTO_TEST_CASE(found_tasks_are_kept_within_each_limited_types_room) {
@@ -962,8 +1024,14 @@ BOOST_AUTO_TEST_CASE(claimers_beside_types_they_do_not_run_never_run_a_task_twic
 // a global limit and a type without one, with random turns over all five
 // levels, and finish what they claim; a watcher reading the running tasks all
 // along never sees a limit passed, and no task runs twice under one attempt.
-BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
-  task_database db{"limitrace"};
+namespace {
+
+/// Five claimers race under limits while a watcher reads the running tasks;
+/// with `tallied` the claims read the limits' use from the tally, and some
+/// attempts end as retries or lost, not all as successes.
+void race_under_running_limits(bool tallied) {
+  task_database db{tallied ? "limittally" : "limitrace"};
+  if (tallied) db.exec("SELECT taskmill.track_running('{A,B}', true)");
   constexpr int tasks = 1500;
   constexpr int limit_a = 4, limit_b = 3, global = 9;
   db.insert_tasks(tasks, "(ARRAY['A', 'B', 'C'])[1 + g % 3]", "now() - interval '1 s'",
@@ -988,6 +1056,19 @@ BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
         ++over_limit;
     }
   });
+  std::string first_error;
+  // The leader's recount runs beside them, as every sweep does.
+  std::thread recounter([&] {
+    auto conn = db.connect();
+    while (tallied && claiming) {
+      if (auto recounted = conn.exec("SELECT taskmill.recount_running()"); !recounted) {
+        std::lock_guard<std::mutex> guard{record.mtx};
+        if (first_error.empty()) first_error = test::describe(recounted);
+        ++record.errors;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds{5});
+    }
+  });
   race_claimers(
       db, 5, 1, record,
       [&](int w, std::mt19937& rng) {
@@ -1003,22 +1084,50 @@ BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
           const std::vector<int64_t>& attempts) {
         // Held for a moment, so that claims meet full limits.
         std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
+        auto ending = tallied ? rng() % 8 : 7;
         auto done =
-            conn.exec("SELECT count(*) FROM taskmill.complete_many('" + integers(ids) + "', '" +
-                      integers(attempts) + "', array_fill('succeeded'::text, ARRAY[" +
-                      std::to_string(ids.size()) + "]), NULL, NULL, 'w')");
-        if (!done) ++record.errors;
+            ending == 0 ? conn.exec("SELECT taskmill.lose_attempts('" + integers(ids) + "', '" +
+                                    integers(attempts) + "', 'lost', 'lost in the race')")
+            : ending == 1
+                ? conn.exec("SELECT count(*) FROM unnest('" + integers(ids) +
+                            "'::bigint[]) AS i(id), taskmill.cancel(i.id)")
+                : conn.exec("SELECT count(*) FROM taskmill.complete_many('" + integers(ids) +
+                            "', '" + integers(attempts) + "', array_fill('" +
+                            (ending == 2 ? "retry" : "succeeded") + "'::text, ARRAY[" +
+                            std::to_string(ids.size()) + "]), NULL, NULL, 'w')");
+        if (!done) {
+          std::lock_guard<std::mutex> guard{record.mtx};
+          if (first_error.empty()) first_error = test::describe(done);
+          ++record.errors;
+        }
       });
   claiming = false;
   watcher.join();
+  recounter.join();
   BOOST_TEST_MESSAGE("running counts read while claiming: " << samples.load());
-  BOOST_CHECK_EQUAL(record.errors.load(), 0);
+  BOOST_CHECK_MESSAGE(record.errors.load() == 0,
+                      record.errors.load() << " statements failed, the first: " << first_error);
   BOOST_CHECK_GT(samples.load(), 100);
   BOOST_CHECK_EQUAL(over_limit.load(), 0);
   BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
-  BOOST_CHECK_EQUAL(record.runs.size(), static_cast<size_t>(tasks));
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status <> 'succeeded'"),
-                    "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"), "0");
+  if (!tallied) {
+    BOOST_CHECK_EQUAL(record.runs.size(), static_cast<size_t>(tasks));
+    BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status <> 'succeeded'"),
+                      "0");
+  } else {
+    BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "0");
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_running_limit) {
+  race_under_running_limits(false);
+}
+
+BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_tallied_running_limit) {
+  race_under_running_limits(true);
 }
 
 namespace {
@@ -1258,6 +1367,87 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // "Why isn't it running?" (SPEC §8): taskmill.waiting_reason, each reason
 // arranged in the database as the nodes and the claims would leave it.
+BOOST_AUTO_TEST_SUITE(running_tally)
+
+namespace {
+
+/// The tally of type A and of all tasks says as many running as there are.
+void check_tally(const task_database& db, const std::string& after) {
+  auto tally = db.exec(
+      "SELECT (r.t).capped_running[1], (r.t).all_running, "
+      "(SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND type = 'A'), "
+      "(SELECT count(*) FROM taskmill.tasks WHERE status = 'running') "
+      "FROM (SELECT taskmill.tallied_running('{A}') AS t) r");
+  BOOST_TEST_CONTEXT("after " << after) {
+    BOOST_CHECK_EQUAL(tally.int64(0, 0), tally.int64(0, 2));
+    BOOST_CHECK_EQUAL(tally.int64(0, 1), tally.int64(0, 3));
+  }
+}
+
+std::string running_of(const task_database& db, const std::string& key) {
+  return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1 AND status = 'running'", {key});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(the_tally_follows_every_way_in_and_out_of_running) {
+  task_database db{"tally"};
+  for (int i = 1; i <= 12; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
+  for (int i = 1; i <= 4; ++i) db.call("submit('B', 'b" + std::to_string(i) + "')");
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '1 s'");
+  db.exec("SELECT taskmill.track_running('{A}', true)");
+  check_tally(db, "tracking");
+  db.exec(
+      "SELECT count(*) FROM taskmill.claim_by_turns('n1', 3, '{1,2,3}', '{A}', '{100}', 100, "
+      "NULL, NULL, NULL)");
+  check_tally(db, "a claim under limits");
+  db.exec(
+      "SELECT count(*) FROM taskmill.claim_by_turns('n1', 40, '{3}', '{}', '{}', 0, '{A}', "
+      "NULL, NULL, true)");
+  check_tally(db, "a claim of every due task (the short-claim path)");
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"),
+                      "12");
+  db.claim(4, "n2");
+  check_tally(db, "a claim of the B tasks");
+  BOOST_REQUIRE(db.complete(std::stoll(running_of(db, "a1")), 1, "succeeded"));
+  BOOST_REQUIRE(db.complete(std::stoll(running_of(db, "a2")), 1, "retry", "flaky"));
+  BOOST_REQUIRE(db.complete(std::stoll(running_of(db, "b1")), 1, "succeeded"));
+  check_tally(db, "outcomes");
+  db.exec("SELECT taskmill.lose_attempts(ARRAY[" + running_of(db, "a3") +
+          "]::bigint[], '{1}', 'lost', 'gone')");
+  check_tally(db, "a lost attempt");
+  auto term = db.seize_lead();
+  db.exec("UPDATE taskmill.tasks SET started_at = now() - interval '1 hour' WHERE key = 'a4'");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.sweep_timeouts(0, 100, " + term + ")"), "1");
+  check_tally(db, "a timeout");
+  db.call("cancel(" + running_of(db, "a5") + ")");
+  check_tally(db, "a cancel");
+  db.call("reschedule('A', 'a6', now() + interval '1 hour')");
+  check_tally(db, "a reschedule");
+  db.exec("DELETE FROM taskmill.tasks WHERE key = 'a7'");
+  check_tally(db, "a delete");
+  db.exec("SELECT taskmill.stop_node('n1', 'i1')");
+  check_tally(db, "a node's stop");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND "
+                              "type = 'A'"),
+                    "0");
+  db.exec(
+      "SELECT count(*) FROM taskmill.claim_by_turns('n3', 10, '{3}', '{A}', '{2}', 100, "
+      "NULL, NULL, NULL)");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running' AND "
+                              "type = 'A'"),
+                    "2");
+  check_tally(db, "a claim to the limit");
+  db.exec("SELECT taskmill.register_node('n3', 'i2', '', 5000, NULL)");
+  check_tally(db, "a node's restart");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "0");
+  db.exec("UPDATE taskmill.running_tally SET tasks = tasks + 5 WHERE NOT ended");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "10");
+  check_tally(db, "a recount");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(waiting)
 
 struct waiting_reason {

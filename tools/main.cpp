@@ -80,6 +80,16 @@ int main(int argc, char** argv) {
                     "private server)");
   bench->add_option("--output", bench_opts.output, "Where the JSON report goes (empty: nowhere)")
       ->capture_default_str();
+  bench->add_option("--only", bench_opts.only, "Run only these phases (comma-separated)")
+      ->delimiter(',')
+      ->check(CLI::IsMember(taskmill::bench_phases));
+  bench->add_option("--runs", bench_opts.runs, "Runs of each measurement (default: 3, 1 quick)")
+      ->check(CLI::Range(1, 100));
+  bench
+      ->add_option("--node-binary", bench_opts.binary,
+                   "The taskmill binary whose nodes are measured (default: this one), to "
+                   "compare two builds under the same measurements")
+      ->check(CLI::ExistingFile);
 
   taskmill::scenario::run_options scenario_opts;
   auto scenario_cmd = app.add_subcommand(
@@ -120,7 +130,8 @@ int main(int argc, char** argv) {
   }
   if (bench->parsed()) {
     taskmill::setup_logging("warn");
-    bench_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
+    if (bench_opts.binary.empty())
+      bench_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
     return taskmill::run_bench(bench_opts);
   }
   if (scenario_cmd->parsed()) {

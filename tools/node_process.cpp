@@ -17,6 +17,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <stdexcept>
 #include <thread>
 
@@ -99,6 +100,23 @@ int64_t node_process::peak_rss() const {
   for (std::string line; std::getline(in, line);)
     if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
   return 0;
+}
+
+double node_process::cpu_seconds() const {
+  if (pid_ <= 0) return 0;
+  std::ifstream in{"/proc/" + std::to_string(pid_) + "/stat"};
+  std::string stat{std::istreambuf_iterator<char>{in}, {}};
+  // The name, in parentheses, may hold spaces: fields count from its end.
+  auto end_of_name = stat.rfind(')');
+  if (end_of_name == std::string::npos) return 0;
+  std::istringstream fields{stat.substr(end_of_name + 2)};
+  std::string field;
+  // utime and stime are fields 14 and 15, the state (field 3) the first here.
+  for (int i = 3; i < 14 && fields >> field; ++i) {
+  }
+  long long utime = 0, stime = 0;
+  fields >> utime >> stime;
+  return static_cast<double>(utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
 std::string node_process::log_tail() const {

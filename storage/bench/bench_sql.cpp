@@ -56,9 +56,19 @@ const char* const raw_reset = "TRUNCATE bench_raw.jobs";
 
 const char* const vacuum_raw = "VACUUM ANALYZE bench_raw.jobs";
 
-const char* const reset_tasks =
-    "TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts, taskmill.task_edges, "
-    "taskmill.task_waits";
+// The tally of running tasks (migration 17) goes with them, where the node
+// measured has one.
+const char* const reset_tasks = R"sql(
+DO $$
+BEGIN
+  TRUNCATE taskmill.tasks, taskmill.task_keys, taskmill.attempts, taskmill.task_edges,
+           taskmill.task_waits;
+  IF to_regclass('taskmill.running_tally') IS NOT NULL THEN
+    TRUNCATE taskmill.running_tally;
+  END IF;
+END
+$$
+)sql";
 
 const char* const vacuum_tasks =
     "VACUUM ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
@@ -189,6 +199,11 @@ const char* const reload_configuration = "SELECT pg_reload_conf()";
 const char* const progress_statements = R"sql(
 SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions
  WHERE schemaname = 'taskmill' AND funcname = 'report_progress'
+)sql";
+
+const char* const claim_function_times = R"sql(
+SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions
+ WHERE schemaname = 'taskmill'
 )sql";
 
 const char* const cancel_type = R"sql(

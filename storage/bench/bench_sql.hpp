@@ -66,6 +66,9 @@ extern const char* const track_function_calls;
 extern const char* const untrack_function_calls;
 extern const char* const reload_configuration;
 /// Calls of taskmill.report_progress so far, as the statistics know them.
+// Calls and milliseconds, in all and in itself, of each taskmill function
+// (track_functions = 'all').
+extern const char* const claim_function_times;
 extern const char* const progress_statements;
 /// $1: type. Cancels its tasks (the node stops their executions).
 extern const char* const cancel_type;

@@ -118,12 +118,15 @@ DECLARE
   -- with tasks queued.
   v_unlimited_types text[];
   -- Whether every limited type this node runs has room left: the level is
-  -- then searched in claim order over all types, each keeping what its room
-  -- allows (taskmill.within_rooms).
+  -- then searched in claim order over all types, kept when each type found
+  -- fits its room (taskmill.within_rooms).
   v_together boolean;
   -- How many tasks the last search of a level found, and how many it kept.
   v_read integer;
   v_count integer;
+  -- The tasks this claim made running, and each limited type's room before.
+  v_claimed bigint[] := '{}';
+  v_room_at_start integer[];
 BEGIN
   IF p_after_short_claim AND p_global_limit <= 0
      AND coalesce(cardinality(p_capped_types), 0) = 0
@@ -150,6 +153,7 @@ BEGIN
     v_capped := v_rooms.capped;
     v_room := v_rooms.room;
   END IF;
+  v_room_at_start := v_room;
   SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
     FROM taskmill.first_quotas(p_turns, v_due, v_left) q;
   v_uncapped := p_types IS NULL OR EXISTS (SELECT FROM unnest(p_types) AS u(type)
@@ -162,6 +166,8 @@ BEGIN
   -- what is left then is filled in claim order over all levels (pass 11).
   -- Levels without due work are skipped, and so is the fill when every
   -- level with work ran dry within its quota.
+  -- The claim tallies what it starts itself (storage/sql/running_tally.sql).
+  PERFORM set_config('taskmill.tallied', 'on', true);
   FOR v_pass IN 1..11 LOOP
     EXIT WHEN v_left <= 0;
     lvl := CASE WHEN v_pass <= 10 THEN (v_pass - 1) % 5 + 1 ELSE 6 END;
@@ -187,10 +193,10 @@ BEGIN
     END IF;
     v_levels := CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END;
     -- While every limited type this node runs has room, the level is read
-    -- in claim order over all its types, as without limits, and each type
-    -- keeps as many as its room allows: a step per limited type took tasks
-    -- scattered over the table, and the claim's updates, the outcomes' and
-    -- the counts of running tasks read more pages a task.
+    -- in claim order over all its types, as without limits, and kept when
+    -- each type found fits its room: a step per limited type took tasks
+    -- scattered over the table, and the claim's updates and the outcomes'
+    -- read more pages a task.
     v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends)
                   AND taskmill.rooms_left_for_all(v_capped, v_room, p_types);
     v_capped_may_wait := false;
@@ -217,11 +223,11 @@ BEGIN
                  heartbeat_at = now(), started_at = now(), updated_at = now()
            WHERE t.id = ANY (v_lock.ids)
           RETURNING (taskmill.as_running(t, v_turns_taken)).*;
+        v_claimed := v_claimed || v_lock.ids;
       END IF;
-      -- A type that reached its room leaves the rest of the quota to the
-      -- others, searched type by type; the tasks taken are running by now, so
-      -- those searches do not find them again. The tasks it read beyond its
-      -- room stay locked, unclaimed, until this claim commits.
+      -- A search that found a type beyond its room kept nothing: the level
+      -- goes type by type, each limited type to its room; the tasks taken
+      -- are running by now, so those searches do not find them again.
       EXIT WHEN NOT v_together OR v_read <= v_count OR v_quota <= 0;
       v_together := false;
     END LOOP;
@@ -231,6 +237,14 @@ BEGIN
       v_short := v_short || lvl;
     END IF;
   END LOOP;
+  PERFORM set_config('taskmill.tallied', '', true);
+  IF cardinality(v_claimed) > 0 THEN
+    PERFORM taskmill.tally_claim(v_claimed, v_capped,
+                                 ARRAY(SELECT x.before - x.after
+                                         FROM unnest(v_room_at_start, v_room)
+                                                WITH ORDINALITY AS x(before, after, i)
+                                        ORDER BY x.i));
+  END IF;
 END
 $$;
 

@@ -7,18 +7,19 @@
 -- oldest first over all of them, locked for the caller's claim: each type's
 -- oldest are read from the index led by the type, where a search in claim
 -- order over the level would read every due task of the other types on the
--- way to tell its type. Twice as many are looked at as are wanted, so that a
--- claim running beside this one and taking the same oldest tasks leaves it
--- the next ones rather than none; those taken meanwhile, or changed, are
--- left alone. One type needs no merge: its oldest are locked as they are
--- read, each read once. Types are matched as in taskmill.probe_levels, so
--- that only the index led by the type serves the searches.
+-- way to tell its type. One type needs no merge: its oldest are locked as
+-- they are read, each read once. Several are merged in two steps
+-- (taskmill.lock_oldest_merged). Types are matched as in
+-- taskmill.probe_levels, so that only the index led by the type serves the
+-- searches.
 CREATE FUNCTION taskmill.lock_oldest_of_types(p_types text[], p_level integer, p_node text,
                                               p_want integer) RETURNS bigint[]
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
+DECLARE
+  v_ids bigint[];
 BEGIN
   IF cardinality(p_types) = 1 THEN
     RETURN ARRAY(
@@ -30,24 +31,70 @@ BEGIN
        LIMIT p_want
        FOR UPDATE SKIP LOCKED);
   END IF;
+  IF coalesce(cardinality(p_types), 0) = 0 THEN
+    RETURN '{}';
+  END IF;
+  -- First each type's share, twice over, as far as the oldest of the last
+  -- ones read: every task older than that was read. Most often that is all
+  -- the claim wants, at a read of about twice that.
+  v_ids := taskmill.lock_oldest_merged(p_types, p_level, p_node, p_want,
+                                        2 * p_want / cardinality(p_types) + 1, '{}');
+  IF cardinality(v_ids) < p_want THEN
+    -- The oldest were of few types: as many of each as the rest wants, past
+    -- those taken (the oldest of their types).
+    v_ids := v_ids || taskmill.lock_oldest_merged(p_types, p_level, p_node,
+                                                   p_want - cardinality(v_ids),
+                                                   2 * p_want - cardinality(v_ids), v_ids);
+  END IF;
+  RETURN v_ids;
+END
+$$;
+
+-- Of the first p_per due tasks of each type of p_types at level p_level,
+-- those up to the oldest of the types' last ones read (all, when no type had
+-- p_per), but for those of p_taken (locked already), up to p_want, oldest
+-- first, locked: every task older than the last one kept was read, so they
+-- are the oldest over all the types. Twice
+-- a type's share is read, so that a claim running beside this one and
+-- taking the same oldest tasks leaves it the next ones rather than none;
+-- those taken meanwhile, or changed, are left alone.
+CREATE FUNCTION taskmill.lock_oldest_merged(p_types text[], p_level integer, p_node text,
+                                            p_want integer, p_per integer, p_taken bigint[])
+RETURNS bigint[]
+LANGUAGE plpgsql AS $$
+BEGIN
   RETURN ARRAY(
-    SELECT c.id
-      FROM unnest(ARRAY(
-             SELECT n.id FROM unnest(p_types) AS o(type)
-             CROSS JOIN LATERAL (
-               SELECT d.id, d.execute_at FROM taskmill.tasks d
-                WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
-                  AND d.priority = p_level AND d.execute_at <= now()
-                  AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-                ORDER BY d.type, d.priority, d.execute_at, d.id
-                LIMIT 2 * p_want) n
-             ORDER BY n.execute_at, n.id
-             LIMIT 2 * p_want)) WITH ORDINALITY AS k(id, ord)
-      JOIN taskmill.tasks c ON c.id = k.id
-     WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
+    WITH read AS (
+      SELECT o.type, n.id, n.execute_at FROM unnest(p_types) AS o(type)
+      CROSS JOIN LATERAL (
+        SELECT d.id, d.execute_at FROM taskmill.tasks d
+         WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
+           AND d.priority = p_level AND d.execute_at <= now()
+           AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+         ORDER BY d.type, d.priority, d.execute_at, d.id
+         LIMIT p_per) n
+    ),
+    -- Each type that had as many as asked: the last one read.
+    last_read AS (
+      SELECT r.type, max(r.execute_at) AS execute_at FROM read r
+       GROUP BY r.type HAVING count(*) >= p_per
+    ),
+    bound AS (
+      SELECT l.execute_at, (SELECT max(r.id) FROM read r
+                             WHERE r.type = l.type AND r.execute_at = l.execute_at) AS id
+        FROM last_read l ORDER BY 1, 2 LIMIT 1
+    ),
+    kept AS (
+      SELECT r.id, r.execute_at FROM read r
+       WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (r.execute_at, r.id) > (b.execute_at, b.id))
+       ORDER BY r.execute_at, r.id
+    )
+    SELECT c.id FROM kept k JOIN taskmill.tasks c ON c.id = k.id
+     WHERE k.id <> ALL (p_taken)
+       AND c.status IN ('pending', 'failed') AND c.execute_at <= now()
        AND c.priority = p_level
        AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
-     ORDER BY k.ord
+     ORDER BY k.execute_at, k.id
      LIMIT p_want
      FOR UPDATE OF c SKIP LOCKED);
 END
@@ -131,6 +178,7 @@ BEGIN
   IF cardinality(p_ids) = 0 OR NOT taskmill.may_claim(p_node) THEN
     RETURN;
   END IF;
+  PERFORM set_config('taskmill.tallied', 'on', true);
   RETURN QUERY
     WITH locked AS (
       SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
@@ -143,6 +191,13 @@ BEGIN
      WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
        AND locked.execute_at <= now()
     RETURNING (taskmill.as_running(t, p_turns_taken)).*;
+  PERFORM set_config('taskmill.tallied', '', true);
+  IF EXISTS (SELECT 1 FROM taskmill.running_tally) THEN
+    PERFORM taskmill.tally_running(ARRAY(SELECT t.type FROM taskmill.tasks t
+                                          WHERE t.id = ANY (p_ids) AND t.picked_by = p_node
+                                            AND t.status = 'running'
+                                            AND t.started_at = now()), false);
+  END IF;
 END
 $$;
 
@@ -150,9 +205,11 @@ $$;
 -- global limit leaves (left), and each limited type's room (capped, room):
 -- its limit less its running tasks, 0 for a type this node does not run,
 -- and for a type it runs on executors of limited capacity (p_local_types,
--- p_local_room) at most what they have left. Running tasks are counted
--- under the limits' lock, held until the claim commits, so that claims
--- that check limits take turns and never count the same room twice.
+-- p_local_room) at most what they have left. Running tasks are read from
+-- their tally (storage/sql/running_tally.sql), or counted where a scope is
+-- not tallied yet, under the limits' lock, held until the claim commits, so
+-- that claims that check limits take turns and never count the same room
+-- twice.
 CREATE FUNCTION taskmill.claim_rooms(p_limit integer, p_types text[], p_capped_types text[],
                                      p_type_limits integer[], p_global_limit integer,
                                      p_local_types text[], p_local_room integer[],
@@ -163,6 +220,7 @@ DECLARE
   v_running integer;
   v_running_types text[];
   v_running_counts integer[];
+  v_tallied record;
   v_at integer;
 BEGIN
   left_in_claim := p_limit;
@@ -170,11 +228,19 @@ BEGIN
   room := '{}';
   IF p_global_limit > 0 OR cardinality(capped) > 0 THEN
     PERFORM pg_advisory_xact_lock(7345, 3);
-    SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
-           coalesce(sum(r.n), 0)
-      INTO v_running_types, v_running_counts, v_running
-      FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
-             WHERE t.status = 'running' GROUP BY t.type) r;
+    v_tallied := taskmill.tallied_running(capped);
+    IF array_position(v_tallied.capped_running, NULL) IS NULL
+       AND (p_global_limit <= 0 OR v_tallied.all_running IS NOT NULL) THEN
+      v_running_types := capped;
+      v_running_counts := v_tallied.capped_running;
+      v_running := v_tallied.all_running;
+    ELSE
+      SELECT coalesce(array_agg(r.type), '{}'), coalesce(array_agg(r.n), '{}'),
+             coalesce(sum(r.n), 0)
+        INTO v_running_types, v_running_counts, v_running
+        FROM (SELECT t.type, count(*)::integer AS n FROM taskmill.tasks t
+               WHERE t.status = 'running' GROUP BY t.type) r;
+    END IF;
   END IF;
   IF p_global_limit > 0 THEN
     left_in_claim := least(left_in_claim, p_global_limit - v_running);
@@ -281,8 +347,9 @@ $$;
 
 -- The steps of one level in a pass of taskmill.claim_by_turns: the types
 -- with a running limit first, each to its room, then (a step past them) the
--- others; or, p_together, every type in one search in claim order, each
--- keeping what its room allows (taskmill.within_rooms). Where a limited
+-- others; or, p_together, every type in one search in claim order, kept
+-- only when every type found fits its room (taskmill.within_rooms), so that
+-- no task is locked that the claim does not take. Where a limited
 -- type may have due tasks left, or the level has a task of a type this
 -- node does not run at an end (a backlog no node runs, perhaps), a search in
 -- claim order would read through those: there the types without a limit
@@ -317,18 +384,30 @@ BEGIN
       capped_may_wait := taskmill.may_have_due(v_type, p_levels);
     END IF;
     CONTINUE WHEN v_step <= 0;
-    IF v_type IS NULL AND NOT (capped_may_wait OR p_levels && p_foreign_ends) THEN
-      v_found := taskmill.lock_oldest_due(
-                   CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
-                   p_types, CASE WHEN p_together THEN '{}' ELSE p_capped END, p_node, v_step,
-                   p_together);
-      v_ids := v_found.ids;
-      read := cardinality(v_ids);
-      IF p_together THEN
-        v_within := taskmill.within_rooms(v_ids, v_found.types, p_capped, room);
+    IF v_type IS NULL AND p_together THEN
+      -- Kept whole or not at all (the claim then goes type by type): the
+      -- tasks of a limited type beyond its room would stay locked, untaken,
+      -- until the claim commits, out of other claims' reach.
+      BEGIN
+        v_found := taskmill.lock_oldest_due(
+                     CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
+                     p_types, '{}', p_node, v_step, true);
+        read := cardinality(v_found.ids);
+        v_within := taskmill.within_rooms(v_found.ids, v_found.types, p_capped, room);
+        IF cardinality(v_within.ids) < read THEN
+          RAISE EXCEPTION USING ERRCODE = 'TM001', MESSAGE = 'beyond a limited type''s room';
+        END IF;
         room := v_within.room;
         v_ids := v_within.ids;
-      END IF;
+      EXCEPTION WHEN SQLSTATE 'TM001' THEN
+        v_ids := '{}';
+      END;
+    ELSIF v_type IS NULL AND NOT (capped_may_wait OR p_levels && p_foreign_ends) THEN
+      v_found := taskmill.lock_oldest_due(
+                   CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
+                   p_types, p_capped, p_node, v_step, false);
+      v_ids := v_found.ids;
+      read := cardinality(v_ids);
     ELSE
       IF v_type IS NULL AND unlimited_types IS NULL THEN
         unlimited_types := ARRAY(

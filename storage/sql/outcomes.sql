@@ -34,6 +34,10 @@ SET enable_nestloop = off AS $$
 DECLARE
   v_ids bigint[];
   v_statuses taskmill.task_status[];
+  -- What the tally of running tasks gains: tasks ended, by type.
+  v_tallying boolean;
+  v_types text[];
+  v_ended bigint[];
   v_running constant taskmill.task_status := 'running';
   -- The tasks with children that finished, and whether each ended dead.
   v_parents bigint[];
@@ -43,6 +47,10 @@ BEGIN
   -- finish trigger a task at a time (storage/sql/dependencies.sql): the
   -- children of a fan-in would count off one row a parent.
   PERFORM set_config('taskmill.settling', 'on', true);
+  -- Read first: a scope tallied later counted these tasks as running until
+  -- the leader's next recount, which errs on the safe side.
+  v_tallying := EXISTS (SELECT 1 FROM taskmill.running_tally);
+  PERFORM set_config('taskmill.tallied', 'on', true);
   WITH updated AS (
     UPDATE taskmill.tasks t
        SET status = CASE
@@ -64,8 +72,8 @@ BEGIN
       FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
              AS i(id, attempt, outcome, result, error)
      WHERE t.id = ANY (p_ids) AND t.id = i.id AND t.status = v_running AND t.attempt = i.attempt
-    RETURNING t.id, t.status, i.attempt, i.outcome, i.error, t.picked_by, t.started_at,
-              t.has_children
+    RETURNING t.id, t.type, t.status, i.attempt, i.outcome, i.error, t.picked_by,
+              t.started_at, t.has_children
   ),
   history AS (
     INSERT INTO taskmill.attempts AS a (task_id, attempt, node, started_at, finished_at,
@@ -73,12 +81,18 @@ BEGIN
     SELECT u.id, u.attempt, u.picked_by, u.started_at, now(), u.outcome, u.error
       FROM updated u WHERE u.outcome <> 'succeeded'
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING
+  ),
+  by_type AS (
+    SELECT u.type, count(*) AS n FROM updated u WHERE v_tallying GROUP BY u.type
   )
   SELECT array_agg(u.id), array_agg(u.status),
          array_agg(u.id) FILTER (WHERE u.has_children AND u.status <> 'failed'),
-         array_agg(u.status = 'dead') FILTER (WHERE u.has_children AND u.status <> 'failed')
-    INTO v_ids, v_statuses, v_parents, v_parents_dead FROM updated u;
+         array_agg(u.status = 'dead') FILTER (WHERE u.has_children AND u.status <> 'failed'),
+         (SELECT array_agg(b.type ORDER BY b.type) FROM by_type b),
+         (SELECT array_agg(b.n ORDER BY b.type) FROM by_type b)
+    INTO v_ids, v_statuses, v_parents, v_parents_dead, v_types, v_ended FROM updated u;
   PERFORM set_config('taskmill.settling', '', true);
+  PERFORM set_config('taskmill.tallied', '', true);
   IF v_parents IS NOT NULL THEN
     PERFORM taskmill.settle_children(v_parents, v_parents_dead);
   END IF;
@@ -102,6 +116,11 @@ BEGIN
        -- The attempt that succeeded is in the history already, as its task.
        AND NOT (i.attempt = t.attempt AND t.finished_at IS NOT NULL)
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING;
+  END IF;
+  -- Last: tally rows are taken once every task this takes is locked
+  -- (storage/sql/running_tally.sql).
+  IF v_tallying THEN
+    PERFORM taskmill.tally_running(v_types, v_ended, true);
   END IF;
 
   RETURN QUERY

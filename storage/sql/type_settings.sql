@@ -24,14 +24,17 @@ END
 $$;
 
 -- Per-type settings from a node's configuration (the empty type: defaults),
--- held to the same rules as a task's own.
+-- held to the same rules as a task's own; the running tasks of the scopes it
+-- limits (its types with a running limit, and all tasks under a global
+-- limit, p_global_limit > 0) are tallied from then on.
 CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
                                            p_max_retries integer[], p_backoff_kinds text[],
                                            p_backoff_bases integer[], p_backoff_caps integer[],
                                            p_backoff_jitters real[], p_deadlines bigint[],
                                            p_limits integer[],
                                            p_heartbeat_timeouts bigint[] DEFAULT NULL,
-                                           p_max_timeouts integer[] DEFAULT NULL) RETURNS void
+                                           p_max_timeouts integer[] DEFAULT NULL,
+                                           p_global_limit integer DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_problem text;
@@ -79,6 +82,9 @@ BEGIN
          max_timeout_ms = CASE WHEN p_max_timeouts IS NULL THEN s.max_timeout_ms
                                ELSE excluded.max_timeout_ms END,
          updated_at = now();
+  PERFORM taskmill.track_running(ARRAY(SELECT u.type FROM unnest(p_types, p_limits) AS u(type, n)
+                                        WHERE u.n > 0 AND u.type <> ''),
+                                 coalesce(p_global_limit, 0) > 0);
 END
 $$;
 

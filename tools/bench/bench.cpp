@@ -2,6 +2,7 @@
 
 #include "tools/bench/flows.hpp"
 #include "tools/bench/harness.hpp"
+#include "tools/bench/limits.hpp"
 
 #include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
@@ -38,6 +39,10 @@
 
 namespace taskmill {
 
+const std::vector<std::string> bench_phases{"submit",   "end-to-end", "latency", "wake-up",
+                                            "backlog",  "drain",      "limits",  "pooler",
+                                            "calendar", "flows",      "progress"};
+
 namespace {
 
 using namespace bench;
@@ -51,13 +56,6 @@ constexpr const char* backlog_type = "BENCH_BACKLOG";
 constexpr const char* inproc_type = "BENCH_INPROC";
 /// Due days later; no node runs them in the bench.
 constexpr const char* calendar_type = "BENCH_CALENDAR";
-/// The three types of the limits measurement.
-const std::vector<std::string> mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_MIX_C"};
-/// Run beside the limited types by one of the limited nodes; none of its
-/// tasks is due.
-constexpr const char* beside_type = "BENCH_MIX_OTHER";
-/// Due before the mixed drain's tasks, at every level; no node runs them.
-constexpr const char* stranded_type = "BENCH_STRANDED";
 /// Run only by the second of the two wake-up nodes.
 constexpr const char* wakeup_type = "BENCH_WAKEUP";
 /// Tasks of the submit measurement never become due, so no node runs them.
@@ -81,8 +79,14 @@ struct plan {
   int backlog_small;
   /// Tasks the backlog measurement times, out of either backlog.
   int backlog_window;
-  /// The drains: the plain one, with limits, under a calendar.
+  /// The drains: the plain one, under a calendar.
   int drain_tasks;
+  /// The backlogs of the drains with and without limits.
+  std::vector<int> limit_backlogs;
+  /// The uneven limits' drain: tasks of the types without a limit, and of
+  /// the one held to 5 beside them.
+  int even_tasks;
+  int held_tasks;
   /// Tasks due days later under the calendar-scale drain.
   int calendar_tasks;
   /// One-task submit clients, each on a connection of its own.
@@ -97,10 +101,12 @@ struct plan {
 
 plan plan_for(bool quick) {
   if (quick)
-    return {1,      1.0,     10'000, 3.0, 200,   100'000, 10'000, 10'000,
-            20'000, 200'000, 64,     200, 2'000, 1'000,   5.0};
-  return {3,       5.0,       100'000, 15.0,  200,    1'000'000, 10'000, 10'000,
-          100'000, 5'000'000, 64,      1'000, 10'000, 1'000,     10.0};
+    return {1,         1.0,     10'000,  3.0,     200, 100'000, 10'000, 10'000, 20'000,
+            {100'000}, 100'000, 100'000, 200'000, 64,  200,     2'000,  1'000,  5.0};
+  return {3,         5.0,     100'000,   15.0,    200,
+          1'000'000, 10'000,  10'000,    100'000, {100'000, 1'000'000},
+          100'000,   100'000, 5'000'000, 64,      1'000,
+          10'000,    1'000,   10.0};
 }
 
 /// Several runs of one measurement.
@@ -121,11 +127,19 @@ struct series {
   double max() const { return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end()); }
 };
 
-std::string fixed(double v, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
-  return buf;
-}
+/// The drains with and without limits over one backlog.
+struct limits_series {
+  series unlimited{"tasks/s"};
+  series limited{"tasks/s"};
+  series ratio{"ratio"};
+  series beside{"tasks/s"};
+  series beside_ratio{"ratio"};
+  /// Per task: in PostgreSQL's claim function, and the node's processor.
+  series unlimited_claim_us{"us"};
+  series limited_claim_us{"us"};
+  series unlimited_node_us{"us"};
+  series limited_node_us{"us"};
+};
 
 // -- the measurements --------------------------------------------------------------
 
@@ -541,32 +555,6 @@ latency_run cluster_wakeup(const std::string& binary, db::connection& conn,
   return timed;
 }
 
-/// Starts the node afresh over what `load` stored while it was down and
-/// answers the rate at which it works off the first `window` tasks of
-/// `types`, from its first claim to its last completion. Leaves the node
-/// stopped.
-double drain_rate(bench_node& node, db::connection& conn, const type_list& types, int window,
-                  const std::function<void()>& load) {
-  node.stop();
-  auto loaded = steady::now();
-  load();
-  run(conn, sql::vacuum_tasks);
-  // Every drain starts from a checkpoint: otherwise the one that loading a
-  // million rows set off lands in the measured window.
-  if (auto done = conn.exec(sql::checkpoint); !done)
-    progress("  no CHECKPOINT (" + error_message(done.error()) + ")");
-  progress("  loaded in " + fixed(seconds_since(loaded), 2) + " s");
-  node.start();
-  await_succeeded(conn, types, window);
-  node.stop();
-  auto res = run(conn, sql::claim_window, {types_param(types)});
-  auto counts = count_tasks(conn, types);
-  if (counts.claimed_again != 0)
-    throw bench_failure{"drain: " + std::to_string(counts.claimed_again) +
-                        " tasks claimed more than once"};
-  return static_cast<double>(res.int64(0, 1)) / res.float64(0, 0);
-}
-
 /// A backlog of `backlog` due tasks of one type in an otherwise empty table.
 double backlog_rate(bench_node& node, db::connection& conn, int backlog, int window,
                     int run_index) {
@@ -575,24 +563,6 @@ double backlog_rate(bench_node& node, db::connection& conn, int backlog, int win
     run(conn, sql::load_backlog,
         {std::string{backlog_type}, std::to_string(backlog),
          "b" + std::to_string(run_index) + "-"});
-  });
-}
-
-/// Whether a mixed drain has, beside its own, as many due tasks of a type
-/// that no node runs, older than the drain's own at every level.
-enum class stranded_backlog { none, beside };
-
-/// `tasks` due tasks over the three mixed types and all five priorities.
-double mixed_drain_rate(bench_node& node, db::connection& conn, int tasks, int run_index,
-                        stranded_backlog stranded = stranded_backlog::none) {
-  return drain_rate(node, conn, mixed_types, tasks, [&] {
-    run(conn, sql::reset_tasks);
-    if (stranded == stranded_backlog::beside)
-      run(conn, sql::load_mixed_backlog,
-          {types_param({stranded_type}), std::to_string(tasks),
-           "x" + std::to_string(run_index) + "-"});
-    run(conn, sql::load_mixed_backlog,
-        {types_param(mixed_types), std::to_string(tasks), "m" + std::to_string(run_index) + "-"});
   });
 }
 
@@ -612,23 +582,24 @@ double calendar_drain_rate(bench_node& node, db::connection& conn, int tasks, in
 
 struct target {
   std::string name;
-  double value;
+  const series* measured;
   std::string comparison;
   double bound;
-  bool met() const { return comparison == ">=" ? value >= bound : value <= bound; }
+  double value() const { return measured->median(); }
+  bool met() const { return comparison == ">=" ? value() >= bound : value() <= bound; }
 };
 
 void print_table(const std::vector<std::pair<std::string, series>>& rows,
                  const std::vector<target>& targets) {
   std::printf("\n%-44s %12s %12s %12s  %s\n", "measurement", "median", "min", "max", "unit");
   for (const auto& [name, s] : rows) {
-    int decimals = s.unit == "ms" || s.unit == "ratio" ? 2 : 0;
+    int decimals = s.unit == "ms" || s.unit == "ratio" ? 2 : s.unit == "us" ? 1 : 0;
     std::printf("%-44s %12s %12s %12s  %s\n", name.c_str(), fixed(s.median(), decimals).c_str(),
                 fixed(s.min(), decimals).c_str(), fixed(s.max(), decimals).c_str(), s.unit.c_str());
   }
   std::printf("\n%-44s %12s %12s  %s\n", "target", "measured", "bound", "");
   for (const auto& t : targets)
-    std::printf("%-44s %12s %3s %8s  %s\n", t.name.c_str(), fixed(t.value, 2).c_str(),
+    std::printf("%-44s %12s %3s %8s  %s\n", t.name.c_str(), fixed(t.value(), 2).c_str(),
                 t.comparison.c_str(), fixed(t.bound, 2).c_str(), t.met() ? "met" : "MISSED");
   std::fflush(stdout);
 }
@@ -646,7 +617,7 @@ json report_json(const bench_options& options, const std::string& where,
   json checked = json::array();
   for (const auto& t : targets)
     checked.push_back({{"name", t.name},
-                       {"measured", t.value},
+                       {"measured", t.value()},
                        {"comparison", t.comparison},
                        {"bound", t.bound},
                        {"met", t.met()}});
@@ -657,21 +628,13 @@ json report_json(const bench_options& options, const std::string& where,
           {"targets", checked}};
 }
 
-/// Config overrides: the mixed types run by the noop executor, with the
-/// limits measurement's limits or without, and another type besides or not.
-std::vector<std::string> mixed_node_types(bool limited, bool another_type = false) {
-  std::vector<std::string> out;
-  for (const auto& t : mixed_types) {
-    out.push_back("types." + t + ".executor=noop");
-    if (limited) out.push_back("types." + t + ".running_limit=300");
-  }
-  if (limited) out.push_back("scheduling.global_limit=1000");
-  if (another_type) out.push_back(std::string{"types."} + beside_type + ".executor=noop");
-  return out;
-}
-
 int measure(const bench_options& options) {
   auto p = plan_for(options.quick);
+  if (options.runs > 0) p.runs = options.runs;
+  auto want = [&](const char* phase) {
+    return options.only.empty() ||
+           std::find(options.only.begin(), options.only.end(), phase) != options.only.end();
+  };
   bench_database database{options.database};
   auto conn = connect(database.conninfo());
 
@@ -697,6 +660,7 @@ int measure(const bench_options& options) {
   bench_node limited{options.binary, database.conninfo(), mixed_node_types(true), "limited"};
   bench_node limited_beside{options.binary, database.conninfo(), mixed_node_types(true, true),
                             "limited-beside"};
+  bench_node uneven{options.binary, database.conninfo(), uneven_node_types(), "uneven"};
   bench_node talking{options.binary,
                      database.conninfo(),
                      {std::string{"types."} + talking_type + ".executor=sleep"},
@@ -716,16 +680,16 @@ int measure(const bench_options& options) {
       wake_p50{"ms"}, wake_p99{"ms"}, many_submit{"tasks/s"}, raw_inserts{"rows/s"},
       many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, raw_pickup_p50{"ms"},
       raw_pickup_p99{"ms"}, http_over_raw{"ratio"}, drain{"tasks/s"}, raw_drain{"tasks/s"},
-      drain_ratio{"ratio"}, drain_unlimited{"tasks/s"}, drain_limited{"tasks/s"},
-      limits_ratio{"ratio"}, drain_limited_beside{"tasks/s"}, limits_beside_ratio{"ratio"},
-      drain_stranded{"tasks/s"}, stranded_ratio{"ratio"}, drain_calendar{"tasks/s"},
-      calendar_ratio{"ratio"}, pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"},
-      pooled_submit{"tasks/s"}, pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"},
-      fan_out_rate{"tasks/s"}, fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
+      drain_ratio{"ratio"}, drain_stranded{"tasks/s"}, stranded_ratio{"ratio"},
+      even_alone{"tasks/s"}, even_beside_held{"tasks/s"}, uneven_ratio{"ratio"},
+      limits_drift{"ratio"}, drain_calendar{"tasks/s"}, calendar_ratio{"ratio"},
+      pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"}, pooled_submit{"tasks/s"},
+      pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"}, fan_out_rate{"tasks/s"},
+      fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
       progress_statements{"statements/s"}, reports_per_statement{"ratio"};
   auto peak_rss = [&] {
     return std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(),
-                     limited_beside.peak_rss(), talking.peak_rss()});
+                     limited_beside.peak_rss(), uneven.peak_rss(), talking.peak_rss()});
   };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
@@ -735,7 +699,7 @@ int measure(const bench_options& options) {
   };
   auto clients = std::to_string(p.many_clients);
 
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("submit"); ++r) {
     runs("submit, one task per request, 4 clients", r);
     submit_single.runs.push_back(
         submit_rate(node, conn, 4, 1, p.submit_seconds, "s" + std::to_string(r)));
@@ -750,14 +714,14 @@ int measure(const bench_options& options) {
         raw_insert_rate(database.conninfo(), p.many_clients, p.submit_seconds));
     many_ratio.runs.push_back(many_submit.runs.back() / raw_inserts.runs.back());
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("end-to-end"); ++r) {
     runs("raw-SQL ceiling, " + std::to_string(p.e2e_tasks) + " jobs", r);
     raw.runs.push_back(raw_sql_rate(database.conninfo(), p.e2e_tasks, 2));
     runs("end to end, " + std::to_string(p.e2e_tasks) + " noop tasks", r);
     e2e.runs.push_back(end_to_end_rate(node, conn, p.e2e_tasks, r));
     e2e_ratio.runs.push_back(e2e.runs.back() / raw.runs.back());
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("latency"); ++r) {
     runs("pickup latency at " + std::to_string(p.latency_rate) + " tasks/s, HTTP executor", r);
     auto l = pickup_latency(conn, seen, p, r);
     p50.runs.push_back(l.p50);
@@ -774,41 +738,70 @@ int measure(const bench_options& options) {
     raw_pickup_p99.runs.push_back(raw_pickup.p99);
     http_over_raw.runs.push_back(l.p50 / raw_pickup.p50);
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("wake-up"); ++r) {
     runs("wake-up over CAF, two more nodes, at " + std::to_string(p.latency_rate) + " tasks/s", r);
     node.stop();
     auto l = cluster_wakeup(options.binary, conn, database.conninfo(), executor_url, seen, p, r);
     wake_p50.runs.push_back(l.p50);
     wake_p99.runs.push_back(l.p99);
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("backlog"); ++r) {
     runs("backlog of " + std::to_string(p.backlog_small), r);
     backlog_small.runs.push_back(backlog_rate(node, conn, p.backlog_small, p.backlog_window, r));
     runs("backlog of " + std::to_string(p.backlog_large), r);
     backlog_large.runs.push_back(backlog_rate(node, conn, p.backlog_large, p.backlog_window, r));
     backlog_ratio.runs.push_back(backlog_large.runs.back() / backlog_small.runs.back());
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0;
+       r < p.runs && (want("drain") || want("pooler") || want("calendar") || want("flows")); ++r) {
     runs("raw drain ceiling, " + std::to_string(p.drain_tasks) + " jobs", r);
     raw_drain.runs.push_back(raw_drain_rate(database.conninfo(), p.drain_tasks, 2));
     runs("drain of " + std::to_string(p.drain_tasks), r);
     drain.runs.push_back(backlog_rate(node, conn, p.drain_tasks, p.drain_tasks, r));
     drain_ratio.runs.push_back(drain.runs.back() / raw_drain.runs.back());
-    runs("drain of " + std::to_string(p.drain_tasks) + ", 3 types x 5 priorities, no limits", r);
-    drain_unlimited.runs.push_back(mixed_drain_rate(unlimited, conn, p.drain_tasks, r));
-    runs("the same drain with a global limit of 1000 and type limits of 300", r);
-    drain_limited.runs.push_back(mixed_drain_rate(limited, conn, p.drain_tasks, r));
-    limits_ratio.runs.push_back(drain_limited.runs.back() / drain_unlimited.runs.back());
-    runs("the same limited drain on a node that runs another type too", r);
-    drain_limited_beside.runs.push_back(mixed_drain_rate(limited_beside, conn, p.drain_tasks, r));
-    limits_beside_ratio.runs.push_back(drain_limited_beside.runs.back() /
-                                       drain_unlimited.runs.back());
+  }
+  std::map<int, limits_series> limits;
+  if (want("limits")) {
+    // Alone on the server, as in a full run, where the drains before left
+    // it stopped.
+    node.stop();
+    time_function_calls(conn, true);
+  }
+  for (int r = 0; r < p.runs && want("limits"); ++r) {
+    for (int backlog : p.limit_backlogs) {
+      auto& at = limits[backlog];
+      auto tasks = std::to_string(backlog);
+      runs("drain of " + tasks + ", 3 types x 5 priorities, no limits", r);
+      auto plain = mixed_drain(unlimited, conn, backlog, r);
+      at.unlimited.runs.push_back(plain.rate);
+      at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
+      at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
+      runs("the same drain with a global limit of 1000 and type limits of 300", r);
+      auto capped = mixed_drain(limited, conn, backlog, r);
+      at.limited.runs.push_back(capped.rate);
+      at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
+      at.limited_node_us.runs.push_back(capped.node_us_per_task);
+      at.ratio.runs.push_back(at.limited.runs.back() / at.unlimited.runs.back());
+      runs("the same limited drain on a node that runs another type too", r);
+      at.beside.runs.push_back(mixed_drain(limited_beside, conn, backlog, r).rate);
+      at.beside_ratio.runs.push_back(at.beside.runs.back() / at.unlimited.runs.back());
+    }
+    auto first = p.limit_backlogs.front();
     runs("the unlimited drain beside as many due tasks of a type no node runs", r);
     drain_stranded.runs.push_back(
-        mixed_drain_rate(unlimited, conn, p.drain_tasks, r, stranded_backlog::beside));
-    stranded_ratio.runs.push_back(drain_stranded.runs.back() / drain_unlimited.runs.back());
+        mixed_drain(unlimited, conn, first, r, stranded_backlog::beside).rate);
+    stranded_ratio.runs.push_back(drain_stranded.runs.back() / limits[first].unlimited.runs[r]);
+    runs("drain of " + std::to_string(p.even_tasks) + " over 9 types without a limit", r);
+    even_alone.runs.push_back(uneven_drain(uneven, conn, p.even_tasks, 0, r).rate);
+    runs("the same beside " + std::to_string(p.held_tasks) + " due of a type limited to 5", r);
+    even_beside_held.runs.push_back(uneven_drain(uneven, conn, p.even_tasks, p.held_tasks, r).rate);
+    uneven_ratio.runs.push_back(even_beside_held.runs.back() / even_alone.runs.back());
+    if (p.limit_backlogs.size() > 1)
+      limits_drift.runs.push_back(
+          std::abs(limits[p.limit_backlogs.back()].ratio.runs[r] - limits[first].ratio.runs[r]));
   }
-  for (int r = 0; r < p.runs && !database.pooled_conninfo().empty(); ++r) {
+  if (want("limits")) time_function_calls(conn, false);
+  for (int r = 0; r < p.runs && want("pooler") && !database.pooled_conninfo().empty(); ++r) {
     runs("drain of " + std::to_string(p.drain_tasks) + " through PgBouncer, transaction mode", r);
     pooled_drain.runs.push_back(backlog_rate(pooled, conn, p.drain_tasks, p.drain_tasks, r));
     pooled_drain_ratio.runs.push_back(pooled_drain.runs.back() / drain.runs[r]);
@@ -819,15 +812,17 @@ int measure(const bench_options& options) {
     pooled.stop();
     pooled_submit_ratio.runs.push_back(pooled_submit.runs.back() / submit_single.runs[r]);
   }
-  progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
-  run(conn, sql::reset_tasks);
-  run(conn, sql::load_calendar, {std::string{calendar_type}, std::to_string(p.calendar_tasks)});
-  for (int r = 0; r < p.runs; ++r) {
+  if (want("calendar")) {
+    progress("calendar of " + std::to_string(p.calendar_tasks) + " tasks due days later");
+    run(conn, sql::reset_tasks);
+    run(conn, sql::load_calendar, {std::string{calendar_type}, std::to_string(p.calendar_tasks)});
+  }
+  for (int r = 0; r < p.runs && want("calendar"); ++r) {
     runs("drain of " + std::to_string(p.drain_tasks) + " beside the calendar", r);
     drain_calendar.runs.push_back(calendar_drain_rate(node, conn, p.drain_tasks, r));
     calendar_ratio.runs.push_back(drain_calendar.runs.back() / drain.median());
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("flows"); ++r) {
     runs("a chain of " + std::to_string(p.chain_steps) + " tasks, each after the one before", r);
     chain_step.runs.push_back(chain_step_ms(node, conn, backlog_type, p.chain_steps));
     runs("fan-out to " + std::to_string(p.fan_children) + " tasks and fan-in from them", r);
@@ -837,7 +832,7 @@ int measure(const bench_options& options) {
     fan_out_ratio.runs.push_back(fan_out_rate.runs.back() / drain.median());
     fan_in.runs.push_back(fan.fan_in_ms);
   }
-  for (int r = 0; r < p.runs; ++r) {
+  for (int r = 0; r < p.runs && want("progress"); ++r) {
     runs(std::to_string(p.talking_tasks) + " running tasks reporting progress every 100 ms", r);
     auto reports =
         progress_reports(talking, conn, database.conninfo(), p.talking_tasks, p.talking_seconds);
@@ -881,13 +876,6 @@ int measure(const bench_options& options) {
       {"raw drain ceiling: " + drains + " jobs, batches of 100", raw_drain},
       {"drain: " + drains + " due tasks", drain},
       {"drain / raw drain ceiling", drain_ratio},
-      {"drain: " + drains + ", 3 types x 5 priorities", drain_unlimited},
-      {"the same with global 1000, type limits 300", drain_limited},
-      {"drain with limits / without", limits_ratio},
-      {"the same, the node running another type too", drain_limited_beside},
-      {"that drain / without limits", limits_beside_ratio},
-      {"unlimited, beside " + drains + " due that no node runs", drain_stranded},
-      {"that drain / without them", stranded_ratio},
       {"drain: " + drains + " beside " + k(p.calendar_tasks) + " due later", drain_calendar},
       {"drain beside the calendar / plain drain", calendar_ratio},
       {"drain: " + drains + " through PgBouncer (transaction)", pooled_drain},
@@ -904,24 +892,58 @@ int measure(const bench_options& options) {
       {"progress reports per statement", reports_per_statement},
       {"node peak RSS", rss},
   };
+  auto rows_before_limits = std::find_if(rows.begin(), rows.end(), [](const auto& row) {
+    return row.first.rfind("drain: ", 0) == 0 && row.first.find("beside") != std::string::npos;
+  });
+  std::vector<std::pair<std::string, series>> limit_rows;
+  for (const auto& [backlog, at] : limits) {
+    auto due = k(backlog);
+    limit_rows.insert(limit_rows.end(),
+                      {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
+                       {"  the same with global 1000, type limits 300", at.limited},
+                       {"  drain with limits / without, " + due, at.ratio},
+                       {"  the same, the node running another type too", at.beside},
+                       {"  that drain / without limits, " + due, at.beside_ratio},
+                       {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
+                       {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
+                       {"  node processor per task, no limits", at.unlimited_node_us},
+                       {"  node processor per task, limits", at.limited_node_us}});
+  }
+  auto first_due = k(p.limit_backlogs.front());
+  limit_rows.insert(
+      limit_rows.end(),
+      {{"limits ratio at " + k(p.limit_backlogs.back()) + " less at " + first_due, limits_drift},
+       {"unlimited, beside " + first_due + " due that no node runs", drain_stranded},
+       {"that drain / without them", stranded_ratio},
+       {"drain: " + k(p.even_tasks) + " over 9 types without a limit", even_alone},
+       {"  the same beside " + k(p.held_tasks) + " due of a type limited to 5", even_beside_held},
+       {"  that drain / alone", uneven_ratio}});
+  rows.insert(rows_before_limits, limit_rows.begin(), limit_rows.end());
   std::vector<target> targets{
-      {"end to end >= 75% of the raw-SQL ceiling", e2e_ratio.median(), ">=", 0.75},
-      {"drain >= 90% of the raw drain ceiling", drain_ratio.median(), ">=", 0.9},
-      {"pickup p50, HTTP executor (ms)", p50.median(), "<=", 1},
-      {"pickup p99, HTTP executor (ms)", p99.median(), "<=", 20},
-      {"pickup p50, in-process (ms)", inproc_p50.median(), "<=", 0.7},
-      {"pickup p99, in-process (ms)", inproc_p99.median(), "<=", 2},
-      {"wake-up over CAF p99 (ms)", wake_p99.median(), "<=", 50},
-      {"submit " + clients + " clients >= 60% of raw inserts", many_ratio.median(), ">=", 0.6},
-      {"limits cost <= 10% (with / without >= 0.9)", limits_ratio.median(), ">=", 0.9},
-      {"the same, node running another type too", limits_beside_ratio.median(), ">=", 0.9},
-      {"drain beside the calendar >= 90% of plain", calendar_ratio.median(), ">=", 0.9},
-      {"beside due tasks no node runs >= 60%", stranded_ratio.median(), ">=", 0.6},
-      {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio.median(),
+      {"end to end >= 75% of the raw-SQL ceiling", &e2e_ratio, ">=", 0.75},
+      {"drain >= 90% of the raw drain ceiling", &drain_ratio, ">=", 0.9},
+      {"pickup p50, HTTP executor (ms)", &p50, "<=", 1},
+      {"pickup p99, HTTP executor (ms)", &p99, "<=", 20},
+      {"pickup p50, in-process (ms)", &inproc_p50, "<=", 0.7},
+      {"pickup p99, in-process (ms)", &inproc_p99, "<=", 2},
+      {"wake-up over CAF p99 (ms)", &wake_p99, "<=", 50},
+      {"submit " + clients + " clients >= 60% of raw inserts", &many_ratio, ">=", 0.6},
+      {"beside a type held to 5 >= 90% of alone", &uneven_ratio, ">=", 0.9},
+      {"limits ratio drift from the smallest backlog", &limits_drift, "<=", 0.05},
+      {"drain beside the calendar >= 90% of plain", &calendar_ratio, ">=", 0.9},
+      {"beside due tasks no node runs >= 60%", &stranded_ratio, ">=", 0.6},
+      {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), &backlog_ratio,
        ">=", 0.8},
-      {"chain: time per step (ms)", chain_step.median(), "<=", 5},
-      {"node peak RSS (MiB)", rss.median(), "<=", 50},
+      {"chain: time per step (ms)", &chain_step, "<=", 5},
+      {"node peak RSS (MiB)", &rss, "<=", 50},
   };
+  for (const auto& [backlog, at] : limits) {
+    targets.push_back(
+        {"limits cost <= 10% at " + k(backlog) + " (with / without)", &at.ratio, ">=", 0.9});
+    targets.push_back({"  the same, node running another type too", &at.beside_ratio, ">=", 0.9});
+  }
+  std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
+  std::erase_if(targets, [](const target& t) { return t.measured->runs.empty(); });
   std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",
               database.description().c_str(), std::thread::hardware_concurrency());
   print_table(rows, targets);

@@ -1,6 +1,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace taskmill {
 
@@ -14,7 +15,14 @@ struct bench_options {
   std::string output = "bench-results.json";
   /// The taskmill binary that runs the node.
   std::string binary;
+  /// The phases to run (bench_phases); empty: all of them.
+  std::vector<std::string> only;
+  /// Runs of each measurement; 0: the plan's (3, or 1 with --quick).
+  int runs = 0;
 };
+
+/// The phases of a bench run, for --only.
+extern const std::vector<std::string> bench_phases;
 
 /// `taskmill bench`: measures a node against the raw-SQL ceiling on the same
 /// server, prints a table and writes JSON. Exits nonzero when a measurement

@@ -2,6 +2,7 @@
 
 #include <libpq-fe.h>
 
+#include <cstdio>
 #include <iostream>
 #include <mutex>
 #include <thread>
@@ -127,6 +128,34 @@ void await_succeeded(db::connection& conn, const type_list& types, int64_t expec
     }
     sleep_checked(pause);
   }
+}
+
+std::string fixed(double v, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, v);
+  return buf;
+}
+
+double drain_rate(bench_node& node, db::connection& conn, const type_list& types, int window,
+                  const std::function<void()>& load) {
+  node.stop();
+  auto loaded = steady::now();
+  load();
+  run(conn, sql::vacuum_tasks);
+  // Every drain starts from a checkpoint: otherwise the one that loading a
+  // million rows set off lands in the measured window.
+  if (auto done = conn.exec(sql::checkpoint); !done)
+    progress("  no CHECKPOINT (" + error_message(done.error()) + ")");
+  progress("  loaded in " + fixed(seconds_since(loaded), 2) + " s");
+  node.start();
+  await_succeeded(conn, types, window);
+  node.stop();
+  auto res = run(conn, sql::claim_window, {types_param(types)});
+  auto counts = count_tasks(conn, types);
+  if (counts.claimed_again != 0)
+    throw bench_failure{"drain: " + std::to_string(counts.claimed_again) +
+                        " tasks claimed more than once"};
+  return static_cast<double>(res.int64(0, 1)) / res.float64(0, 0);
 }
 
 }  // namespace taskmill::bench

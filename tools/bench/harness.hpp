@@ -42,6 +42,8 @@ void check_interrupted();
 /// A line on stderr about what the bench does now.
 void progress(const std::string& line);
 double seconds_since(steady::time_point start);
+/// `v` with `decimals` digits after the point.
+std::string fixed(double v, int decimals);
 void sleep_checked(milliseconds d);
 
 // -- the database --------------------------------------------------------------
@@ -166,6 +168,7 @@ class bench_node {
   void stop() {
     if (!process_) return;
     peak_rss_ = std::max(peak_rss_, process_->peak_rss());
+    last_cpu_seconds_ = process_->cpu_seconds();
     auto tail = process_->log_tail();
     int code = process_->stop();
     process_.reset();
@@ -174,6 +177,9 @@ class bench_node {
   }
 
   std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The processor time its last incarnation used, to its stop.
+  double last_cpu_seconds() const { return last_cpu_seconds_; }
 
   /// The largest resident set of any incarnation so far.
   int64_t peak_rss() const {
@@ -189,6 +195,7 @@ class bench_node {
   uint16_t port_ = 0;
   int incarnation_ = 0;
   int64_t peak_rss_ = 0;
+  double last_cpu_seconds_ = 0;
 };
 
 struct task_counts {
@@ -208,6 +215,13 @@ task_counts count_tasks(db::connection& conn, const type_list& types);
 /// nothing, never paid. So the pause between counts is half the time that
 /// the rate seen so far says is left.
 void await_succeeded(db::connection& conn, const type_list& types, int64_t expected);
+
+/// Starts the node afresh over what `load` stored while it was down and
+/// answers the rate at which it works off the first `window` tasks of
+/// `types`, from its first claim to its last completion. Leaves the node
+/// stopped.
+double drain_rate(bench_node& node, db::connection& conn, const type_list& types, int window,
+                  const std::function<void()>& load);
 
 /// Runs `work(i)` on `n` threads and rethrows the first failure.
 void in_parallel(int n, const std::function<void(int)>& work);

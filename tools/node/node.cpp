@@ -222,6 +222,7 @@ pb::TypeSettingsList type_settings(const config& cfg) {
   pb::TypeSettingsList out;
   *out.add_types() = settings_of("", cfg.default_type);
   for (const auto& [name, t] : cfg.types) *out.add_types() = settings_of(name, t);
+  out.set_global_limit(cfg.scheduling.global_limit);
   return out;
 }
 
