@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
   taskmill::bench_options bench_opts;
   auto bench = app.add_subcommand(
       "bench", "Measure a node against the raw-SQL ceiling on the same PostgreSQL");
-  bench->add_flag("--quick", bench_opts.quick, "Smoke run: small sizes, one run each (< 1 min)");
+  bench->add_flag("--quick", bench_opts.quick, "Smoke run: small sizes, one run each (about 80 s)");
   bench->add_option("--database", bench_opts.database,
                     "A PostgreSQL server to create a throwaway database on (default: start a "
                     "private server)");

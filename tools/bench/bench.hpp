@@ -6,7 +6,7 @@
 namespace taskmill {
 
 struct bench_options {
-  /// The smoke run: small sizes, one run per measurement, under a minute.
+  /// The smoke run: small sizes, one run per measurement, about 80 s.
   bool quick = false;
   /// A server to create a throwaway database on; empty: start a private
   /// PostgreSQL in a temporary directory.
