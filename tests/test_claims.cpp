@@ -1440,6 +1440,16 @@ BOOST_AUTO_TEST_CASE(the_tally_follows_every_way_in_and_out_of_running) {
   check_tally(db, "a claim to the limit");
   db.exec("SELECT taskmill.register_node('n3', 'i2', '', 5000, NULL)");
   check_tally(db, "a node's restart");
+  db.exec(
+      "UPDATE taskmill.tasks SET execute_at = now() + interval '1 hour' "
+      "WHERE status IN ('pending', 'failed')");
+  db.exec("SELECT taskmill.register_node('h', 'i1', '', 60000, NULL)");
+  BOOST_REQUIRE_EQUAL(db.scalar("SELECT taskmill.offer_permits('h', NULL, 2, 7, 600000)"), "t");
+  db.call("submit('A', 'handed')");
+  BOOST_REQUIRE_EQUAL(
+      db.scalar("SELECT status || ' ' || picked_by FROM taskmill.tasks WHERE key = 'handed'"),
+      "running h");
+  check_tally(db, "a hand-off");
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "0");
   db.exec("UPDATE taskmill.running_tally SET tasks = tasks + 5 WHERE NOT ended");
   BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "10");
