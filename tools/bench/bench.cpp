@@ -109,38 +109,6 @@ plan plan_for(bool quick) {
           10'000,    1'000,   10.0};
 }
 
-/// Several runs of one measurement.
-struct series {
-  explicit series(std::string u) : unit(std::move(u)) {}
-
-  std::string unit;
-  std::vector<double> runs;
-
-  double median() const {
-    if (runs.empty()) return 0;
-    auto sorted = runs;
-    std::sort(sorted.begin(), sorted.end());
-    auto n = sorted.size();
-    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  }
-  double min() const { return runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end()); }
-  double max() const { return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end()); }
-};
-
-/// The drains with and without limits over one backlog.
-struct limits_series {
-  series unlimited{"tasks/s"};
-  series limited{"tasks/s"};
-  series ratio{"ratio"};
-  series beside{"tasks/s"};
-  series beside_ratio{"ratio"};
-  /// Per task: in PostgreSQL's claim function, and the node's processor.
-  series unlimited_claim_us{"us"};
-  series limited_claim_us{"us"};
-  series unlimited_node_us{"us"};
-  series limited_node_us{"us"};
-};
-
 // -- the measurements --------------------------------------------------------------
 
 std::string task_json(const char* type, const std::string& key, const char* execute_at) {
@@ -580,17 +548,7 @@ double calendar_drain_rate(bench_node& node, db::connection& conn, int tasks, in
 /// one's release, claim and run.
 // -- the report ----------------------------------------------------------------------
 
-struct target {
-  std::string name;
-  const series* measured;
-  std::string comparison;
-  double bound;
-  double value() const { return measured->median(); }
-  bool met() const { return comparison == ">=" ? value() >= bound : value() <= bound; }
-};
-
-void print_table(const std::vector<std::pair<std::string, series>>& rows,
-                 const std::vector<target>& targets) {
+void print_table(const std::vector<report_row>& rows, const std::vector<target>& targets) {
   std::printf("\n%-44s %12s %12s %12s  %s\n", "measurement", "median", "min", "max", "unit");
   for (const auto& [name, s] : rows) {
     int decimals = s.unit == "ms" || s.unit == "ratio" ? 2 : s.unit == "us" ? 1 : 0;
@@ -605,8 +563,7 @@ void print_table(const std::vector<std::pair<std::string, series>>& rows,
 }
 
 json report_json(const bench_options& options, const std::string& where,
-                 const std::vector<std::pair<std::string, series>>& rows,
-                 const std::vector<target>& targets) {
+                 const std::vector<report_row>& rows, const std::vector<target>& targets) {
   json measurements = json::object();
   for (const auto& [name, s] : rows)
     measurements[name] = {{"unit", s.unit},
@@ -656,11 +613,6 @@ int measure(const bench_options& options) {
                    std::string{"types."} + inproc_type + ".executor=noop",
                    std::string{"types."} + latency_type + ".executor=http",
                    std::string{"types."} + latency_type + ".url=" + executor_url}};
-  bench_node unlimited{options.binary, database.conninfo(), mixed_node_types(false), "unlimited"};
-  bench_node limited{options.binary, database.conninfo(), mixed_node_types(true), "limited"};
-  bench_node limited_beside{options.binary, database.conninfo(), mixed_node_types(true, true),
-                            "limited-beside"};
-  bench_node uneven{options.binary, database.conninfo(), uneven_node_types(), "uneven"};
   bench_node talking{options.binary,
                      database.conninfo(),
                      {std::string{"types."} + talking_type + ".executor=sleep"},
@@ -680,23 +632,21 @@ int measure(const bench_options& options) {
       wake_p50{"ms"}, wake_p99{"ms"}, many_submit{"tasks/s"}, raw_inserts{"rows/s"},
       many_ratio{"ratio"}, inproc_p50{"ms"}, inproc_p99{"ms"}, raw_pickup_p50{"ms"},
       raw_pickup_p99{"ms"}, http_over_raw{"ratio"}, drain{"tasks/s"}, raw_drain{"tasks/s"},
-      drain_ratio{"ratio"}, drain_stranded{"tasks/s"}, stranded_ratio{"ratio"},
-      even_alone{"tasks/s"}, even_beside_held{"tasks/s"}, uneven_ratio{"ratio"},
-      limits_drift{"ratio"}, drain_calendar{"tasks/s"}, calendar_ratio{"ratio"},
+      drain_ratio{"ratio"}, drain_calendar{"tasks/s"}, calendar_ratio{"ratio"},
       pooled_drain{"tasks/s"}, pooled_drain_ratio{"ratio"}, pooled_submit{"tasks/s"},
       pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"}, fan_out_rate{"tasks/s"},
       fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
       progress_statements{"statements/s"}, reports_per_statement{"ratio"};
-  auto peak_rss = [&] {
-    return std::max({node.peak_rss(), unlimited.peak_rss(), limited.peak_rss(),
-                     limited_beside.peak_rss(), uneven.peak_rss(), talking.peak_rss()});
-  };
+  limits_report limits;
+  auto peak_rss = [&] { return std::max({node.peak_rss(), talking.peak_rss(), limits.peak_rss}); };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
-  auto runs = [&](const std::string& what, int r) {
+  auto announce = [&](const std::string& what, int r, int64_t more_rss) {
     progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) +
-             "; nodes' peak RSS so far " + std::to_string(peak_rss() >> 20) + " MiB)");
+             "; nodes' peak RSS so far " + std::to_string(std::max(peak_rss(), more_rss) >> 20) +
+             " MiB)");
   };
+  auto runs = [&](const std::string& what, int r) { announce(what, r, 0); };
   auto clients = std::to_string(p.many_clients);
 
   for (int r = 0; r < p.runs && want("submit"); ++r) {
@@ -760,47 +710,13 @@ int measure(const bench_options& options) {
     drain.runs.push_back(backlog_rate(node, conn, p.drain_tasks, p.drain_tasks, r));
     drain_ratio.runs.push_back(drain.runs.back() / raw_drain.runs.back());
   }
-  std::map<int, limits_series> limits;
   if (want("limits")) {
     // Alone on the server, as in a full run, where the drains before left
     // it stopped.
     node.stop();
-    time_function_calls(conn, true);
+    limits = measure_limits({p.runs, p.limit_backlogs, p.even_tasks, p.held_tasks}, options.binary,
+                            database.conninfo(), conn, announce);
   }
-  for (int r = 0; r < p.runs && want("limits"); ++r) {
-    for (int backlog : p.limit_backlogs) {
-      auto& at = limits[backlog];
-      auto tasks = std::to_string(backlog);
-      runs("drain of " + tasks + ", 3 types x 5 priorities, no limits", r);
-      auto plain = mixed_drain(unlimited, conn, backlog, r);
-      at.unlimited.runs.push_back(plain.rate);
-      at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
-      at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
-      runs("the same drain with a global limit of 1000 and type limits of 300", r);
-      auto capped = mixed_drain(limited, conn, backlog, r);
-      at.limited.runs.push_back(capped.rate);
-      at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
-      at.limited_node_us.runs.push_back(capped.node_us_per_task);
-      at.ratio.runs.push_back(at.limited.runs.back() / at.unlimited.runs.back());
-      runs("the same limited drain on a node that runs another type too", r);
-      at.beside.runs.push_back(mixed_drain(limited_beside, conn, backlog, r).rate);
-      at.beside_ratio.runs.push_back(at.beside.runs.back() / at.unlimited.runs.back());
-    }
-    auto first = p.limit_backlogs.front();
-    runs("the unlimited drain beside as many due tasks of a type no node runs", r);
-    drain_stranded.runs.push_back(
-        mixed_drain(unlimited, conn, first, r, stranded_backlog::beside).rate);
-    stranded_ratio.runs.push_back(drain_stranded.runs.back() / limits[first].unlimited.runs[r]);
-    runs("drain of " + std::to_string(p.even_tasks) + " over 9 types without a limit", r);
-    even_alone.runs.push_back(uneven_drain(uneven, conn, p.even_tasks, 0, r).rate);
-    runs("the same beside " + std::to_string(p.held_tasks) + " due of a type limited to 5", r);
-    even_beside_held.runs.push_back(uneven_drain(uneven, conn, p.even_tasks, p.held_tasks, r).rate);
-    uneven_ratio.runs.push_back(even_beside_held.runs.back() / even_alone.runs.back());
-    if (p.limit_backlogs.size() > 1)
-      limits_drift.runs.push_back(
-          std::abs(limits[p.limit_backlogs.back()].ratio.runs[r] - limits[first].ratio.runs[r]));
-  }
-  if (want("limits")) time_function_calls(conn, false);
   for (int r = 0; r < p.runs && want("pooler") && !database.pooled_conninfo().empty(); ++r) {
     runs("drain of " + std::to_string(p.drain_tasks) + " through PgBouncer, transaction mode", r);
     pooled_drain.runs.push_back(backlog_rate(pooled, conn, p.drain_tasks, p.drain_tasks, r));
@@ -843,12 +759,9 @@ int measure(const bench_options& options) {
   rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
-  auto k = [](int n) {
-    if (n >= 1'000'000) return std::to_string(n / 1'000'000) + "M";
-    return n >= 1000 ? std::to_string(n / 1000) + "k" : std::to_string(n);
-  };
+  auto k = short_count;
   auto drains = k(p.drain_tasks);
-  std::vector<std::pair<std::string, series>> rows{
+  std::vector<report_row> rows{
       {"submit: 1 task/request, 4 clients", submit_single},
       {"submit: 1000 tasks/request, 2 clients", submit_batched},
       {"submit: 1 task/request, " + clients + " clients", many_submit},
@@ -895,55 +808,25 @@ int measure(const bench_options& options) {
   auto rows_before_limits = std::find_if(rows.begin(), rows.end(), [](const auto& row) {
     return row.first.rfind("drain: ", 0) == 0 && row.first.find("beside") != std::string::npos;
   });
-  std::vector<std::pair<std::string, series>> limit_rows;
-  for (const auto& [backlog, at] : limits) {
-    auto due = k(backlog);
-    limit_rows.insert(limit_rows.end(),
-                      {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
-                       {"  the same with global 1000, type limits 300", at.limited},
-                       {"  drain with limits / without, " + due, at.ratio},
-                       {"  the same, the node running another type too", at.beside},
-                       {"  that drain / without limits, " + due, at.beside_ratio},
-                       {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
-                       {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
-                       {"  node processor per task, no limits", at.unlimited_node_us},
-                       {"  node processor per task, limits", at.limited_node_us}});
-  }
-  auto first_due = k(p.limit_backlogs.front());
-  limit_rows.insert(
-      limit_rows.end(),
-      {{"limits ratio at " + k(p.limit_backlogs.back()) + " less at " + first_due, limits_drift},
-       {"unlimited, beside " + first_due + " due that no node runs", drain_stranded},
-       {"that drain / without them", stranded_ratio},
-       {"drain: " + k(p.even_tasks) + " over 9 types without a limit", even_alone},
-       {"  the same beside " + k(p.held_tasks) + " due of a type limited to 5", even_beside_held},
-       {"  that drain / alone", uneven_ratio}});
-  rows.insert(rows_before_limits, limit_rows.begin(), limit_rows.end());
+  rows.insert(rows_before_limits, limits.rows.begin(), limits.rows.end());
   std::vector<target> targets{
-      {"end to end >= 75% of the raw-SQL ceiling", &e2e_ratio, ">=", 0.75},
-      {"drain >= 90% of the raw drain ceiling", &drain_ratio, ">=", 0.9},
-      {"pickup p50, HTTP executor (ms)", &p50, "<=", 1},
-      {"pickup p99, HTTP executor (ms)", &p99, "<=", 20},
-      {"pickup p50, in-process (ms)", &inproc_p50, "<=", 0.7},
-      {"pickup p99, in-process (ms)", &inproc_p99, "<=", 2},
-      {"wake-up over CAF p99 (ms)", &wake_p99, "<=", 50},
-      {"submit " + clients + " clients >= 60% of raw inserts", &many_ratio, ">=", 0.6},
-      {"beside a type held to 5 >= 90% of alone", &uneven_ratio, ">=", 0.9},
-      {"limits ratio drift from the smallest backlog", &limits_drift, "<=", 0.05},
-      {"drain beside the calendar >= 90% of plain", &calendar_ratio, ">=", 0.9},
-      {"beside due tasks no node runs >= 60%", &stranded_ratio, ">=", 0.6},
-      {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), &backlog_ratio,
+      {"end to end >= 75% of the raw-SQL ceiling", e2e_ratio, ">=", 0.75},
+      {"drain >= 90% of the raw drain ceiling", drain_ratio, ">=", 0.9},
+      {"pickup p50, HTTP executor (ms)", p50, "<=", 1},
+      {"pickup p99, HTTP executor (ms)", p99, "<=", 20},
+      {"pickup p50, in-process (ms)", inproc_p50, "<=", 0.7},
+      {"pickup p99, in-process (ms)", inproc_p99, "<=", 2},
+      {"wake-up over CAF p99 (ms)", wake_p99, "<=", 50},
+      {"submit " + clients + " clients >= 60% of raw inserts", many_ratio, ">=", 0.6},
+      {"drain beside the calendar >= 90% of plain", calendar_ratio, ">=", 0.9},
+      {"backlog " + k(p.backlog_large) + " >= 80% of " + k(p.backlog_small), backlog_ratio,
        ">=", 0.8},
-      {"chain: time per step (ms)", &chain_step, "<=", 5},
-      {"node peak RSS (MiB)", &rss, "<=", 50},
+      {"chain: time per step (ms)", chain_step, "<=", 5},
+      {"node peak RSS (MiB)", rss, "<=", 50},
   };
-  for (const auto& [backlog, at] : limits) {
-    targets.push_back(
-        {"limits cost <= 10% at " + k(backlog) + " (with / without)", &at.ratio, ">=", 0.9});
-    targets.push_back({"  the same, node running another type too", &at.beside_ratio, ">=", 0.9});
-  }
+  targets.insert(targets.end(), limits.targets.begin(), limits.targets.end());
   std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
-  std::erase_if(targets, [](const target& t) { return t.measured->runs.empty(); });
+  std::erase_if(targets, [](const target& t) { return t.measured.runs.empty(); });
   std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",
               database.description().c_str(), std::thread::hardware_concurrency());
   print_table(rows, targets);

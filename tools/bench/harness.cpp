@@ -130,6 +130,11 @@ void await_succeeded(db::connection& conn, const type_list& types, int64_t expec
   }
 }
 
+std::string short_count(int n) {
+  if (n >= 1'000'000) return std::to_string(n / 1'000'000) + "M";
+  return n >= 1000 ? std::to_string(n / 1000) + "k" : std::to_string(n);
+}
+
 std::string fixed(double v, int decimals) {
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", decimals, v);

@@ -22,6 +22,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace taskmill::bench {
@@ -222,6 +223,40 @@ void await_succeeded(db::connection& conn, const type_list& types, int64_t expec
 /// stopped.
 double drain_rate(bench_node& node, db::connection& conn, const type_list& types, int window,
                   const std::function<void()>& load);
+
+/// Several runs of one measurement.
+struct series {
+  explicit series(std::string u) : unit(std::move(u)) {}
+
+  std::string unit;
+  std::vector<double> runs;
+
+  double median() const {
+    if (runs.empty()) return 0;
+    auto sorted = runs;
+    std::sort(sorted.begin(), sorted.end());
+    auto n = sorted.size();
+    return n % 2 == 1 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+  }
+  double min() const { return runs.empty() ? 0 : *std::min_element(runs.begin(), runs.end()); }
+  double max() const { return runs.empty() ? 0 : *std::max_element(runs.begin(), runs.end()); }
+};
+
+/// A line of the report: what was measured, and its runs.
+using report_row = std::pair<std::string, series>;
+
+/// A bound a measurement's median is held to (reported, not failed).
+struct target {
+  std::string name;
+  series measured;
+  std::string comparison;
+  double bound;
+  double value() const { return measured.median(); }
+  bool met() const { return comparison == ">=" ? value() >= bound : value() <= bound; }
+};
+
+/// 100000 as "100k", 1000000 as "1M".
+std::string short_count(int n);
 
 /// Runs `work(i)` on `n` threads and rethrows the first failure.
 void in_parallel(int n, const std::function<void(int)>& work);

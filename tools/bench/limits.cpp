@@ -5,14 +5,16 @@
 #include <map>
 
 namespace taskmill::bench {
+namespace {
 
+/// The three types of the limits measurement.
 const type_list mixed_types{"BENCH_MIX_A", "BENCH_MIX_B", "BENCH_MIX_C"};
+/// The nine types without a limit and the one limited to 5 of the uneven
+/// measurement.
 const type_list even_types{"BENCH_EVEN_1", "BENCH_EVEN_2", "BENCH_EVEN_3",
                            "BENCH_EVEN_4", "BENCH_EVEN_5", "BENCH_EVEN_6",
                            "BENCH_EVEN_7", "BENCH_EVEN_8", "BENCH_EVEN_9"};
 const char* const held_type = "BENCH_HELD";
-
-namespace {
 
 /// Run beside the limited types by one of the limited nodes; none of its
 /// tasks is due.
@@ -20,9 +22,22 @@ constexpr const char* beside_type = "BENCH_MIX_OTHER";
 /// Due before the mixed drain's tasks, at every level; no node runs them.
 constexpr const char* stranded_type = "BENCH_STRANDED";
 
-}  // namespace
+/// Whether a mixed drain has, beside its own, as many due tasks of a type
+/// that no node runs, older than the drain's own at every level.
+enum class stranded_backlog { none, beside };
 
-std::vector<std::string> mixed_node_types(bool limited, bool another_type) {
+/// A drain, and where its claims spent their time.
+struct drain_run {
+  double rate;               // tasks/s
+  double claim_us_per_task;  // in PostgreSQL, in taskmill.claim_by_turns
+  double tasks_per_claim;
+  double node_us_per_task;  // the node's processor time, user and system
+};
+
+/// Config overrides: the mixed types run by the noop executor, with a
+/// global limit of 1000 and type limits of 300 or without, and another type
+/// besides (none of its tasks due) or not.
+std::vector<std::string> mixed_node_types(bool limited, bool another_type = false) {
   std::vector<std::string> out;
   for (const auto& t : mixed_types) {
     out.push_back("types." + t + ".executor=noop");
@@ -33,6 +48,8 @@ std::vector<std::string> mixed_node_types(bool limited, bool another_type) {
   return out;
 }
 
+/// Config overrides: the even types and the held type, limited to 5, run by
+/// the noop executor.
 std::vector<std::string> uneven_node_types() {
   std::vector<std::string> out;
   for (const auto& t : even_types) out.push_back("types." + t + ".executor=noop");
@@ -40,8 +57,6 @@ std::vector<std::string> uneven_node_types() {
   out.push_back(std::string{"types."} + held_type + ".running_limit=5");
   return out;
 }
-
-namespace {
 
 struct function_time {
   int64_t calls = 0;
@@ -57,14 +72,12 @@ std::map<std::string, function_time> function_times(db::connection& conn) {
   return out;
 }
 
-}  // namespace
-
+/// While the limits are measured, PostgreSQL times each function call
+/// (track_functions), for drain_run's figures.
 void time_function_calls(db::connection& conn, bool on) {
   run(conn, on ? sql::track_function_calls : sql::untrack_function_calls);
   run(conn, sql::reload_configuration);
 }
-
-namespace {
 
 /// drain_rate, and where the claims spent their time.
 drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list& types, int tasks,
@@ -98,10 +111,9 @@ drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list
   return out;
 }
 
-}  // namespace
-
+/// `tasks` due tasks over the three mixed types and all five priorities.
 drain_run mixed_drain(bench_node& node, db::connection& conn, int tasks, int run_index,
-                      stranded_backlog stranded) {
+                      stranded_backlog stranded = stranded_backlog::none) {
   return profiled_drain(node, conn, mixed_types, tasks, [&] {
     run(conn, sql::reset_tasks);
     if (stranded == stranded_backlog::beside)
@@ -113,6 +125,9 @@ drain_run mixed_drain(bench_node& node, db::connection& conn, int tasks, int run
   });
 }
 
+/// `tasks` due tasks over the even types and all five priorities, beside
+/// `held` due tasks of the held type older than them at every level: how
+/// the even types' tasks drain.
 drain_run uneven_drain(bench_node& node, db::connection& conn, int tasks, int held, int run_index) {
   return profiled_drain(node, conn, even_types, tasks, [&] {
     run(conn, sql::reset_tasks);
@@ -122,6 +137,108 @@ drain_run uneven_drain(bench_node& node, db::connection& conn, int tasks, int he
     run(conn, sql::load_mixed_backlog,
         {types_param(even_types), std::to_string(tasks), "e" + std::to_string(run_index) + "-"});
   });
+}
+
+/// The drains with and without limits over one backlog.
+struct limits_series {
+  series unlimited{"tasks/s"};
+  series limited{"tasks/s"};
+  series ratio{"ratio"};
+  series beside{"tasks/s"};
+  series beside_ratio{"ratio"};
+  /// Per task: in PostgreSQL's claim function, and the node's processor.
+  series unlimited_claim_us{"us"};
+  series limited_claim_us{"us"};
+  series unlimited_node_us{"us"};
+  series limited_node_us{"us"};
+};
+
+}  // namespace
+
+limits_report measure_limits(const limits_plan& plan, const std::string& binary,
+                             const std::string& conninfo, db::connection& conn,
+                             const announce_fn& announce) {
+  bench_node unlimited{binary, conninfo, mixed_node_types(false), "unlimited"};
+  bench_node limited{binary, conninfo, mixed_node_types(true), "limited"};
+  bench_node limited_beside{binary, conninfo, mixed_node_types(true, true), "limited-beside"};
+  bench_node uneven{binary, conninfo, uneven_node_types(), "uneven"};
+  auto peak_rss = [&] {
+    return std::max(
+        {unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss(), uneven.peak_rss()});
+  };
+  auto runs = [&](const std::string& what, int r) { announce(what, r, peak_rss()); };
+  std::map<int, limits_series> at_size;
+  series stranded{"tasks/s"}, stranded_ratio{"ratio"}, even_alone{"tasks/s"},
+      even_beside_held{"tasks/s"}, uneven_ratio{"ratio"}, drift{"ratio"};
+  auto first = plan.backlogs.front();
+  time_function_calls(conn, true);
+  for (int r = 0; r < plan.runs; ++r) {
+    for (int backlog : plan.backlogs) {
+      auto& at = at_size[backlog];
+      runs("drain of " + std::to_string(backlog) + ", 3 types x 5 priorities, no limits", r);
+      auto plain = mixed_drain(unlimited, conn, backlog, r);
+      at.unlimited.runs.push_back(plain.rate);
+      at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
+      at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
+      runs("the same drain with a global limit of 1000 and type limits of 300", r);
+      auto capped = mixed_drain(limited, conn, backlog, r);
+      at.limited.runs.push_back(capped.rate);
+      at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
+      at.limited_node_us.runs.push_back(capped.node_us_per_task);
+      at.ratio.runs.push_back(capped.rate / plain.rate);
+      runs("the same limited drain on a node that runs another type too", r);
+      at.beside.runs.push_back(mixed_drain(limited_beside, conn, backlog, r).rate);
+      at.beside_ratio.runs.push_back(at.beside.runs.back() / plain.rate);
+    }
+    runs("the unlimited drain beside as many due tasks of a type no node runs", r);
+    stranded.runs.push_back(mixed_drain(unlimited, conn, first, r, stranded_backlog::beside).rate);
+    stranded_ratio.runs.push_back(stranded.runs.back() / at_size[first].unlimited.runs[r]);
+    runs("drain of " + std::to_string(plan.even_tasks) + " over 9 types without a limit", r);
+    even_alone.runs.push_back(uneven_drain(uneven, conn, plan.even_tasks, 0, r).rate);
+    runs("the same beside " + std::to_string(plan.held_tasks) + " due of a type limited to 5", r);
+    even_beside_held.runs.push_back(
+        uneven_drain(uneven, conn, plan.even_tasks, plan.held_tasks, r).rate);
+    uneven_ratio.runs.push_back(even_beside_held.runs.back() / even_alone.runs.back());
+    if (plan.backlogs.size() > 1)
+      drift.runs.push_back(
+          std::abs(at_size[plan.backlogs.back()].ratio.runs[r] - at_size[first].ratio.runs[r]));
+  }
+  time_function_calls(conn, false);
+
+  limits_report out;
+  for (const auto& [backlog, at] : at_size) {
+    auto due = short_count(backlog);
+    out.rows.insert(out.rows.end(),
+                    {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
+                     {"  the same with global 1000, type limits 300", at.limited},
+                     {"  drain with limits / without, " + due, at.ratio},
+                     {"  the same, the node running another type too", at.beside},
+                     {"  that drain / without limits, " + due, at.beside_ratio},
+                     {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
+                     {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
+                     {"  node processor per task, no limits", at.unlimited_node_us},
+                     {"  node processor per task, limits", at.limited_node_us}});
+    out.targets.push_back(
+        {"limits cost <= 10% at " + due + " (with / without)", at.ratio, ">=", 0.9});
+    out.targets.push_back(
+        {"  the same, node running another type too", at.beside_ratio, ">=", 0.9});
+  }
+  auto first_due = short_count(first);
+  out.rows.insert(
+      out.rows.end(),
+      {{"limits ratio at " + short_count(plan.backlogs.back()) + " less at " + first_due, drift},
+       {"unlimited, beside " + first_due + " due that no node runs", stranded},
+       {"that drain / without them", stranded_ratio},
+       {"drain: " + short_count(plan.even_tasks) + " over 9 types without a limit", even_alone},
+       {"  the same beside " + short_count(plan.held_tasks) + " due of a type limited to 5",
+        even_beside_held},
+       {"  that drain / alone", uneven_ratio}});
+  out.targets.insert(out.targets.end(),
+                     {{"beside a type held to 5 >= 90% of alone", uneven_ratio, ">=", 0.9},
+                      {"limits ratio drift from the smallest backlog", drift, "<=", 0.05},
+                      {"beside due tasks no node runs >= 60%", stranded_ratio, ">=", 0.6}});
+  out.peak_rss = peak_rss();
+  return out;
 }
 
 }  // namespace taskmill::bench
