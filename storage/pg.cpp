@@ -9,6 +9,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <random>
 #include <regex>
 
 namespace taskmill::db {
@@ -40,6 +41,15 @@ caf::error error_of(const PGresult* res) {
     return make_error(code, message);
   return make_error(code, "PostgreSQL: " + message + " (SQLSTATE " + sqlstate + ")");
 }
+
+// Behind PgBouncer before 1.21, a client that leaves (a node killed, a
+// connection dropped on a timeout) while its pipelined statements still run
+// has its server connection handed to the next client, which then reads the
+// leaver's results as its own. So behind a pooler each round, and each exec
+// that opens a transaction, begins with this statement carrying a value of
+// the connection's own: an answer other than that value is another session's,
+// and the connection is dropped before anything is misread.
+constexpr const char* marker_sql = "SELECT $1::text";
 
 std::string trimmed(const char* text) {
   std::string s = text ? text : "";
@@ -103,7 +113,12 @@ void connection::deleter::operator()(pg_conn* conn) const {
 }
 
 connection::connection(pg_conn* conn, std::chrono::milliseconds io_timeout, bool pooled)
-    : conn_(conn), io_timeout_(io_timeout), pooled_(pooled) {}
+    : conn_(conn), io_timeout_(io_timeout), pooled_(pooled) {
+  if (pooled_) {
+    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    marker_prefix_ = "taskmill-" + std::to_string(rng()) + "-";
+  }
+}
 
 connection::connection(connection&&) noexcept = default;
 connection& connection::operator=(connection&&) noexcept = default;
@@ -176,6 +191,9 @@ caf::expected<result> connection::exec(const std::string& sql) {
 }
 
 caf::expected<result> connection::exec(const std::string& sql, const std::vector<param>& params) {
+  // Inside a transaction the pooler keeps this session's server connection,
+  // which the transaction's first statement found clean.
+  if (pooled_ && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE) return exec_pooled(sql, params);
   std::vector<const char*> values;
   for (auto& p : params) values.push_back(p ? p->c_str() : nullptr);
   PGresult* raw = params.empty()
@@ -191,6 +209,89 @@ caf::expected<result> connection::exec(const std::string& sql, const std::vector
   auto err = error_of(raw);
   PQclear(raw);
   return err;
+}
+
+caf::expected<result> connection::exec_pooled(const std::string& sql,
+                                              const std::vector<param>& params) {
+  auto marker = next_marker();
+  if (params.empty()) {
+    // The simple protocol keeps exec's several statements in one text, and
+    // the marker goes first in it: set and shown, as neither takes a
+    // snapshot that a BEGIN ISOLATION LEVEL after them would refuse.
+    auto text = "SET LOCAL taskmill.marker = '" + marker + "'; SHOW taskmill.marker; " + sql;
+    if (!PQsendQuery(conn_.get(), text.c_str())) return lost("cannot send");
+    caf::error err;
+    auto set = next_result(err);
+    if (err) return err;
+    bool was_set = set && PQresultStatus(set) == PGRES_COMMAND_OK;
+    PQclear(set);
+    auto shown = next_result(err);
+    if (err) return err;
+    if (!was_set) {
+      PQclear(shown);
+      shown = nullptr;
+    }
+    if (auto stray = check_marker(shown, marker)) return stray;
+    return read_one_statement();
+  }
+  std::vector<const char*> values;
+  for (auto& p : params) values.push_back(p ? p->c_str() : nullptr);
+  if (PQenterPipelineMode(conn_.get()) != 1 || !send_marker(marker) ||
+      !PQsendQueryParams(conn_.get(), sql.c_str(), static_cast<int>(values.size()), nullptr,
+                         values.data(), nullptr, nullptr, 0) ||
+      !PQpipelineSync(conn_.get()))
+    return lost("cannot send");
+  if (auto err = flush_all()) return err;
+  if (auto err = read_marker(marker)) return err;
+  auto res = read_one_statement();
+  if (broken_) return res;
+  auto committed = read_sync();
+  if (broken_) return committed;
+  if (PQexitPipelineMode(conn_.get()) != 1) return lost("cannot leave pipeline mode");
+  if (committed) return committed;
+  return res;
+}
+
+std::string connection::next_marker() {
+  return marker_prefix_ + std::to_string(++markers_sent_);
+}
+
+bool connection::send_marker(const std::string& marker) {
+  const char* value = marker.c_str();
+  return PQsendQueryParams(conn_.get(), marker_sql, 1, nullptr, &value, nullptr, nullptr, 0) &&
+         PQpipelineSync(conn_.get());
+}
+
+caf::error connection::read_marker(const std::string& marker) {
+  caf::error err;
+  auto first = next_result(err);
+  if (err) return err;
+  if (auto stray = check_marker(first, marker)) return stray;
+  if (auto after = next_result(err); after || err) {
+    PQclear(after);
+    return err ? err : lost("pipeline out of step");
+  }
+  auto synced = read_sync();
+  if (synced) broken_ = true;
+  return synced;
+}
+
+caf::error connection::check_marker(pg_result* first, const std::string& marker) {
+  bool ours = first && PQresultStatus(first) == PGRES_TUPLES_OK && PQntuples(first) == 1 &&
+              PQnfields(first) == 1 && marker == PQgetvalue(first, 0, 0);
+  PQclear(first);
+  if (ours) return caf::none;
+  spdlog::warn(
+      "the pooler answered this connection with another session's results (PgBouncer before "
+      "1.21 does so when a client leaves with statements running); connecting again");
+  return lost("the pooler answered with another session's results");
+}
+
+pg_result* connection::next_result(caf::error& err) {
+  while (PQisBusy(conn_.get())) {
+    if ((err = wait_for(false))) return nullptr;
+  }
+  return PQgetResult(conn_.get());
 }
 
 caf::error connection::prepare_and_enter_pipeline(const std::vector<const statement*>& statements) {
@@ -232,6 +333,11 @@ void connection::run(const std::vector<call>& calls,
   };
   if (broken_)
     return fail_rest(make_error(errc::storage_unavailable, "not connected to PostgreSQL"));
+  std::string marker;
+  if (pooled_) {
+    marker = next_marker();
+    if (!send_marker(marker)) return fail_rest(lost("cannot send"));
+  }
   std::vector<const char*> values;
   for (const auto& c : calls) {
     values.clear();
@@ -244,6 +350,8 @@ void connection::run(const std::vector<call>& calls,
     if (!sent || !PQpipelineSync(conn_.get())) return fail_rest(lost("cannot send"));
   }
   if (auto err = flush_all()) return fail_rest(err);
+  if (pooled_)
+    if (auto err = read_marker(marker)) return fail_rest(err);
   // Each statement runs in a transaction of its own that commits at its
   // Sync: its rows arrive before that, so a statement counts only once its
   // Sync came back. Lost in between, the commit is in doubt, and the caller
@@ -310,10 +418,9 @@ caf::expected<result> connection::read_one_statement() {
   std::optional<result> res;
   caf::error err;
   for (;;) {
-    while (PQisBusy(conn_.get())) {
-      if (auto e = wait_for(false)) return e;
-    }
-    PGresult* raw = PQgetResult(conn_.get());
+    caf::error lost_while_waiting;
+    PGresult* raw = next_result(lost_while_waiting);
+    if (lost_while_waiting) return lost_while_waiting;
     if (!raw) break;
     switch (PQresultStatus(raw)) {
       case PGRES_TUPLES_OK:

@@ -106,6 +106,12 @@ class connection {
 
  private:
   connection(pg_conn* conn, std::chrono::milliseconds io_timeout, bool pooled);
+  caf::expected<result> exec_pooled(const std::string& sql, const std::vector<param>& params);
+  std::string next_marker();
+  bool send_marker(const std::string& marker);
+  caf::error read_marker(const std::string& marker);
+  caf::error check_marker(pg_result* first, const std::string& marker);
+  pg_result* next_result(caf::error& err);
   caf::error wait_for(bool write);
   caf::error flush_all();
   caf::expected<result> read_one_statement();
@@ -117,8 +123,11 @@ class connection {
   };
   std::unique_ptr<pg_conn, deleter> conn_;
   std::chrono::milliseconds io_timeout_;
-  /// Behind a transaction pooler: statements are sent unnamed.
+  /// Behind a transaction pooler: statements are sent unnamed, and each
+  /// round begins with a marker that must come back first.
   bool pooled_ = false;
+  std::string marker_prefix_;
+  uint64_t markers_sent_ = 0;
   bool broken_ = false;
 };
 
