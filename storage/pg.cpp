@@ -45,10 +45,11 @@ caf::error error_of(const PGresult* res) {
 // Behind PgBouncer before 1.21, a client that leaves (a node killed, a
 // connection dropped on a timeout) while its pipelined statements still run
 // has its server connection handed to the next client, which then reads the
-// leaver's results as its own. So behind a pooler each round, and each exec
-// that opens a transaction, begins with this statement carrying a value of
-// the connection's own: an answer other than that value is another session's,
-// and the connection is dropped before anything is misread.
+// leaver's results as its own. The pooler links a client to a server
+// connection anew at each Sync, so behind a pooler every statement up to a
+// Sync is preceded by this one, carrying a value of the connection's own:
+// an answer other than that value is another session's, and the connection
+// is dropped before anything is misread.
 constexpr const char* marker_sql = "SELECT $1::text";
 
 std::string trimmed(const char* text) {
@@ -115,7 +116,11 @@ void connection::deleter::operator()(pg_conn* conn) const {
 connection::connection(pg_conn* conn, std::chrono::milliseconds io_timeout, bool pooled)
     : conn_(conn), io_timeout_(io_timeout), pooled_(pooled) {
   if (pooled_) {
-    static thread_local std::mt19937_64 rng{std::random_device{}()};
+    static thread_local std::mt19937_64 rng = [] {
+      std::random_device device;
+      std::seed_seq seed{device(), device(), device(), device()};
+      return std::mt19937_64{seed};
+    }();
     marker_prefix_ = "taskmill-" + std::to_string(rng()) + "-";
   }
 }
@@ -191,6 +196,9 @@ caf::expected<result> connection::exec(const std::string& sql) {
 }
 
 caf::expected<result> connection::exec(const std::string& sql, const std::vector<param>& params) {
+  if (broken_) return make_error(errc::storage_unavailable, "not connected to PostgreSQL");
+  if (PQpipelineStatus(conn_.get()) != PQ_PIPELINE_OFF)
+    return make_error(errc::storage_error, "exec on a connection in pipeline mode");
   // Inside a transaction the pooler keeps this session's server connection,
   // which the transaction's first statement found clean.
   if (pooled_ && PQtransactionStatus(conn_.get()) == PQTRANS_IDLE) return exec_pooled(sql, params);
@@ -215,22 +223,22 @@ caf::expected<result> connection::exec_pooled(const std::string& sql,
                                               const std::vector<param>& params) {
   auto marker = next_marker();
   if (params.empty()) {
-    // The simple protocol keeps exec's several statements in one text, and
-    // the marker goes first in it: set and shown, as neither takes a
-    // snapshot that a BEGIN ISOLATION LEVEL after them would refuse.
+    // The simple protocol keeps exec's several statements in one text, which
+    // the pooler sends to one server connection; the marker goes first in
+    // it, set and shown, as neither takes a snapshot that a BEGIN ISOLATION
+    // LEVEL after them would refuse.
     auto text = "SET LOCAL taskmill.marker = '" + marker + "'; SHOW taskmill.marker; " + sql;
     if (!PQsendQuery(conn_.get(), text.c_str())) return lost("cannot send");
     caf::error err;
     auto set = next_result(err);
     if (err) return err;
-    bool was_set = set && PQresultStatus(set) == PGRES_COMMAND_OK;
+    if (!set || PQresultStatus(set) != PGRES_COMMAND_OK) {
+      auto stray = check_marker(set, marker);
+      return stray ? stray : lost("pipeline out of step");
+    }
     PQclear(set);
     auto shown = next_result(err);
     if (err) return err;
-    if (!was_set) {
-      PQclear(shown);
-      shown = nullptr;
-    }
     if (auto stray = check_marker(shown, marker)) return stray;
     return read_one_statement();
   }
@@ -258,8 +266,7 @@ std::string connection::next_marker() {
 
 bool connection::send_marker(const std::string& marker) {
   const char* value = marker.c_str();
-  return PQsendQueryParams(conn_.get(), marker_sql, 1, nullptr, &value, nullptr, nullptr, 0) &&
-         PQpipelineSync(conn_.get());
+  return PQsendQueryParams(conn_.get(), marker_sql, 1, nullptr, &value, nullptr, nullptr, 0);
 }
 
 caf::error connection::read_marker(const std::string& marker) {
@@ -271,16 +278,20 @@ caf::error connection::read_marker(const std::string& marker) {
     PQclear(after);
     return err ? err : lost("pipeline out of step");
   }
-  auto synced = read_sync();
-  if (synced) broken_ = true;
-  return synced;
+  return caf::none;
 }
 
 caf::error connection::check_marker(pg_result* first, const std::string& marker) {
-  bool ours = first && PQresultStatus(first) == PGRES_TUPLES_OK && PQntuples(first) == 1 &&
-              PQnfields(first) == 1 && marker == PQgetvalue(first, 0, 0);
+  auto status = first ? PQresultStatus(first) : PGRES_EMPTY_QUERY;
+  bool ours = status == PGRES_TUPLES_OK && PQntuples(first) == 1 && PQnfields(first) == 1 &&
+              marker == PQgetvalue(first, 0, 0);
+  // An error before the marker may be the pooler's own, the server's (shut
+  // down, a text that does not parse), or another session's: which, the
+  // connection cannot tell, so it is dropped, saying what came.
+  auto error = status == PGRES_FATAL_ERROR ? error_message(error_of(first)) : std::string{};
   PQclear(first);
   if (ours) return caf::none;
+  if (!error.empty()) return lost("an error came before this session's statements: " + error);
   spdlog::warn(
       "the pooler answered this connection with another session's results (PgBouncer before "
       "1.21 does so when a client leaves with statements running); connecting again");
@@ -333,13 +344,13 @@ void connection::run(const std::vector<call>& calls,
   };
   if (broken_)
     return fail_rest(make_error(errc::storage_unavailable, "not connected to PostgreSQL"));
-  std::string marker;
-  if (pooled_) {
-    marker = next_marker();
-    if (!send_marker(marker)) return fail_rest(lost("cannot send"));
-  }
+  std::vector<std::string> markers;
   std::vector<const char*> values;
   for (const auto& c : calls) {
+    if (pooled_) {
+      markers.push_back(next_marker());
+      if (!send_marker(markers.back())) return fail_rest(lost("cannot send"));
+    }
     values.clear();
     for (const auto& p : c.params) values.push_back(p ? p->c_str() : nullptr);
     auto sent =
@@ -350,13 +361,13 @@ void connection::run(const std::vector<call>& calls,
     if (!sent || !PQpipelineSync(conn_.get())) return fail_rest(lost("cannot send"));
   }
   if (auto err = flush_all()) return fail_rest(err);
-  if (pooled_)
-    if (auto err = read_marker(marker)) return fail_rest(err);
   // Each statement runs in a transaction of its own that commits at its
   // Sync: its rows arrive before that, so a statement counts only once its
   // Sync came back. Lost in between, the commit is in doubt, and the caller
   // hears an error (a claim it never hears of is recovered by its timeout).
   while (handed < calls.size()) {
+    if (pooled_)
+      if (auto err = read_marker(markers[handed])) return fail_rest(err);
     auto res = read_one_statement();
     if (broken_) return fail_rest(res ? lost("connection lost") : res.error());
     auto committed = read_sync();

@@ -751,78 +751,100 @@ BOOST_AUTO_TEST_CASE(a_statement_whose_commit_fails_is_an_error_not_a_result) {
 }
 
 // PgBouncer before 1.21 hands a server connection whose client left with
-// pipelined statements still running to the next client, which then reads
-// the leaver's results first. A pooled connection must never take them as
-// its own: it drops itself, and the next one works. Run behind the test's
-// PgBouncer by `storage.pooled`.
+// pipelined statements still running to the next client that links to it,
+// which then reads the leaver's results first. A pooled connection must
+// never take them as its own, whichever way it asks (a text, a statement
+// with parameters, a pipelined round): it drops itself, and a new one
+// works. Run behind the test's PgBouncer by `storage.pooled`.
 BOOST_AUTO_TEST_CASE(a_pooled_session_never_reads_results_another_left_behind,
                      *boost::unit_test::disabled()) {
   BOOST_REQUIRE_MESSAGE(test::behind_pooler(), "run through ctest as storage.pooled");
   test::scratch_database db{"strays"};
   static const db::statement mine{"mine", "SELECT 'mine:' || $1::text"};
-  int wrong = 0;
-  int refused = 0;
-  int answered = 0;
-  for (int round = 0; round < 10; ++round) {
+  auto leave_with_a_statement_running = [&] {
     // The leaver reads its first answer, so its server looks idle to the
     // pooler, and leaves while its second statement runs.
-    PGconn* leaver = PQconnectdb(db.conninfo().c_str());
-    BOOST_REQUIRE_EQUAL(PQstatus(leaver), CONNECTION_OK);
-    BOOST_REQUIRE(PQenterPipelineMode(leaver));
-    const char* first = "SELECT 'first'";
-    const char* behind = "SELECT 'left behind' FROM pg_sleep(0.3)";
-    for (auto sql : {first, behind})
-      BOOST_REQUIRE(PQsendQueryParams(leaver, sql, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
-                    PQpipelineSync(leaver));
-    BOOST_REQUIRE(PQflush(leaver) == 0);
+    std::unique_ptr<PGconn, void (*)(PGconn*)> leaver{PQconnectdb(db.conninfo().c_str()), PQfinish};
+    BOOST_REQUIRE_EQUAL(PQstatus(leaver.get()), CONNECTION_OK);
+    BOOST_REQUIRE(PQenterPipelineMode(leaver.get()));
+    for (auto sql : {"SELECT 'first'", "SELECT 'left behind' FROM pg_sleep(0.3)"})
+      BOOST_REQUIRE(
+          PQsendQueryParams(leaver.get(), sql, 0, nullptr, nullptr, nullptr, nullptr, 0) &&
+          PQpipelineSync(leaver.get()));
+    BOOST_REQUIRE(PQflush(leaver.get()) == 0);
     for (int expected : {int{PGRES_TUPLES_OK}, -1, int{PGRES_PIPELINE_SYNC}}) {
-      PGresult* res = PQgetResult(leaver);
+      PGresult* res = PQgetResult(leaver.get());
       BOOST_REQUIRE_EQUAL(res ? static_cast<int>(PQresultStatus(res)) : -1, expected);
       PQclear(res);
     }
-    PQfinish(leaver);
-
-    // The next session may find the leaver's result; then it must drop
-    // itself, and the one after it, once that statement ended, works.
-    for (int attempt = 0;; ++attempt) {
-      std::optional<caf::error> stray;
-      auto conn = db::connection::open(db.conninfo(), 10s, 10s, true);
-      if (!conn) stray = conn.error();
-      std::optional<db::result> said;
-      if (conn) {
-        auto got = conn->exec("SELECT 'mine:' || $1::text", {std::to_string(round)});
-        if (got)
-          said = std::move(*got);
-        else
-          stray = got.error();
-        BOOST_CHECK(got || conn->broken());
+  };
+  int wrong = 0;
+  int refused = 0;
+  auto stray = [&](const caf::error& err) {
+    auto text = error_message(err);
+    BOOST_CHECK_MESSAGE(text.find("another session's results") != std::string::npos, text);
+    ++refused;
+  };
+  // Asks in one of three ways; false when the connection dropped itself.
+  auto ask = [&](db::connection& conn, int way, int round) {
+    auto expected = "mine:" + std::to_string(round);
+    if (way < 2) {
+      auto got = way == 0 ? conn.exec("SELECT '" + expected + "'")
+                          : conn.exec("SELECT 'mine:' || $1::text", {std::to_string(round)});
+      if (!got) {
+        stray(got.error());
+        BOOST_CHECK(conn.broken());
+        return false;
       }
-      if (stray) {
-        auto text = error_message(*stray);
-        BOOST_CHECK_MESSAGE(text.find("another session's results") != std::string::npos, text);
-        BOOST_REQUIRE_MESSAGE(attempt == 0, "the session after a dropped one failed too: " << text);
-        ++refused;
-        std::this_thread::sleep_for(400ms);
+      if (got->string(0, 0) != expected) ++wrong;
+      return true;
+    }
+    int answered = 0;
+    bool dropped = false;
+    conn.run({{&mine, {std::to_string(round)}}, {&mine, {std::to_string(round)}}},
+             [&](caf::expected<db::result>&& res) {
+               if (!res) {
+                 if (!std::exchange(dropped, true)) stray(res.error());
+                 return;
+               }
+               ++answered;
+               if (res->string(0, 0) != expected) ++wrong;
+             });
+    BOOST_CHECK(dropped ? conn.broken() : answered == 2);
+    return !dropped;
+  };
+  auto connect = [&](int way) {
+    for (int attempt = 0;; ++attempt) {
+      // Opening asks too, and may be the one to find another's results.
+      auto conn = db::connection::open(db.conninfo(), 10s, 10s, true);
+      if (!conn && attempt < 5) {
+        stray(conn.error());
         continue;
       }
-      ++answered;
-      if (said->string(0, 0) != "mine:" + std::to_string(round)) ++wrong;
-      BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&mine}));
-      int ran = 0;
-      conn->run({{&mine, {"a"}}, {&mine, {"b"}}}, [&](caf::expected<db::result>&& res) {
-        auto expected = std::string{"mine:"} + (ran++ == 0 ? "a" : "b");
-        if (!res || res->string(0, 0) != expected) ++wrong;
-      });
-      BOOST_CHECK_EQUAL(ran, 2);
-      break;
+      BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+      if (way == 2) BOOST_REQUIRE(!conn->prepare_and_enter_pipeline({&mine}));
+      return std::move(*conn);
     }
-    std::this_thread::sleep_for(400ms);
+  };
+  for (int round = 0; round < 15; ++round) {
+    int way = round % 3;
+    // Connected before the leaver: the next to link to a server after it
+    // left (the pooler hands out the last one released first).
+    auto conn = connect(way);
+    leave_with_a_statement_running();
+    bool answered = ask(conn, way, round);
+    // A session that dropped itself may leave its own statements behind in
+    // turn; at once, without waiting, a new one gets through in a few tries.
+    for (int attempt = 0; !answered && attempt < 5; ++attempt) {
+      auto again = connect(way);
+      answered = ask(again, way, round);
+    }
+    BOOST_CHECK_MESSAGE(answered, "round " << round << ": no session got through");
+    std::this_thread::sleep_for(350ms);
   }
-  BOOST_TEST_MESSAGE(refused << " sessions found another's results and dropped themselves, "
-                             << answered << " answered");
+  BOOST_TEST_MESSAGE(refused << " sessions found another's results and dropped themselves");
   BOOST_CHECK_EQUAL(wrong, 0);
-  BOOST_CHECK_GE(refused, 1);
-  BOOST_CHECK_EQUAL(answered, 10);
+  BOOST_CHECK_GE(refused, 3);
 }
 
 // Integer arrays go without quotes; PostgreSQL reads back what was meant,
