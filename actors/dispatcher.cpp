@@ -332,25 +332,36 @@ void give_back_permit(self_ptr self, const std::string& type) {
 /// just ends; its permit goes back. An HTTP executor is told even of an
 /// attempt not running here (this node restarted, or the node that ran it
 /// is gone); one of this node's own attempts is kept from running should its
-/// hand-off come later.
-void stop(self_ptr self, const pb::CancelNotice& cancel) {
+/// hand-off come later. Answers whether the cancel is delivered: an HTTP
+/// executor's answer comes later, and marks it so then.
+bool stop(self_ptr self, const pb::CancelNotice& cancel) {
   auto& st = self->state;
   const auto& type = st.options.cfg->type_config(cancel.type());
-  if (type.executor == executor_kind::http)
+  bool told = type.executor != executor_kind::http;
+  if (!told)
     st.options.http->send(
         cancel_call_for(cancel, type.cancel_url.empty() ? type.url : type.cancel_url),
-        [id = cancel.task_id(), attempt = cancel.attempt()](const http_answer& answer) {
-          if (answer.status < 200 || answer.status >= 300)
-            spdlog::warn(
-                "dispatcher: the cancel of task {} attempt {} went unheard: {}", id, attempt,
-                answer.status == 0 ? answer.error : "HTTP " + std::to_string(answer.status));
+        [storage = st.options.storage, cancel](const http_answer& answer) {
+          // 404 and 410: the executor knows nothing of the attempt any more.
+          if ((answer.status >= 200 && answer.status < 300) || answer.status == 404 ||
+              answer.status == 410) {
+            pb::CancelNotices heard;
+            *heard.add_cancels() = cancel;
+            caf::anon_send(storage, cancels_told_atom_v, std::move(heard));
+            return;
+          }
+          spdlog::warn(
+              "dispatcher: the cancel of task {} attempt {} went unheard ({}); it is "
+              "sent again later",
+              cancel.task_id(), cancel.attempt(),
+              answer.status == 0 ? answer.error : "HTTP " + std::to_string(answer.status));
         });
   auto it = st.running.find(cancel.task_id());
   if (it == st.running.end() || it->second.attempt != cancel.attempt()) {
-    if (cancel.node() != st.options.node) return;
+    if (cancel.node() != st.options.node) return told;
     st.cancelled_before.emplace_back(cancel.task_id(), cancel.attempt());
     if (st.cancelled_before.size() > cancelled_before_kept) st.cancelled_before.pop_front();
-    return;
+    return told;
   }
   if (it->second.executor)
     caf::anon_send(caf::actor_cast<executor_actor>(it->second.executor), cancel_atom_v,
@@ -359,6 +370,7 @@ void stop(self_ptr self, const pb::CancelNotice& cancel) {
   st.options.metrics->executions_cancelled.Increment();
   forget(self, it);
   check_drained(self);
+  return told;
 }
 
 /// Takes this node's cancels from storage (one request at a time; a notice
@@ -380,7 +392,19 @@ void take_cancels(self_ptr self) {
           [self](const pb::CancelNotices& notices) {
             auto& st = self->state;
             st.taking_cancels = false;
-            for (const auto& cancel : notices.cancels()) stop(self, cancel);
+            pb::CancelNotices told;
+            for (const auto& cancel : notices.cancels())
+              if (stop(self, cancel)) *told.add_cancels() = cancel;
+            if (told.cancels_size() > 0)
+              self->request(st.options.storage, local_request_timeout, cancels_told_atom_v,
+                            std::move(told))
+                  .then([](int32_t) {},
+                        [](const caf::error& err) {
+                          spdlog::debug(
+                              "dispatcher: cannot mark cancels told: {}; they are "
+                              "taken again later",
+                              error_message(err));
+                        });
             if (std::exchange(st.cancels_again, false)) take_cancels(self);
           },
           [self](const caf::error& err) {

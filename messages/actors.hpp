@@ -177,6 +177,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TakeCancels))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::CancelNotices))
   CAF_ADD_ATOM(taskmill, taskmill, take_cancels_atom, "take_cncl")
+  CAF_ADD_ATOM(taskmill, taskmill, cancels_told_atom, "cncl_told")
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::Progress))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressReports))
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::ProgressAcks))
@@ -273,6 +274,8 @@ using outcome_storage_actor =
                      caf::replies_to<running_atom, pb::Executions>::with<pb::TaskList>,
                      // Cancels of running attempts to tell their executors, taken.
                      caf::replies_to<take_cancels_atom, pb::TakeCancels>::with<pb::CancelNotices>,
+                     // Cancels whose executors heard them, done; answers how many.
+                     caf::replies_to<cancels_told_atom, pb::CancelNotices>::with<int32_t>,
                      // The ms left to a running attempt (task id, attempt) by its
                      // deadline, which it may have moved; 0 once past or over.
                      caf::replies_to<deadline_atom, int64_t, int32_t>::with<int64_t>>;

@@ -264,7 +264,11 @@ const statement batch_records{
     "JOIN taskmill.task_progress p ON p.task_id = t.id WHERE t.batch = $1"};
 
 const statement take_cancels{
-    "take_cancels", "SELECT * FROM taskmill.take_cancels($1::text, $2::text[], $3::bigint)"};
+    "take_cancels",
+    "SELECT * FROM taskmill.take_cancels($1::text, $2::text[], $3::bigint, $3::bigint)"};
+
+const statement cancels_told{"cancels_told",
+                             "SELECT taskmill.cancels_told($1::bigint[], $2::integer[])"};
 
 std::string compensation_sql(const std::string& query) {
   auto body = query;
@@ -416,6 +420,7 @@ const std::vector<const statement*>& all() {
       &sweep_running_tally,
       &finished_executions,
       &take_cancels,
+      &cancels_told,
       &report_progress,
       &task_progress,
       &attempt_deadline,

@@ -79,6 +79,7 @@ extern const statement sweep_purge;
 extern const statement sweep_repin;
 extern const statement finished_executions;
 extern const statement take_cancels;
+extern const statement cancels_told;
 extern const statement report_progress;
 extern const statement task_progress;
 extern const statement attempt_deadline;

@@ -431,6 +431,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](sweep_atom, const pb::SweepRequest& r) { return sweep(self, r); },
       [self](check_atom, const pb::Executions& e) { return finished_executions(self, e); },
       [self](take_cancels_atom, const pb::TakeCancels& r) { return take_cancels(self, r); },
+      [self](cancels_told_atom, const pb::CancelNotices& told) { return cancels_told(self, told); },
       [self](log_atom, const pb::LogBatch& batch) { return append_logs(self, batch); },
       [self](read_log_atom, const pb::TaskLogRequest& req) { return read_log(self, req); },
       [self](deadline_atom, int64_t id, int32_t attempt) {

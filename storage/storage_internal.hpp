@@ -162,6 +162,7 @@ caf::result<pb::Stats> live_counts(self_ptr self);
 caf::result<pb::Stats> stats(self_ptr self);
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions);
 caf::result<pb::CancelNotices> take_cancels(self_ptr self, const pb::TakeCancels& request);
+caf::result<int32_t> cancels_told(self_ptr self, const pb::CancelNotices& told);
 caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressReports& reports);
 caf::result<int64_t> attempt_deadline(self_ptr self, int64_t id, int32_t attempt);
 caf::result<pb::LogAcks> append_logs(self_ptr self, const pb::LogBatch& batch);

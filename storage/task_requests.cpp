@@ -387,6 +387,19 @@ caf::result<pb::CancelNotices> take_cancels(self_ptr self, const pb::TakeCancels
   });
 }
 
+caf::result<int32_t> cancels_told(self_ptr self, const pb::CancelNotices& told) {
+  std::vector<int64_t> ids;
+  std::vector<int32_t> attempts;
+  for (const auto& c : told.cancels()) {
+    ids.push_back(c.task_id());
+    attempts.push_back(c.attempt());
+  }
+  auto number = [](auto v) { return v; };
+  return ask_count(
+      self, {&db::sql::cancels_told,
+             {db::number_array_literal(ids, number), db::number_array_literal(attempts, number)}});
+}
+
 caf::result<pb::ProgressAcks> report_progress(self_ptr self, const pb::ProgressReports& reports) {
   const auto& r = reports.reports();
   auto texts = [&](auto field) {

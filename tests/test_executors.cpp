@@ -118,6 +118,19 @@ std::string running(const test::task_database& db, const std::string& key) {
   return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1", {key});
 }
 
+/// Starts an HTTP node whose lease is 0.5 s and whose reconciler ticks
+/// every 0.1 s, and a WEB task "long" that runs 6 s; answers its id once it
+/// runs.
+std::string run_long_with_a_short_lease(executor_fixture& f) {
+  auto cfg = f.http_config(f.executor.url());
+  cfg.heartbeat.interval = 100ms;
+  cfg.reconciler.interval = 100ms;
+  cfg.types["WEB"].timeout = 30s;
+  f.start(cfg);
+  f.db.exec(R"(SELECT taskmill.submit('WEB', 'long', payload => '{"delay_ms": 6000}'))");
+  return running(f.db, "long");
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(http_executor, executor_fixture)
@@ -584,6 +597,34 @@ BOOST_AUTO_TEST_CASE(an_http_executor_gets_a_delete_and_the_next_task_runs_at_on
   BOOST_CHECK_EQUAL(status_of(db, "long"), "cancelled");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.cancel_requests"), "0");
   BOOST_CHECK_EQUAL(executor.cancels_for("next").size(), 0u);
+}
+
+// A cancel stays until its executor heard it: one refused is sent again,
+// after the node's lease, doubled at each try; once heard, no more.
+BOOST_AUTO_TEST_CASE(a_cancel_is_sent_again_until_the_executor_hears_it) {
+  executor.refuse_cancels(2);
+  auto id = run_long_with_a_short_lease(*this);
+  BOOST_CHECK_EQUAL(db.call("cancel(" + id + "::bigint)").outcome, "cancelled");
+  BOOST_REQUIRE_MESSAGE(
+      test::eventually([&] { return executor.cancels_for("long").size() >= 3; }, 10s),
+      executor.cancels_for("long").size() << " cancels sent");
+  BOOST_CHECK(test::eventually(
+      [&] { return db.scalar("SELECT count(*) FROM taskmill.cancel_requests") == "0"; }, 5s));
+  std::this_thread::sleep_for(1500ms);
+  BOOST_CHECK_EQUAL(executor.cancels_for("long").size(), 3u);
+}
+
+// A cancel taken by a node that went away before its executor heard it is
+// taken again at once by a live node, whatever its tries' backoff.
+BOOST_AUTO_TEST_CASE(a_cancel_whose_taker_went_away_untold_is_sent_by_a_live_node) {
+  auto id = run_long_with_a_short_lease(*this);
+  // Taken for the fifth time (a backoff of 8 s) by a node gone since.
+  db.exec("BEGIN; SELECT taskmill.cancel(" + id +
+          "::bigint); UPDATE taskmill.cancel_requests SET taken_by = 'gone', taken_at = now(), "
+          "tries = 5; COMMIT");
+  BOOST_CHECK(test::eventually([&] { return executor.cancels_for("long").size() == 1; }, 3s));
+  BOOST_CHECK(test::eventually(
+      [&] { return db.scalar("SELECT count(*) FROM taskmill.cancel_requests") == "0"; }, 3s));
 }
 
 BOOST_AUTO_TEST_CASE(a_caf_executor_gets_the_cancel_and_its_place_back) {

@@ -166,6 +166,7 @@ outcome_storage_actor::behavior_type outcome_stand_in(outcome_storage_actor::poi
         return out;
       },
       [](take_cancels_atom, const pb::TakeCancels&) { return pb::CancelNotices{}; },
+      [](cancels_told_atom, const pb::CancelNotices& told) { return told.cancels_size(); },
       [](deadline_atom, int64_t, int32_t) { return int64_t{0}; },
   };
 }

@@ -58,11 +58,20 @@ std::vector<scripted_executor::seen> scripted_executor::cancels_for(const std::s
   return out;
 }
 
+void scripted_executor::refuse_cancels(int count) {
+  std::lock_guard<std::mutex> guard{mtx_};
+  cancels_to_refuse_ = count;
+}
+
 void scripted_executor::handle(http_request req, http_reply reply) {
   auto body = json::parse(req.body);
   if (req.method == "DELETE") {
     std::lock_guard<std::mutex> guard{mtx_};
     cancels_.push_back({body, req.header("idempotency-key"), {}, req.content_type, req.target});
+    if (cancels_to_refuse_ > 0) {
+      --cancels_to_refuse_;
+      return reply(http_response{503, "application/json", "{}"});
+    }
     return reply(http_response{200, "application/json", "{}"});
   }
   const auto& script = body["payload"];

@@ -37,6 +37,8 @@ class scripted_executor {
   std::vector<seen> all_requests();
   /// The cancels received for task `key` (their bodies: id, type, key, attempt).
   std::vector<seen> cancels_for(const std::string& key);
+  /// Answers the next `count` cancels 503 (each still seen).
+  void refuse_cancels(int count);
 
  private:
   void handle(http_request req, http_reply reply);
@@ -44,6 +46,7 @@ class scripted_executor {
   std::mutex mtx_;
   std::vector<seen> requests_;
   std::vector<seen> cancels_;
+  int cancels_to_refuse_ = 0;
   std::vector<std::thread> workers_;
   std::string node_api_;
   std::unique_ptr<http_server> server_;
