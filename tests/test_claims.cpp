@@ -390,19 +390,17 @@ BOOST_AUTO_TEST_CASE(a_claim_locks_no_task_beyond_a_limited_types_room) {
   BOOST_REQUIRE(claiming.exec("ROLLBACK"));
 }
 
-// What a search in claim order found is kept in that order, of each limited
-// type as much as its room allows, of the others all.
-BOOST_AUTO_TEST_CASE(found_tasks_are_kept_within_each_limited_types_room) {
-  task_database db{"withinrooms"};
-  auto kept = [&](const std::string& rooms) {
-    return db.scalar(
-        "SELECT w.ids::text || ' ' || w.room::text FROM taskmill.within_rooms("
-        "'{1,2,3,4,5,6}', '{A,B,A,FREE,A,B}', '{A,B}', '" +
-        rooms + "') w");
+// What a search in claim order found is taken from each limited type's room.
+BOOST_AUTO_TEST_CASE(found_tasks_are_taken_from_each_limited_types_room) {
+  task_database db{"roomsafter"};
+  auto after = [&](const std::string& rooms) {
+    return db.scalar("SELECT taskmill.rooms_after('{A,B,A,FREE,A,B}', '{A,B}', '" + rooms +
+                     "')::text");
   };
-  BOOST_CHECK_EQUAL(kept("{3,2}"), "{1,2,3,4,5,6} {0,0}");
-  BOOST_CHECK_EQUAL(kept("{2,5}"), "{1,2,3,4,6} {0,3}");
-  BOOST_CHECK_EQUAL(kept("{0,1}"), "{2,4} {0,0}");
+  BOOST_CHECK_EQUAL(after("{3,2}"), "{0,0}");
+  BOOST_CHECK_EQUAL(after("{7,5}"), "{4,3}");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.rooms_after('{FREE}', '{A,B}', '{1,2}')::text"),
+                    "{1,2}");
 }
 
 BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {

@@ -45,10 +45,10 @@ $$;
 -- weight, and each row tells how far into the turns it went (turns_taken),
 -- so that the pusher tells a level that ran dry from one the room did not
 -- reach. Whatever the turns leave of that room is filled in claim order.
--- While every type with a running limit has room, a level is claimed in
--- claim order over all types, each up to its room; where one has none (or
--- reached it), the types with a limit go first within the level, each as far
--- as its room allows, then the others. Running limits are counted here, in
+-- While every type with a running limit has room for a level's quota, the
+-- level is claimed in claim order over all types; where one has less, the
+-- types with a limit go first within the level, each as far as its room
+-- allows, then the others. Running limits are counted here, in
 -- the database, so they hold for the whole cluster. p_types lists the types
 -- this node can run (NULL: any); p_local_types the types it runs on
 -- executors of limited capacity, with the room p_local_room they have left.
@@ -111,19 +111,12 @@ DECLARE
   -- pass for such types could only read through every due task of the level
   -- to claim none, costing a scan of the backlog at each claim.
   v_uncapped boolean;
-  -- Whether a limited type may still have due tasks in the level: one at
-  -- its limit, or one that took all it asked for.
-  v_capped_may_wait boolean;
   -- The types without a limit: the node's, or, when it runs any type, those
   -- with tasks queued.
   v_unlimited_types text[];
-  -- Whether every limited type this node runs has room left: the level is
-  -- then searched in claim order over all types, kept when each type found
-  -- fits its room (taskmill.within_rooms).
+  -- Whether every limited type this node runs has room for the level's
+  -- quota: the level is then searched in claim order over all types.
   v_together boolean;
-  -- How many tasks the last search of a level found, and how many it kept.
-  v_read integer;
-  v_count integer;
   -- The tasks this claim made running, and each limited type's room before.
   v_claimed bigint[] := '{}';
   v_room_at_start integer[];
@@ -192,45 +185,33 @@ BEGIN
       CONTINUE;
     END IF;
     v_levels := CASE WHEN lvl <= 5 THEN ARRAY[lvl] ELSE v_due END;
-    -- While every limited type this node runs has room, the level is read
-    -- in claim order over all its types, as without limits, and kept when
-    -- each type found fits its room: a step per limited type took tasks
+    -- While every limited type this node runs has room for the level's
+    -- whole quota, the level is read in claim order over all its types, as
+    -- without limits: no type can find more than its room, so nothing is
+    -- locked that the claim cannot take. A step per limited type took tasks
     -- scattered over the table, and the claim's updates and the outcomes'
     -- read more pages a task.
     v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends)
-                  AND taskmill.rooms_left_for_all(v_capped, v_room, p_types);
-    v_capped_may_wait := false;
-    LOOP
-      v_lock := taskmill.lock_level(p_node, p_types, lvl, v_levels, v_foreign_ends, v_capped,
-                                    v_uncapped, v_together, v_room, v_quota, v_left, v_more,
-                                    v_capped_may_wait, v_unlimited_types);
-      v_room := v_lock.room;
-      v_quota := v_lock.quota;
-      v_left := v_lock.left_in_claim;
-      v_more := v_lock.more;
-      v_capped_may_wait := v_lock.capped_may_wait;
-      v_unlimited_types := v_lock.unlimited_types;
-      IF v_lock.read IS NOT NULL THEN
-        v_read := v_lock.read;
-        v_count := v_lock.kept;
-      END IF;
-      -- One update for the steps of a level: the types' searches never find
-      -- each other's tasks.
-      IF cardinality(v_lock.ids) > 0 THEN
-        RETURN QUERY
-          UPDATE taskmill.tasks t
-             SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
-                 heartbeat_at = now(), started_at = now(), updated_at = now()
-           WHERE t.id = ANY (v_lock.ids)
-          RETURNING (taskmill.as_running(t, v_turns_taken)).*;
-        v_claimed := v_claimed || v_lock.ids;
-      END IF;
-      -- A search that found a type beyond its room kept nothing: the level
-      -- goes type by type, each limited type to its room; the tasks taken
-      -- are running by now, so those searches do not find them again.
-      EXIT WHEN NOT v_together OR v_read <= v_count OR v_quota <= 0;
-      v_together := false;
-    END LOOP;
+                  AND taskmill.rooms_hold(v_capped, v_room, p_types, v_quota);
+    v_lock := taskmill.lock_level(p_node, p_types, lvl, v_levels, v_foreign_ends, v_capped,
+                                  v_uncapped, v_together, v_room, v_quota, v_left, v_more,
+                                  v_unlimited_types);
+    v_room := v_lock.room;
+    v_quota := v_lock.quota;
+    v_left := v_lock.left_in_claim;
+    v_more := v_lock.more;
+    v_unlimited_types := v_lock.unlimited_types;
+    -- One update for the steps of a level: the types' searches never find
+    -- each other's tasks.
+    IF cardinality(v_lock.ids) > 0 THEN
+      RETURN QUERY
+        UPDATE taskmill.tasks t
+           SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
+               heartbeat_at = now(), started_at = now(), updated_at = now()
+         WHERE t.id = ANY (v_lock.ids)
+        RETURNING (taskmill.as_running(t, v_turns_taken)).*;
+      v_claimed := v_claimed || v_lock.ids;
+    END IF;
     IF v_quota <= 0 THEN
       v_more := true;
     ELSIF lvl <= 5 AND NOT lvl = ANY (v_short) THEN

@@ -100,38 +100,16 @@ BEGIN
 END
 $$;
 
--- Of the tasks a claim found in claim order (p_ids, of types p_types), those
--- within the room left to each type with a running limit (p_capped, room),
--- in that order, and the room each has left after them. Most often every
--- type found fits its room and the tasks are taken as found.
-CREATE FUNCTION taskmill.within_rooms(p_ids bigint[], p_types text[], p_capped text[],
-                                      INOUT room integer[], OUT ids bigint[])
+-- Each limited type's room (p_capped, room) less the tasks of it that a
+-- search found (p_types, one a task).
+CREATE FUNCTION taskmill.rooms_after(p_types text[], p_capped text[], room integer[])
+RETURNS integer[]
 LANGUAGE plpgsql IMMUTABLE AS $$
-DECLARE
-  v_took integer[] := array_fill(0, ARRAY[cardinality(p_capped)]);
-  v_over boolean := false;
-  k integer;
 BEGIN
   FOR j IN 1..cardinality(p_capped) LOOP
-    v_took[j] := coalesce(cardinality(array_positions(p_types, p_capped[j])), 0);
-    v_over := v_over OR v_took[j] > room[j];
+    room[j] := room[j] - coalesce(cardinality(array_positions(p_types, p_capped[j])), 0);
   END LOOP;
-  ids := p_ids;
-  IF v_over THEN
-    ids := '{}';
-    v_took := array_fill(0, ARRAY[cardinality(p_capped)]);
-    FOR n IN 1..cardinality(p_ids) LOOP
-      k := array_position(p_capped, p_types[n]);
-      IF k IS NOT NULL THEN
-        CONTINUE WHEN v_took[k] >= room[k];
-        v_took[k] := v_took[k] + 1;
-      END IF;
-      ids := ids || p_ids[n];
-    END LOOP;
-  END IF;
-  FOR j IN 1..cardinality(p_capped) LOOP
-    room[j] := room[j] - v_took[j];
-  END LOOP;
+  RETURN room;
 END
 $$;
 
@@ -330,14 +308,15 @@ BEGIN
 END
 $$;
 
--- Whether every type with a running limit that this node runs
--- (p_types; NULL: any) has room left.
-CREATE FUNCTION taskmill.rooms_left_for_all(p_capped text[], p_room integer[],
-                                            p_types text[]) RETURNS boolean
+-- Whether every type with a running limit that this node runs (p_types;
+-- NULL: any) has room for p_quota tasks: a search in claim order for that
+-- many cannot find more of it than its room.
+CREATE FUNCTION taskmill.rooms_hold(p_capped text[], p_room integer[], p_types text[],
+                                    p_quota integer) RETURNS boolean
 LANGUAGE plpgsql IMMUTABLE AS $$
 BEGIN
   FOR k IN 1..cardinality(p_capped) LOOP
-    IF p_room[k] <= 0 AND p_capped[k] = ANY (coalesce(p_types, p_capped)) THEN
+    IF p_room[k] < p_quota AND p_capped[k] = ANY (coalesce(p_types, p_capped)) THEN
       RETURN false;
     END IF;
   END LOOP;
@@ -347,32 +326,31 @@ $$;
 
 -- The steps of one level in a pass of taskmill.claim_by_turns: the types
 -- with a running limit first, each to its room, then (a step past them) the
--- others; or, p_together, every type in one search in claim order, kept
--- only when every type found fits its room (taskmill.within_rooms), so that
--- no task is locked that the claim does not take. Where a limited
+-- others; or, p_together (every limited type has room for the quota), every
+-- type in one search in claim order. Where a limited
 -- type may have due tasks left, or the level has a task of a type this
 -- node does not run at an end (a backlog no node runs, perhaps), a search in
 -- claim order would read through those: there the types without a limit
 -- are searched one by one, as each type with a limit always is (its room is
 -- its own). Answers the ids it locked, what is left of each room, of the
--- level's quota and of the claim's room, whether more may be due, whether a
--- limited type may have due tasks left, and what the last search read and
--- kept (NULL: none ran).
+-- level's quota and of the claim's room, and whether more may be due.
 CREATE FUNCTION taskmill.lock_level(p_node text, p_types text[], p_level integer,
                                     p_levels integer[], p_foreign_ends integer[],
                                     p_capped text[], p_uncapped boolean, p_together boolean,
                                     INOUT room integer[], INOUT quota integer,
                                     INOUT left_in_claim integer, INOUT more boolean,
-                                    INOUT capped_may_wait boolean,
-                                    INOUT unlimited_types text[], OUT ids bigint[],
-                                    OUT read integer, OUT kept integer)
+                                    INOUT unlimited_types text[], OUT ids bigint[])
 LANGUAGE plpgsql AS $$
 DECLARE
+  -- Whether a limited type may still have due tasks in the level: one at
+  -- its limit, or one that took all it asked for.
+  v_capped_may_wait boolean := false;
   v_type text;
   v_step integer;
   v_ids bigint[];
   v_found record;
-  v_within record;
+  -- How many a step's search found, each locked for the claim's update.
+  v_locked integer;
 BEGIN
   ids := '{}';
   FOR i IN 1..cardinality(p_capped) + 1 LOOP
@@ -380,34 +358,21 @@ BEGIN
     CONTINUE WHEN p_together AND v_type IS NOT NULL;
     v_step := CASE WHEN v_type IS NOT NULL THEN least(quota, room[i])
                    WHEN p_uncapped OR p_together THEN quota ELSE 0 END;
-    IF v_type IS NOT NULL AND v_step <= 0 AND p_uncapped AND NOT capped_may_wait THEN
-      capped_may_wait := taskmill.may_have_due(v_type, p_levels);
+    IF v_type IS NOT NULL AND v_step <= 0 AND p_uncapped AND NOT v_capped_may_wait THEN
+      v_capped_may_wait := taskmill.may_have_due(v_type, p_levels);
     END IF;
     CONTINUE WHEN v_step <= 0;
     IF v_type IS NULL AND p_together THEN
-      -- Kept whole or not at all (the claim then goes type by type): the
-      -- tasks of a limited type beyond its room would stay locked, untaken,
-      -- until the claim commits, out of other claims' reach.
-      BEGIN
-        v_found := taskmill.lock_oldest_due(
-                     CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
-                     p_types, '{}', p_node, v_step, true);
-        read := cardinality(v_found.ids);
-        v_within := taskmill.within_rooms(v_found.ids, v_found.types, p_capped, room);
-        IF cardinality(v_within.ids) < read THEN
-          RAISE EXCEPTION USING ERRCODE = 'TM001', MESSAGE = 'beyond a limited type''s room';
-        END IF;
-        room := v_within.room;
-        v_ids := v_within.ids;
-      EXCEPTION WHEN SQLSTATE 'TM001' THEN
-        v_ids := '{}';
-      END;
-    ELSIF v_type IS NULL AND NOT (capped_may_wait OR p_levels && p_foreign_ends) THEN
+      v_found := taskmill.lock_oldest_due(
+                   CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
+                   p_types, '{}', p_node, v_step, true);
+      v_ids := v_found.ids;
+      room := taskmill.rooms_after(v_found.types, p_capped, room);
+    ELSIF v_type IS NULL AND NOT (v_capped_may_wait OR p_levels && p_foreign_ends) THEN
       v_found := taskmill.lock_oldest_due(
                    CASE WHEN p_level <= 5 THEN ARRAY[p_level] ELSE '{1,2,3,4,5}'::integer[] END,
                    p_types, p_capped, p_node, v_step, false);
       v_ids := v_found.ids;
-      read := cardinality(v_ids);
     ELSE
       IF v_type IS NULL AND unlimited_types IS NULL THEN
         unlimited_types := ARRAY(
@@ -418,18 +383,16 @@ BEGIN
       v_ids := taskmill.lock_oldest_by_level(
                  CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE unlimited_types END,
                  p_levels, p_node, v_step);
-      read := cardinality(v_ids);
     END IF;
-    -- Locked: the claim's update takes them all.
-    kept := cardinality(v_ids);
+    v_locked := cardinality(v_ids);
     ids := ids || v_ids;
-    more := more OR read >= v_step;
+    more := more OR v_locked >= v_step;
     IF v_type IS NOT NULL THEN
-      room[i] := room[i] - kept;
-      capped_may_wait := capped_may_wait OR kept >= v_step;
+      room[i] := room[i] - v_locked;
+      v_capped_may_wait := v_capped_may_wait OR v_locked >= v_step;
     END IF;
-    quota := quota - kept;
-    left_in_claim := left_in_claim - kept;
+    quota := quota - v_locked;
+    left_in_claim := left_in_claim - v_locked;
   END LOOP;
 END
 $$;
