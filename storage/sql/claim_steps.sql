@@ -20,6 +20,7 @@ SET enable_seqscan = off
 SET enable_sort = off AS $$
 DECLARE
   v_ids bigint[];
+  v_first record;
 BEGIN
   IF cardinality(p_types) = 1 THEN
     RETURN ARRAY(
@@ -37,66 +38,76 @@ BEGIN
   -- First each type's share, twice over, as far as the oldest of the last
   -- ones read: every task older than that was read. Most often that is all
   -- the claim wants, at a read of about twice that.
-  v_ids := taskmill.lock_oldest_merged(p_types, p_level, p_node, p_want,
-                                        2 * p_want / cardinality(p_types) + 1, '{}');
-  IF cardinality(v_ids) < p_want THEN
-    -- The oldest were of few types: as many of each as the rest wants, past
-    -- those taken (the oldest of their types).
-    v_ids := v_ids || taskmill.lock_oldest_merged(p_types, p_level, p_node,
-                                                   p_want - cardinality(v_ids),
-                                                   2 * p_want - cardinality(v_ids), v_ids);
+  v_first := taskmill.lock_oldest_merged(p_types, p_level, p_node, p_want,
+                                          2 * p_want / cardinality(p_types) + 1,
+                                          '-infinity', 0);
+  v_ids := v_first.ids;
+  -- Short with a bound: the oldest were of few types, and every task up to
+  -- the bound was read (those not taken were locked by other claims). Past
+  -- it, as many of each type as the rest wants. Short without one, every
+  -- due task of the types was read.
+  IF cardinality(v_ids) < p_want AND v_first.bound_at IS NOT NULL THEN
+    v_ids := v_ids || (taskmill.lock_oldest_merged(p_types, p_level, p_node,
+                                                    p_want - cardinality(v_ids),
+                                                    p_want - cardinality(v_ids),
+                                                    v_first.bound_at, v_first.bound_id)).ids;
   END IF;
   RETURN v_ids;
 END
 $$;
 
--- Of the first p_per due tasks of each type of p_types at level p_level,
--- those up to the oldest of the types' last ones read (all, when no type had
--- p_per), but for those of p_taken (locked already), up to p_want, oldest
--- first, locked: every task older than the last one kept was read, so they
--- are the oldest over all the types. Twice
+-- Of the first p_per due tasks of each type of p_types at level p_level
+-- after (p_after_at, p_after_id) in claim order, those up to the oldest of
+-- the types' last ones read (the bound; all, and no bound, when no type had
+-- p_per), up to p_want, oldest first, locked: every task older than the
+-- last one kept was read, so they are the oldest over all the types. Twice
 -- a type's share is read, so that a claim running beside this one and
 -- taking the same oldest tasks leaves it the next ones rather than none;
 -- those taken meanwhile, or changed, are left alone.
 CREATE FUNCTION taskmill.lock_oldest_merged(p_types text[], p_level integer, p_node text,
-                                            p_want integer, p_per integer, p_taken bigint[])
-RETURNS bigint[]
+                                            p_want integer, p_per integer,
+                                            p_after_at timestamptz, p_after_id bigint,
+                                            OUT ids bigint[], OUT bound_at timestamptz,
+                                            OUT bound_id bigint)
 LANGUAGE plpgsql AS $$
 BEGIN
-  RETURN ARRAY(
-    WITH read AS (
-      SELECT o.type, n.id, n.execute_at FROM unnest(p_types) AS o(type)
-      CROSS JOIN LATERAL (
-        SELECT d.id, d.execute_at FROM taskmill.tasks d
-         WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
-           AND d.priority = p_level AND d.execute_at <= now()
-           AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-         ORDER BY d.type, d.priority, d.execute_at, d.id
-         LIMIT p_per) n
-    ),
-    -- Each type that had as many as asked: the last one read.
-    last_read AS (
-      SELECT r.type, max(r.execute_at) AS execute_at FROM read r
-       GROUP BY r.type HAVING count(*) >= p_per
-    ),
-    bound AS (
-      SELECT l.execute_at, (SELECT max(r.id) FROM read r
-                             WHERE r.type = l.type AND r.execute_at = l.execute_at) AS id
-        FROM last_read l ORDER BY 1, 2 LIMIT 1
-    ),
-    kept AS (
-      SELECT r.id, r.execute_at FROM read r
-       WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (r.execute_at, r.id) > (b.execute_at, b.id))
-       ORDER BY r.execute_at, r.id
-    )
+  WITH read AS (
+    SELECT o.type, n.id, n.execute_at FROM unnest(p_types) AS o(type)
+    CROSS JOIN LATERAL (
+      SELECT d.id, d.execute_at FROM taskmill.tasks d
+       WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[o.type])
+         AND d.priority = p_level AND d.execute_at <= now()
+         AND (d.execute_at, d.id) > (p_after_at, p_after_id)
+         AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       ORDER BY d.type, d.priority, d.execute_at, d.id
+       LIMIT p_per) n
+  ),
+  -- Each type that had as many as asked: the last one read.
+  last_read AS (
+    SELECT r.type, max(r.execute_at) AS execute_at FROM read r
+     GROUP BY r.type HAVING count(*) >= p_per
+  ),
+  bound AS (
+    SELECT l.execute_at, (SELECT max(r.id) FROM read r
+                           WHERE r.type = l.type AND r.execute_at = l.execute_at) AS id
+      FROM last_read l ORDER BY 1, 2 LIMIT 1
+  ),
+  kept AS (
+    SELECT r.id, r.execute_at FROM read r
+     WHERE NOT EXISTS (SELECT 1 FROM bound b WHERE (r.execute_at, r.id) > (b.execute_at, b.id))
+     ORDER BY r.execute_at, r.id
+  ),
+  locked AS (
     SELECT c.id FROM kept k JOIN taskmill.tasks c ON c.id = k.id
-     WHERE k.id <> ALL (p_taken)
-       AND c.status IN ('pending', 'failed') AND c.execute_at <= now()
+     WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
        AND c.priority = p_level
        AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
      ORDER BY k.execute_at, k.id
      LIMIT p_want
-     FOR UPDATE OF c SKIP LOCKED);
+     FOR UPDATE OF c SKIP LOCKED
+  )
+  SELECT ARRAY(SELECT l.id FROM locked l), b.execute_at, b.id INTO ids, bound_at, bound_id
+    FROM (SELECT) AS one LEFT JOIN bound b ON true;
 END
 $$;
 
