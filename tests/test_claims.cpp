@@ -1454,6 +1454,44 @@ BOOST_AUTO_TEST_CASE(the_tally_follows_every_way_in_and_out_of_running) {
   check_tally(db, "a recount");
 }
 
+// What a transaction moves in or out of running is tallied as it commits,
+// together: what a savepoint rolled back is not, and constraints made
+// immediate tally what came before at once, what comes after at the commit.
+BOOST_AUTO_TEST_CASE(a_transactions_moves_are_tallied_together_as_it_commits) {
+  task_database db{"tallytogether"};
+  for (int i = 1; i <= 30; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
+  db.exec("SELECT taskmill.track_running('{A}', true)");
+  BOOST_REQUIRE_EQUAL(db.claim(30, "n1").size(), 30u);
+  check_tally(db, "the claim");
+  auto ended_of_a = [](db::connection& conn) {
+    auto res = conn.exec(
+        "SELECT tasks FROM taskmill.running_tally WHERE scope = 'type' AND name = 'A' AND ended");
+    BOOST_REQUIRE(res);
+    return res->int64(0, 0);
+  };
+  auto release = [](int from, int to) {
+    return "UPDATE taskmill.tasks SET status = 'pending', picked_by = NULL WHERE key IN (SELECT "
+           "'a' || g FROM generate_series(" +
+           std::to_string(from) + ", " + std::to_string(to) + ") g)";
+  };
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec("BEGIN"));
+  BOOST_REQUIRE(conn.exec(release(1, 10)));
+  BOOST_REQUIRE(conn.exec("SAVEPOINT s"));
+  BOOST_REQUIRE(conn.exec(release(11, 15)));
+  BOOST_REQUIRE(conn.exec("ROLLBACK TO SAVEPOINT s"));
+  BOOST_CHECK_EQUAL(ended_of_a(conn), 0);
+  BOOST_REQUIRE(conn.exec("SET CONSTRAINTS ALL IMMEDIATE"));
+  BOOST_CHECK_EQUAL(ended_of_a(conn), 10);
+  BOOST_REQUIRE(conn.exec("SET CONSTRAINTS ALL DEFERRED"));
+  BOOST_REQUIRE(conn.exec(release(16, 20)));
+  BOOST_CHECK_EQUAL(ended_of_a(conn), 10);
+  BOOST_REQUIRE(conn.exec("COMMIT"));
+  BOOST_CHECK_EQUAL(ended_of_a(conn), 15);
+  check_tally(db, "the transaction");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.running_changes"), "0");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(waiting)

@@ -6,8 +6,8 @@
 --
 -- Claims and outcomes, which move most tasks in and out of running, tally
 -- in bulk as the last thing they do, with the setting taskmill.tallied 'on'
--- while they update; a deferred trigger tallies every other way, a task at
--- a time, as its transaction commits. So a transaction holds tally rows only
+-- while they update; every other way is noted a task at a time and tallied
+-- together as its transaction commits. So a transaction holds tally rows only
 -- once it has taken every lock on tasks it takes, and those who tally never
 -- wait for a task another tallying transaction holds. Tally rows are locked
 -- in one order, every row of the ended side, then every row of the started
@@ -89,39 +89,70 @@ END
 $$;
 
 -- A task that started or stopped running other than by a claim or an
--- outcome (which tally in bulk), as its transaction commits: every tally row
--- is locked first, in the order above, so that a transaction that tallies
--- more than once takes them in that order.
-CREATE FUNCTION taskmill.tally_running_row() RETURNS trigger
+-- outcome (which tally in bulk) is noted as it moves
+-- (taskmill.running_changes), and tallied with the rest its transaction
+-- moved as that commits: each tally row is updated once however many tasks
+-- moved, and only once the transaction took every lock on tasks it takes.
+CREATE FUNCTION taskmill.note_running_change() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   IF NOT EXISTS (SELECT 1 FROM taskmill.running_tally) THEN
     RETURN NULL;
   END IF;
-  PERFORM 1 FROM taskmill.running_tally r ORDER BY r.ended DESC, r.scope, r.name FOR UPDATE;
   IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.status = 'running' THEN
-    PERFORM taskmill.tally_running(ARRAY[OLD.type], true);
+    INSERT INTO taskmill.running_changes VALUES (txid_current(), OLD.type, true);
   END IF;
   IF TG_OP IN ('UPDATE', 'INSERT') AND NEW.status = 'running' THEN
-    PERFORM taskmill.tally_running(ARRAY[NEW.type], false);
+    INSERT INTO taskmill.running_changes VALUES (txid_current(), NEW.type, false);
   END IF;
+  PERFORM set_config('taskmill.running_changes', 'noted', true);
   RETURN NULL;
 END
 $$;
 
-CREATE CONSTRAINT TRIGGER tasks_tally_running AFTER UPDATE OF status ON taskmill.tasks
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+CREATE TRIGGER tasks_note_running AFTER UPDATE OF status ON taskmill.tasks
+  FOR EACH ROW
   WHEN ((OLD.status = 'running') <> (NEW.status = 'running')
         AND current_setting('taskmill.tallied', true) IS DISTINCT FROM 'on')
-  EXECUTE FUNCTION taskmill.tally_running_row();
+  EXECUTE FUNCTION taskmill.note_running_change();
 
-CREATE CONSTRAINT TRIGGER tasks_tally_running_in AFTER INSERT ON taskmill.tasks
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (NEW.status = 'running')
-  EXECUTE FUNCTION taskmill.tally_running_row();
+CREATE TRIGGER tasks_note_running_in AFTER INSERT ON taskmill.tasks
+  FOR EACH ROW WHEN (NEW.status = 'running')
+  EXECUTE FUNCTION taskmill.note_running_change();
 
-CREATE CONSTRAINT TRIGGER tasks_tally_running_gone AFTER DELETE ON taskmill.tasks
-  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW WHEN (OLD.status = 'running')
-  EXECUTE FUNCTION taskmill.tally_running_row();
+CREATE TRIGGER tasks_note_running_gone AFTER DELETE ON taskmill.tasks
+  FOR EACH ROW WHEN (OLD.status = 'running')
+  EXECUTE FUNCTION taskmill.note_running_change();
+
+-- As a transaction commits, the first of its notes tallies them all (the
+-- others find none left): every tally row is locked first, in the order
+-- above.
+CREATE FUNCTION taskmill.tally_running_changes() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_ended text[];
+  v_started text[];
+BEGIN
+  IF current_setting('taskmill.running_changes', true) IS DISTINCT FROM 'noted' THEN
+    RETURN NULL;
+  END IF;
+  PERFORM set_config('taskmill.running_changes', '', true);
+  WITH taken AS (
+    DELETE FROM taskmill.running_changes c WHERE c.txid = txid_current()
+    RETURNING c.type, c.ended
+  )
+  SELECT array_agg(t.type) FILTER (WHERE t.ended), array_agg(t.type) FILTER (WHERE NOT t.ended)
+    INTO v_ended, v_started FROM taken t;
+  PERFORM 1 FROM taskmill.running_tally r ORDER BY r.ended DESC, r.scope, r.name FOR UPDATE;
+  PERFORM taskmill.tally_running(v_ended, true);
+  PERFORM taskmill.tally_running(v_started, false);
+  RETURN NULL;
+END
+$$;
+
+CREATE CONSTRAINT TRIGGER running_changes_tallied AFTER INSERT ON taskmill.running_changes
+  DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+  EXECUTE FUNCTION taskmill.tally_running_changes();
 
 -- The scopes a node limits: p_types, and every task when p_all. Those not
 -- tallied yet are from now on, counted from the truth. A claim or outcome
