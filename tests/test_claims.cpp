@@ -1454,6 +1454,33 @@ BOOST_AUTO_TEST_CASE(the_tally_follows_every_way_in_and_out_of_running) {
   check_tally(db, "a recount");
 }
 
+// The leader's recount of a tally that is the truth takes no lock on it, so
+// that claims and outcomes never wait for a count of every running task;
+// one that is off is locked and set right.
+BOOST_AUTO_TEST_CASE(a_recount_locks_the_tally_only_when_it_is_off) {
+  task_database db{"recountlocks"};
+  for (int i = 1; i <= 5; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
+  db.exec("SELECT taskmill.track_running('{A}', true)");
+  BOOST_REQUIRE_EQUAL(db.claim(5, "n1").size(), 5u);
+  auto holder = db.connect();
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  BOOST_REQUIRE(holder.exec("SELECT * FROM taskmill.running_tally FOR UPDATE"));
+  auto leader = db.connect();
+  BOOST_REQUIRE(leader.exec("SET lock_timeout = '200ms'"));
+  auto recount = leader.exec("SELECT taskmill.recount_running()");
+  BOOST_REQUIRE_MESSAGE(recount, test::describe(recount));
+  BOOST_CHECK_EQUAL(recount->string(0, 0), "0");
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
+  db.exec("UPDATE taskmill.running_tally SET tasks = tasks + 3 WHERE NOT ended AND scope = 'type'");
+  BOOST_REQUIRE(holder.exec("BEGIN"));
+  BOOST_REQUIRE(holder.exec("SELECT * FROM taskmill.running_tally WHERE ended FOR UPDATE"));
+  BOOST_CHECK_MESSAGE(!leader.exec("SELECT taskmill.recount_running()"),
+                      "a tally off was recounted without its lock");
+  BOOST_REQUIRE(holder.exec("ROLLBACK"));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.recount_running()"), "3");
+  check_tally(db, "the recount");
+}
+
 // What a transaction moves in or out of running is tallied as it commits,
 // together: what a savepoint rolled back is not, and constraints made
 // immediate tally what came before at once, what comes after at the commit.

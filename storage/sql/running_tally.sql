@@ -175,20 +175,11 @@ BEGIN
 END
 $$;
 
--- Sets the tally of every tallied scope to the tasks running there, and
--- answers by how many tasks it was off, in all. Its rows are locked first,
--- in the order above: claims and outcomes that tallied have committed, and
--- the count, a statement of its own, sees their tasks; those under way
--- tally after this commits, and the count does not see their tasks.
-CREATE FUNCTION taskmill.recount_running() RETURNS bigint
-LANGUAGE plpgsql AS $$
-DECLARE
-  v_off bigint;
-BEGIN
-  PERFORM 1 FROM taskmill.running_tally r ORDER BY r.ended DESC, r.scope, r.name FOR UPDATE;
-  IF NOT FOUND THEN
-    RETURN 0;
-  END IF;
+-- Each tallied scope whose tally is not the truth as the statement that
+-- asks sees it: the tasks it says started and ended, and those running.
+CREATE FUNCTION taskmill.running_tally_off()
+RETURNS TABLE (scope text, name text, started bigint, ended bigint, running bigint)
+LANGUAGE sql STABLE AS $$
   WITH truth AS (
     SELECT t.type, count(*) AS tasks FROM taskmill.tasks t
      WHERE t.status = 'running' GROUP BY t.type
@@ -201,12 +192,33 @@ BEGIN
                 ELSE coalesce((SELECT h.tasks FROM truth h WHERE h.type = s.name), 0)
            END AS running
       FROM taskmill.running_tally s GROUP BY s.scope, s.name
-  ),
-  fixed AS (
+  )
+  SELECT a.scope, a.name, a.started, a.ended, a.running FROM tallied a
+   WHERE a.started - a.ended <> a.running
+$$;
+
+-- Sets the tally of every tallied scope to the tasks running there, and
+-- answers by how many tasks it was off, in all. When off, its rows are
+-- locked first, in the order above: claims and outcomes that tallied have
+-- committed, and the count, a statement of its own, sees their tasks; those
+-- under way tally after this commits, and the count does not see their
+-- tasks.
+CREATE FUNCTION taskmill.recount_running() RETURNS bigint
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_off bigint;
+BEGIN
+  -- Most often the tally is the truth, which one snapshot shows without a
+  -- lock (what moves tasks tallies them in its own transaction): only a
+  -- tally found off is locked and counted again.
+  IF NOT EXISTS (SELECT 1 FROM taskmill.running_tally_off()) THEN
+    RETURN 0;
+  END IF;
+  PERFORM 1 FROM taskmill.running_tally r ORDER BY r.ended DESC, r.scope, r.name FOR UPDATE;
+  WITH fixed AS (
     UPDATE taskmill.running_tally r SET tasks = a.ended + a.running
-      FROM tallied a
+      FROM taskmill.running_tally_off() a
      WHERE r.scope = a.scope AND r.name = a.name AND NOT r.ended
-       AND a.started - a.ended <> a.running
     RETURNING abs(a.started - a.ended - a.running) AS off
   )
   SELECT coalesce(sum(f.off), 0) INTO v_off FROM fixed f;
