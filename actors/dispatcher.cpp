@@ -315,10 +315,10 @@ void forget_executor(self_ptr self, const caf::actor_addr& gone) {
 
 // -- cancels ---------------------------------------------------------------------
 
-bool cancelled_before(const dispatcher_state& st, const pb::Task& task) {
+bool cancelled_before(const dispatcher_state& st, int64_t id, int32_t attempt) {
   return !st.cancelled_before.empty() &&
          std::find(st.cancelled_before.begin(), st.cancelled_before.end(),
-                   std::pair{task.id(), task.attempt()}) != st.cancelled_before.end();
+                   std::pair{id, attempt}) != st.cancelled_before.end();
 }
 
 void give_back_permit(self_ptr self, const std::string& type) {
@@ -358,7 +358,9 @@ bool stop(self_ptr self, const pb::CancelNotice& cancel) {
         });
   auto it = st.running.find(cancel.task_id());
   if (it == st.running.end() || it->second.attempt != cancel.attempt()) {
-    if (cancel.node() != st.options.node) return told;
+    if (cancel.node() != st.options.node ||
+        cancelled_before(st, cancel.task_id(), cancel.attempt()))
+      return told;
     st.cancelled_before.emplace_back(cancel.task_id(), cancel.attempt());
     if (st.cancelled_before.size() > cancelled_before_kept) st.cancelled_before.pop_front();
     return told;
@@ -417,7 +419,7 @@ void take_cancels(self_ptr self) {
 // -- dispatch ---------------------------------------------------------------------
 
 void execute(self_ptr self, const pb::Task& task) {
-  if (cancelled_before(self->state, task)) {
+  if (cancelled_before(self->state, task.id(), task.attempt())) {
     give_back_permit(self, task.type());
     return;
   }

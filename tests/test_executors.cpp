@@ -599,6 +599,34 @@ BOOST_AUTO_TEST_CASE(an_http_executor_gets_a_delete_and_the_next_task_runs_at_on
   BOOST_CHECK_EQUAL(executor.cancels_for("next").size(), 0u);
 }
 
+// A cancel taken stays until told; one tried ten times is taken no more; a
+// node of the release before, which never tells, takes a cancel once.
+BOOST_AUTO_TEST_CASE(a_cancel_is_done_once_told_or_taken_by_a_node_of_the_release_before) {
+  auto request = [&](int id, int tries) {
+    db.exec(
+        "INSERT INTO taskmill.cancel_requests (task_id, attempt, node, type, key, "
+        "created_at, tries) VALUES (" +
+        std::to_string(id) + ", 1, 'n1', 'WEB', 'k', now(), " + std::to_string(tries) + ")");
+  };
+  auto take = [&](const std::string& args) {
+    return db.scalar("SELECT count(*) FROM taskmill.take_cancels('n1', '{}', 60000" + args + ")");
+  };
+  auto left = [&] { return db.scalar("SELECT count(*) FROM taskmill.cancel_requests"); };
+  db.exec("SELECT taskmill.register_node('n1', 'i1', '', 60000, NULL)");
+  request(1, 0);
+  BOOST_CHECK_EQUAL(take(", 60000"), "1");
+  BOOST_CHECK_EQUAL(take(", 60000"), "0");
+  BOOST_CHECK_EQUAL(left(), "1");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT taskmill.cancels_told('{1}', '{1}')"), "1");
+  BOOST_CHECK_EQUAL(left(), "0");
+  request(2, 10);
+  BOOST_CHECK_EQUAL(take(", 0"), "0");
+  db.exec("DELETE FROM taskmill.cancel_requests");
+  request(3, 0);
+  BOOST_CHECK_EQUAL(take(""), "1");
+  BOOST_CHECK_EQUAL(left(), "0");
+}
+
 // A cancel stays until its executor heard it: one refused is sent again,
 // after the node's lease, doubled at each try; once heard, no more.
 BOOST_AUTO_TEST_CASE(a_cancel_is_sent_again_until_the_executor_hears_it) {

@@ -8,3 +8,4 @@ CREATE UNLOGGED TABLE taskmill.running_changes (
   type  text NOT NULL,
   ended boolean NOT NULL
 );
+CREATE INDEX running_changes_by_transaction ON taskmill.running_changes (txid);

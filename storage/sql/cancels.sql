@@ -36,16 +36,16 @@ $$;
 -- delivery is told (taskmill.cancels_told): one taken but not told of is
 -- taken again once its taker is gone, or after p_retry_ms (the node's
 -- lease), doubled at each try up to five minutes; after ten tries it is
--- given up.
+-- given up (and purged with the finished tasks, taskmill.sweep_purge).
 CREATE FUNCTION taskmill.take_cancels(p_node text, p_reachable_types text[], p_lease_ms bigint,
-                                      p_retry_ms bigint DEFAULT 5000)
+                                      p_retry_ms bigint)
 RETURNS TABLE (task_id bigint, attempt integer, type text, key text, node text)
 LANGUAGE sql AS $$
-  DELETE FROM taskmill.cancel_requests c WHERE c.tries >= 10;
   UPDATE taskmill.cancel_requests c
      SET taken_by = p_node, taken_at = now(), tries = c.tries + 1
    WHERE (c.node = p_node
           OR (c.type = ANY (p_reachable_types) AND NOT taskmill.node_alive(c.node, p_lease_ms)))
+     AND c.tries < 10
      AND (c.taken_at IS NULL
           OR c.taken_at < now() - least(p_retry_ms * 2 ^ (c.tries - 1), 300000) * interval '1 ms'
           OR NOT taskmill.node_alive(c.taken_by, p_lease_ms))

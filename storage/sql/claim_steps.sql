@@ -102,6 +102,10 @@ BEGIN
      WHERE c.status IN ('pending', 'failed') AND c.execute_at <= now()
        AND c.priority = p_level
        AND (c.pinned_node IS NULL OR c.pinned_node = p_node)
+       -- A task moved past the bound since it was read (a reschedule, a
+       -- retry) is the next read's.
+       AND NOT EXISTS (SELECT 1 FROM bound b
+                        WHERE (c.execute_at, c.id) > (b.execute_at, b.id))
      ORDER BY k.execute_at, k.id
      LIMIT p_want
      FOR UPDATE OF c SKIP LOCKED

@@ -9,6 +9,18 @@
 -- p_dialect default (jobs.sql), for nodes of generation 3 and before. Drop
 -- from generation 6 on.
 
+-- Callers: nodes of generation 10 and before, which take their cancels once
+-- and never tell whether the executor heard them: taken is done for them,
+-- as they expect. Drop from generation 13 on.
+CREATE FUNCTION taskmill.take_cancels(p_node text, p_reachable_types text[], p_lease_ms bigint)
+RETURNS TABLE (task_id bigint, attempt integer, type text, key text, node text)
+LANGUAGE sql AS $$
+  DELETE FROM taskmill.cancel_requests c
+   WHERE c.node = p_node
+      OR (c.type = ANY (p_reachable_types) AND NOT taskmill.node_alive(c.node, p_lease_ms))
+  RETURNING c.task_id, c.attempt, c.type, c.key, c.node
+$$;
+
 -- Callers: nodes of generation 0 (before definitions were counted), which
 -- give quotas per level instead of turns, take them in priority order and
 -- read whole task rows. Drop from generation 6 on. The rows are read after

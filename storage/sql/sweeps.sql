@@ -202,10 +202,10 @@ LANGUAGE sql AS $$
      WHERE n.stopped_at < now() - p_retention_ms * interval '1 ms'
   ),
   -- Of attempts on a node that never came back, run by an executor no other
-  -- node reaches.
+  -- node reaches; and those given up after ten tries.
   cancels AS (
     DELETE FROM taskmill.cancel_requests c
-     WHERE c.created_at < now() - p_retention_ms * interval '1 ms'
+     WHERE c.created_at < now() - p_retention_ms * interval '1 ms' OR c.tries >= 10
   ),
   firings AS (
     DELETE FROM taskmill.job_firings f
