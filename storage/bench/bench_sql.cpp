@@ -201,6 +201,8 @@ SELECT coalesce(sum(calls), 0)::bigint FROM pg_stat_user_functions
  WHERE schemaname = 'taskmill' AND funcname = 'report_progress'
 )sql";
 
+const char* const flush_statistics = "SELECT pg_stat_force_next_flush()";
+
 const char* const claim_function_times = R"sql(
 SELECT funcname, calls, total_time, self_time FROM pg_stat_user_functions
  WHERE schemaname = 'taskmill'

@@ -65,6 +65,9 @@ extern const char* const running_ids;
 extern const char* const track_function_calls;
 extern const char* const untrack_function_calls;
 extern const char* const reload_configuration;
+/// The session's statistics flushed at its next idle moment, not up to a
+/// second later: so that what it just did is counted before what follows.
+extern const char* const flush_statistics;
 /// Calls of taskmill.report_progress so far, as the statistics know them.
 // Calls and milliseconds, in all and in itself, of each taskmill function
 // (track_functions = 'all').

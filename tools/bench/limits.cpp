@@ -82,9 +82,15 @@ void time_function_calls(db::connection& conn, bool on) {
 /// drain_rate, and where the claims spent their time.
 drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list& types, int tasks,
                          const std::function<void()>& load) {
-  auto before = function_times(conn);
+  std::map<std::string, function_time> before;
   drain_run out{};
-  out.rate = drain_rate(node, conn, types, tasks, load);
+  out.rate = drain_rate(node, conn, types, tasks, [&] {
+    load();
+    // The load's own counts (the submits' functions) are not the drain's:
+    // flushed at once, and read before it.
+    run(conn, sql::flush_statistics);
+    before = function_times(conn);
+  });
   // A stopped node's sessions report their counts as they exit, a moment
   // after the node: read earlier, a drain's counts went to the next one's.
   sleep_checked(milliseconds{300});
