@@ -1005,15 +1005,20 @@ BOOST_AUTO_TEST_CASE(hostile_callers_disturb_no_other_link) {
   test::task_database plain_db{"clusterhostileplain"};
   auto ours = make_certificates("ours");
   auto foreign = make_certificates("foreign");
+  // Leases longer than the test: the flood may starve a node of the
+  // processor for a second, and a lease of one would take its long attempts
+  // back (the lease's job, not what is tested here).
+  const char* long_lease = "heartbeat.missed=150";
   auto a_options = tls_options(ours);
   for (const char* o : {"types.REMOTE.executor=caf", "types.WAKE.executor=noop",
-                        "database.listen=false", "scheduling.poll_interval=5s"})
+                        "database.listen=false", "scheduling.poll_interval=5s", long_lease})
     a_options.push_back(o);
   auto b_options = tls_options(ours);
   b_options.push_back("database.listen=false");
+  b_options.push_back(long_lease);
   auto a = start_node(db, "a", "s", a_options);
   auto b = start_node(db, "b", "s", b_options);
-  auto c = start_node(plain_db, "c", "s", {"types.REMOTE.executor=caf"});
+  auto c = start_node(plain_db, "c", "s", {"types.REMOTE.executor=caf", long_lease});
   std::vector<std::string> our_tls{"--tls-cert", ours.cert,  "--tls-key",
                                    ours.key,     "--tls-ca", ours.ca};
   executor_process good_tls{"good-tls", a.cluster, "s", "REMOTE", 4, our_tls};
