@@ -342,9 +342,7 @@ bool stop(self_ptr self, const pb::CancelNotice& cancel) {
     st.options.http->send(
         cancel_call_for(cancel, type.cancel_url.empty() ? type.url : type.cancel_url),
         [storage = st.options.storage, cancel](const http_answer& answer) {
-          // 404 and 410: the executor knows nothing of the attempt any more.
-          if ((answer.status >= 200 && answer.status < 300) || answer.status == 404 ||
-              answer.status == 410) {
+          if (cancel_heard(answer)) {
             pb::CancelNotices heard;
             *heard.add_cancels() = cancel;
             caf::anon_send(storage, cancels_told_atom_v, std::move(heard));
@@ -397,16 +395,10 @@ void take_cancels(self_ptr self) {
             pb::CancelNotices told;
             for (const auto& cancel : notices.cancels())
               if (stop(self, cancel)) *told.add_cancels() = cancel;
+            // Storage's answer is not awaited: a cancel not marked told is
+            // taken again after the lease.
             if (told.cancels_size() > 0)
-              self->request(st.options.storage, local_request_timeout, cancels_told_atom_v,
-                            std::move(told))
-                  .then([](int32_t) {},
-                        [](const caf::error& err) {
-                          spdlog::debug(
-                              "dispatcher: cannot mark cancels told: {}; they are "
-                              "taken again later",
-                              error_message(err));
-                        });
+              caf::anon_send(st.options.storage, cancels_told_atom_v, std::move(told));
             if (std::exchange(st.cancels_again, false)) take_cancels(self);
           },
           [self](const caf::error& err) {

@@ -1382,6 +1382,13 @@ void check_tally(const task_database& db, const std::string& after) {
   }
 }
 
+/// Tasks a1..an of type A, tallied with all tasks, all running on n1.
+void run_tallied(const task_database& db, int n) {
+  for (int i = 1; i <= n; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
+  db.exec("SELECT taskmill.track_running('{A}', true)");
+  BOOST_REQUIRE_EQUAL(db.claim(n, "n1").size(), static_cast<size_t>(n));
+}
+
 std::string running_of(const task_database& db, const std::string& key) {
   return db.scalar("SELECT id FROM taskmill.tasks WHERE key = $1 AND status = 'running'", {key});
 }
@@ -1459,9 +1466,7 @@ BOOST_AUTO_TEST_CASE(the_tally_follows_every_way_in_and_out_of_running) {
 // one that is off is locked and set right.
 BOOST_AUTO_TEST_CASE(a_recount_locks_the_tally_only_when_it_is_off) {
   task_database db{"recountlocks"};
-  for (int i = 1; i <= 5; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
-  db.exec("SELECT taskmill.track_running('{A}', true)");
-  BOOST_REQUIRE_EQUAL(db.claim(5, "n1").size(), 5u);
+  run_tallied(db, 5);
   auto holder = db.connect();
   BOOST_REQUIRE(holder.exec("BEGIN"));
   BOOST_REQUIRE(holder.exec("SELECT * FROM taskmill.running_tally FOR UPDATE"));
@@ -1486,9 +1491,7 @@ BOOST_AUTO_TEST_CASE(a_recount_locks_the_tally_only_when_it_is_off) {
 // immediate tally what came before at once, what comes after at the commit.
 BOOST_AUTO_TEST_CASE(a_transactions_moves_are_tallied_together_as_it_commits) {
   task_database db{"tallytogether"};
-  for (int i = 1; i <= 30; ++i) db.call("submit('A', 'a" + std::to_string(i) + "')");
-  db.exec("SELECT taskmill.track_running('{A}', true)");
-  BOOST_REQUIRE_EQUAL(db.claim(30, "n1").size(), 30u);
+  run_tallied(db, 30);
   check_tally(db, "the claim");
   auto ended_of_a = [](db::connection& conn) {
     auto res = conn.exec(

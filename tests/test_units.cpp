@@ -596,6 +596,15 @@ BOOST_AUTO_TEST_CASE(http_answers_map_to_outcomes_as_spec_4_says) {
   BOOST_CHECK_EQUAL(lost->error(), "connection refused");
 }
 
+// A cancel is done once its executor heard it or knows nothing of the
+// attempt; anything else, no answer included, sends it again.
+BOOST_AUTO_TEST_CASE(an_http_executor_hears_a_cancel_by_2xx_404_or_410) {
+  for (int status : {200, 202, 204, 404, 410})
+    BOOST_CHECK_MESSAGE(cancel_heard(answer(status)), status);
+  for (int status : {0, 301, 400, 409, 429, 500, 503})
+    BOOST_CHECK_MESSAGE(!cancel_heard(answer(status)), status);
+}
+
 BOOST_AUTO_TEST_CASE(an_http_call_names_its_attempt_and_carries_the_trace) {
   auto task = task_with("{}");
   task.set_trace_id("4bf92f3577b34da6a3ce929d0e0e4736");

@@ -44,6 +44,11 @@ http_call cancel_call_for(const pb::CancelNotice& cancel, const std::string& url
   return call;
 }
 
+bool cancel_heard(const http_answer& answer) {
+  return (answer.status >= 200 && answer.status < 300) || answer.status == 404 ||
+         answer.status == 410;
+}
+
 std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer) {
   if (answer.status == 0) return outcome_of(task, pb::OUTCOME_RETRY, answer.error);
   auto status = answer.status;

@@ -20,6 +20,10 @@ http_call http_call_for(const pb::Task& task, const std::string& url, std::mt199
 /// type, key and attempt as JSON and the attempt's Idempotency-Key.
 http_call cancel_call_for(const pb::CancelNotice& cancel, const std::string& url);
 
+/// Whether an executor heard a cancel: a 2xx, or 404 or 410 (it knows
+/// nothing of the attempt any more). Any other answer, or none, is sent again.
+bool cancel_heard(const http_answer& answer);
+
 /// What an executor's answer means; nullopt: accepted (202), the outcome
 /// comes later through POST /v1/tasks/{id}/result.
 std::optional<pb::TaskOutcome> outcome_of_answer(const pb::Task& task, const http_answer& answer);
