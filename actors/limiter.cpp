@@ -32,7 +32,8 @@ struct limiter_state {
   // limits or by the room left on executors of limited capacity; any permit
   // coming back may be the one such a claim waited for.
   bool limited_in_claims() const {
-    return options.global_limit > 0 || !options.type_limits.empty() || !capacity.empty();
+    return options.global_limit > 0 || !options.type_limits.empty() || options.keyed ||
+           !capacity.empty();
   }
 };
 
@@ -114,6 +115,7 @@ limiter_options limiter_options_from(const config& cfg) {
   o.global_limit = cfg.scheduling.global_limit;
   for (const auto& [name, t] : cfg.types)
     if (t.running_limit > 0) o.type_limits.emplace(name, t.running_limit);
+  o.keyed = !cfg.key_spaces.empty();
   auto run_here = types_run_here(cfg);
   o.any_type = run_here.any;
   o.types = run_here.types;

@@ -82,6 +82,9 @@ void read_type(table_reader& r, task_type_config& t) {
   r.read("pending_deadline", t.pending_deadline);
   r.read("heartbeat_timeout", t.heartbeat_timeout);
   r.read("max_timeout", t.max_timeout, milliseconds{0}, max_int32_ms);
+  r.read("key_space", t.key_space);
+  r.read("key_path", t.key_path);
+  r.read("key_separator", t.key_separator);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
   r.read("backoff_base", t.backoff.base, milliseconds{0}, max_int32_ms);
@@ -475,6 +478,24 @@ std::string read_sections(const toml::table& root, config& cfg) {
       r.reject_unknown_keys();
       if (!r.error().empty()) return r.error();
       cfg.types.emplace(name, std::move(t));
+    }
+  }
+  if (auto spaces = top.table("key_spaces")) {
+    for (auto&& [key, node] : *spaces) {
+      std::string name{key.str()};
+      if (!node.is_table()) return "'key_spaces." + name + "' must be a table";
+      table_reader r{node.as_table(), "key_spaces." + name};
+      key_space_config space;
+      space.name = name;
+      r.read("limit", space.limit, std::numeric_limits<int64_t>::min(),
+             std::numeric_limits<int64_t>::max());
+      if (!r.has("limit")) r.fail("limit", "is required: the running tasks allowed per key");
+      r.read_limits("keys", space.keys);
+      r.read("class_path", space.class_path);
+      r.read_limits("classes", space.classes);
+      r.reject_unknown_keys();
+      if (!r.error().empty()) return r.error();
+      cfg.key_spaces.emplace(name, std::move(space));
     }
   }
   top.reject_unknown_keys();

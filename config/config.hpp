@@ -50,11 +50,28 @@ struct task_type_config {
   // How late after its start an attempt may move its own deadline; 0: the
   // timeout (it cannot).
   milliseconds max_timeout{0};
+  // The key space its tasks are keyed in (empty: none), and where a task's
+  // key comes from: a payload path, or its key up to a separator.
+  std::string key_space;
+  std::string key_path;
+  std::string key_separator;
   /// The longest an attempt of this type may run: its timeout, or its max
   /// timeout if it may move its deadline.
   milliseconds longest_attempt(milliseconds task_timeout) const {
     return std::max(task_timeout, max_timeout);
   }
+};
+
+/// A key space of [key_spaces.NAME] (SPEC §4 Keyed limits): a running limit
+/// per key of the types that name it, with limits of their own for named keys
+/// and for classes (the value at class_path in a task's payload). The
+/// database checks the ranges, naming the field.
+struct key_space_config {
+  std::string name;
+  int64_t limit = 0;
+  std::map<std::string, int64_t> keys;
+  std::string class_path;
+  std::map<std::string, int64_t> classes;
 };
 
 /// A reconciler rule: rows of `query` (key, execute_at, payload) that must
@@ -217,6 +234,7 @@ struct config {
   /// Settings for types without a section of their own.
   task_type_config default_type;
   std::map<std::string, task_type_config> types;
+  std::map<std::string, key_space_config> key_spaces;
 
   /// The settings that apply to `type`.
   const task_type_config& type_config(const std::string& type) const;

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -116,6 +117,17 @@ class table_reader {
     if (!node) return nullptr;
     if (!node->is_array()) fail(key, "must be an array");
     return node->as_array();
+  }
+
+  /// A table of names and integers (limits the database checks the range of).
+  void read_limits(const char* key, std::map<std::string, int64_t>& out) {
+    auto limits = table(key);
+    if (!limits) return;
+    for (auto&& [name, node] : *limits) {
+      auto v = node.value<int64_t>();
+      if (!v) return fail(std::string{key} + "." + std::string{name.str()}, "must be an integer");
+      out[std::string{name.str()}] = *v;
+    }
   }
 
   std::string path(const std::string& key) const {

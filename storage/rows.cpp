@@ -3,6 +3,10 @@
 #include "messages/names.hpp"
 #include "messages/time.hpp"
 
+#include <nlohmann/json.hpp>
+
+#include <map>
+
 namespace taskmill::db {
 
 task_columns::task_columns(const result& res)
@@ -147,6 +151,29 @@ std::vector<param> complete_params(const std::vector<const pb::TaskOutcome*>& ou
   };
 }
 
+namespace {
+
+param text_or_null(const std::string& text) {
+  return text.empty() ? param{} : text_param(text);
+}
+
+/// The key spaces as taskmill.put_key_spaces takes them.
+std::string key_spaces_json(const pb::TypeSettingsList& settings) {
+  auto spaces = nlohmann::json::array();
+  for (const auto& k : settings.key_spaces()) {
+    nlohmann::json space{{"name", k.name()}, {"limit", k.limit()}};
+    if (!k.keys().empty())
+      space["keys"] = std::map<std::string, int64_t>(k.keys().begin(), k.keys().end());
+    if (!k.class_path().empty()) space["class_path"] = k.class_path();
+    if (!k.classes().empty())
+      space["classes"] = std::map<std::string, int64_t>(k.classes().begin(), k.classes().end());
+    spaces.push_back(std::move(space));
+  }
+  return spaces.dump();
+}
+
+}  // namespace
+
 std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
   const auto& types = settings.types();
   auto column = [&](auto&& fn) { return param{array_literal_of(types, fn)}; };
@@ -165,6 +192,10 @@ std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
       column([&](const pb::TypeSettings& t) { return positive_or_null(t.heartbeat_timeout_ms()); }),
       column([&](const pb::TypeSettings& t) { return positive_or_null(t.max_timeout_ms()); }),
       positive_or_null(settings.global_limit()),
+      text_param(key_spaces_json(settings)),
+      column([&](const pb::TypeSettings& t) { return text_or_null(t.key_space()); }),
+      column([&](const pb::TypeSettings& t) { return text_or_null(t.key_path()); }),
+      column([&](const pb::TypeSettings& t) { return text_or_null(t.key_separator()); }),
   };
 }
 

@@ -132,7 +132,8 @@ const statement waiting_reason{"waiting_reason",
 const statement put_type_settings{
     "put_type_settings",
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
-    "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int)"};
+    "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int, "
+    "$13::jsonb, $14::text[], $15::text[], $16::text[])"};
 
 // A page of tasks in id order. The page reads at most $7 tasks past the
 // page token through the primary key, whatever the filters match, so that a

@@ -7,6 +7,7 @@
 #include "messages/errors.hpp"
 #include "messages/time.hpp"
 #include "storage/hand_off_notice.hpp"
+#include "tests/support/claim_races.hpp"
 #include "tests/support/task_sql.hpp"
 
 #include <algorithm>
@@ -22,6 +23,7 @@
 using namespace taskmill;
 using test::task_database;
 using test::task_row;
+using namespace taskmill::test::races;
 
 namespace {
 
@@ -825,104 +827,6 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(races)
 
-namespace {
-
-/// What racing claimers saw: how many times each (id, attempt) was claimed,
-/// and how many statements failed.
-struct race_record {
-  std::mutex mtx;
-  std::map<std::pair<int64_t, int>, int> runs;
-  std::atomic<int> errors{0};
-
-  int claimed_twice() const {
-    int twice = 0;
-    for (const auto& [run, times] : runs) twice += times > 1;
-    return twice;
-  }
-};
-
-/// `workers` claimers, each on a connection of its own, claim with the SQL
-/// `claim_of` gives them (rows: the id first, the attempt in column
-/// `attempt_column`) until fifty claims in a row find nothing, and hand each
-/// batch to `finish`, which reports its outcomes on the same connection.
-void race_claimers(const task_database& db, int workers, int attempt_column, race_record& record,
-                   const std::function<std::string(int worker, std::mt19937& rng)>& claim_of,
-                   const std::function<void(db::connection& conn, std::mt19937& rng,
-                                            const std::vector<int64_t>& ids,
-                                            const std::vector<int64_t>& attempts)>& finish) {
-  std::vector<std::thread> threads;
-  for (int w = 0; w < workers; ++w) {
-    threads.emplace_back([&, w] {
-      auto conn = db.connect();
-      std::mt19937 rng(w);
-      int idle = 0;
-      while (idle < 50) {
-        auto claimed = conn.exec(claim_of(w, rng));
-        if (!claimed) {
-          ++record.errors;
-          continue;
-        }
-        if (claimed->rows() == 0) {
-          ++idle;
-          std::this_thread::sleep_for(std::chrono::milliseconds{1});
-          continue;
-        }
-        idle = 0;
-        std::vector<int64_t> ids, attempts;
-        for (int i = 0; i < claimed->rows(); ++i) {
-          ids.push_back(claimed->int64(i, 0));
-          attempts.push_back(claimed->int64(i, attempt_column));
-          std::lock_guard<std::mutex> guard{record.mtx};
-          ++record.runs[{ids.back(), static_cast<int>(attempts.back())}];
-        }
-        finish(conn, rng, ids, attempts);
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-}
-
-std::string integers(const std::vector<int64_t>& values) {
-  return db::number_array_literal(values, [](int64_t v) { return v; });
-}
-
-/// Outcomes for a race's claimers: a third of the executions fail and are
-/// retried; outcomes that do not apply are counted in `stale`.
-auto finish_a_third_retried(race_record& record, std::atomic<int>& stale) {
-  return [&record, &stale](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
-                           const std::vector<int64_t>& attempts) {
-    std::vector<std::string> outcomes;
-    for (size_t i = 0; i < ids.size(); ++i)
-      outcomes.push_back(rng() % 3 == 0 ? "retry" : "succeeded");
-    auto done =
-        conn.exec("SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
-                  integers(ids) + "', '" + integers(attempts) + "', '" +
-                  db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
-    if (!done)
-      ++record.errors;
-    else
-      stale += std::stoi(done->string(0, 0));
-  };
-}
-
-/// After a race of claimers that retried a third: nothing failed or was
-/// stale, no task ran twice under one attempt, every task finished, and each
-/// ran exactly as many times as its attempt counter says, retries included.
-void check_every_task_ran_once_an_attempt(const task_database& db, race_record& record,
-                                          const std::atomic<int>& stale, int tasks) {
-  BOOST_CHECK_EQUAL(record.errors.load(), 0);
-  BOOST_CHECK_EQUAL(stale.load(), 0);
-  BOOST_CHECK_EQUAL(record.claimed_twice(), 0);
-  BOOST_CHECK_EQUAL(
-      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status NOT IN ('succeeded', 'dead')"),
-      "0");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT sum(attempt) FROM taskmill.tasks"),
-                    std::to_string(record.runs.size()));
-  BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));
-}
-
-}  // namespace
-
 BOOST_AUTO_TEST_CASE(concurrent_claimers_never_run_a_task_twice_under_one_attempt) {
   task_database db{"claimrace"};
   constexpr int tasks = 3000;
@@ -1070,13 +974,9 @@ void race_under_running_limits(bool tallied) {
   race_claimers(
       db, 5, 1, record,
       [&](int w, std::mt19937& rng) {
-        // Room beyond the turns is filled in claim order over all levels.
-        std::vector<int64_t> turns(1 + rng() % 8);
-        for (auto& level : turns) level = 1 + rng() % 5;
-        return "SELECT id, attempt FROM taskmill.claim_by_turns('w" + std::to_string(w) + "', " +
-               std::to_string(turns.size() + rng() % 8) + ", '" + integers(turns) +
-               "', '{A,B}', '{" + std::to_string(limit_a) + "," + std::to_string(limit_b) + "}', " +
-               std::to_string(global) + ", NULL, NULL, NULL)";
+        return claim_by_random_turns(w, rng, 8,
+                                     "'{A,B}', '{" + std::to_string(limit_a) + "," +
+                                         std::to_string(limit_b) + "}', " + std::to_string(global));
       },
       [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
           const std::vector<int64_t>& attempts) {

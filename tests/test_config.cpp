@@ -109,6 +109,35 @@ max_timeout = "1h"
   BOOST_CHECK(other.executor == executor_kind::none);
 }
 
+BOOST_AUTO_TEST_CASE(key_spaces_are_read_with_their_keys_and_classes) {
+  temp_file file{R"(
+[key_spaces.tenants]
+limit = 5
+keys = { acme = 50 }
+class_path = "$.tier"
+classes = { free = 2, pro = 20 }
+
+[types.REPORT]
+key_space = "tenants"
+key_path = "$.tenant"
+)"};
+  auto cfg = load_config(file.path.string(), {});
+  BOOST_REQUIRE(cfg);
+  const auto& tenants = cfg->key_spaces.at("tenants");
+  BOOST_CHECK_EQUAL(tenants.limit, 5);
+  BOOST_CHECK_EQUAL(tenants.keys.at("acme"), 50);
+  BOOST_CHECK_EQUAL(tenants.class_path, "$.tier");
+  BOOST_CHECK_EQUAL(tenants.classes.at("pro"), 20);
+  BOOST_CHECK_EQUAL(cfg->type_config("REPORT").key_space, "tenants");
+  BOOST_CHECK_EQUAL(cfg->type_config("REPORT").key_path, "$.tenant");
+  BOOST_CHECK(
+      contains(error_of("[key_spaces.t]\nkeys = { a = 1 }\n"), "'key_spaces.t.limit' is required"));
+  BOOST_CHECK(contains(error_of("[key_spaces.t]\nlimit = 1\nkeys = { a = \"x\" }\n"),
+                       "'key_spaces.t.keys.a' must be an integer"));
+  BOOST_CHECK(contains(error_of("[key_spaces.t]\nlimit = 1\nclass = \"$.x\"\n"),
+                       "unknown option 'key_spaces.t.class'"));
+}
+
 BOOST_AUTO_TEST_CASE(jobs_are_read_with_their_payload_and_checked) {
   temp_file file{R"(
 [[jobs]]

@@ -290,6 +290,58 @@ BOOST_AUTO_TEST_CASE(limits_hold_across_nodes_claiming_at_once) {
   BOOST_CHECK_GE(nodes_used, 2);
 }
 
+// Keyed limits from the nodes' configs (SPEC §4 Keyed limits): three nodes
+// drain five tenants' tasks; no tenant ever runs more than its limit, and
+// the small tenants are not left behind the big one's backlog.
+BOOST_AUTO_TEST_CASE(keys_hold_across_nodes_claiming_at_once) {
+  for (int i = 1; i <= 3; ++i) {
+    auto cfg = test_node_config("n" + std::to_string(i));
+    cfg.scheduling.batch_size = 8;
+    cfg.key_spaces["tenants"] = {"tenants", 2, {{"big", 3}}, "", {}};
+    auto keyed = cfg.types.at("SLEEP");
+    keyed.name = "KEYED";
+    keyed.key_space = "tenants";
+    keyed.key_path = "$.tenant";
+    cfg.types["KEYED"] = keyed;
+    start(cfg);
+  }
+  // The big tenant's 90 tasks are all older than the others' 15 each.
+  db.exec(
+      "SELECT count(taskmill.submit('KEYED', 'big-' || k, payload => '{\"tenant\": \"big\", "
+      "\"ms\": 30}')) FROM generate_series(1, 90) k");
+  db.exec(
+      "SELECT count(taskmill.submit('KEYED', t || '-' || k, payload => jsonb_build_object("
+      "'tenant', t, 'ms', 30))) FROM generate_series(1, 15) k, unnest('{s1,s2,s3,s4}'::text[]) t");
+  int64_t samples = 0, most_big = 0, most_small = 0;
+  auto watcher = db.connect();
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        auto res = watcher.exec(
+            "SELECT coalesce(max(n) FILTER (WHERE k = 'big'), 0), coalesce(max(n) FILTER (WHERE k "
+            "<> 'big'), 0), (SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded') "
+            "FROM (SELECT concurrency_key AS k, count(*) AS n FROM taskmill.tasks "
+            "WHERE status = 'running' GROUP BY 1) r");
+        BOOST_REQUIRE(res);
+        ++samples;
+        most_big = std::max<int64_t>(most_big, std::stoll(res->string(0, 0)));
+        most_small = std::max<int64_t>(most_small, std::stoll(res->string(0, 1)));
+        return res->string(0, 2) == "150";
+      },
+      60s));
+  BOOST_TEST_MESSAGE(samples << " samples: at most " << most_big << " of the big tenant running, "
+                             << most_small << " of a small one");
+  BOOST_CHECK_LE(most_big, 3);
+  BOOST_CHECK_LE(most_small, 2);
+  BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
+  // Served in turns: the small tenants' last task started long before the
+  // big tenant's last (at 3 running it needs 90 / 3 rounds of 30 ms).
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT (SELECT max(started_at) FROM taskmill.tasks "
+                "WHERE concurrency_key <> 'big') < (SELECT max(started_at) - "
+                "interval '200 ms' FROM taskmill.tasks WHERE concurrency_key = 'big')"),
+      "t");
+}
+
 BOOST_AUTO_TEST_CASE(notifications_wake_idle_nodes_long_before_their_poll) {
   auto cfg = test_node_config("listener");
   cfg.scheduling.poll_interval = 20s;

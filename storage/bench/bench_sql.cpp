@@ -94,6 +94,20 @@ SELECT m.type, $3 || g, now() - interval '1 minute', md5(g::text), 1 + g % 5, s.
        LATERAL taskmill.type_settings(m.type) s
 )sql";
 
+// $2 due tasks of type $1 (keys $3 || n) over all five levels, their
+// tenants ($.tenant) $5 keys in turn; keyed in space $4 unless it is NULL,
+// as a submit keys them.
+const char* const load_keyed_backlog = R"sql(
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                            backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                            payload, key_space, concurrency_key)
+SELECT $1, $3 || g, now() - interval '1 minute', md5(g::text), 1 + g % 5, s.max_retries,
+       s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter,
+       jsonb_build_object('tenant', 't' || g % $5::integer), $4::text,
+       CASE WHEN $4::text IS NOT NULL THEN 't' || g % $5::integer END
+  FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s
+)sql";
+
 const char* const load_calendar = R"sql(
 INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
                             backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter)

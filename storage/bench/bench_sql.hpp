@@ -38,6 +38,7 @@ extern const char* const load_backlog;
 /// $1: types (text[]), $2: how many, $3: key prefix. Due tasks spread evenly
 /// over the types and the five priorities.
 extern const char* const load_mixed_backlog;
+extern const char* const load_keyed_backlog;
 /// $1: type, $2: how many. Tasks due days later: a calendar.
 extern const char* const load_calendar;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.

@@ -29,7 +29,8 @@ RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, ver
                deadline_at timestamptz, batch text, shard_index integer, shard_total integer,
                trace_id text, picked_by text, heartbeat_at timestamptz, started_at timestamptz,
                created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-               pinned_node text, has_children boolean, parent_results jsonb)
+               pinned_node text, has_children boolean, parent_results jsonb, key_space text,
+               concurrency_key text, key_class text)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_batch text := p_batches[1];

@@ -120,10 +120,13 @@ DECLARE
   -- The tasks this claim made running, and each limited type's room before.
   v_claimed bigint[] := '{}';
   v_room_at_start integer[];
+  -- The types this node runs whose tasks are keyed, and their key spaces.
+  v_keyed record := taskmill.keyed_types(p_types);
 BEGIN
   IF p_after_short_claim AND p_global_limit <= 0
      AND coalesce(cardinality(p_capped_types), 0) = 0
-     AND coalesce(cardinality(p_local_types), 0) = 0 THEN
+     AND coalesce(cardinality(p_local_types), 0) = 0
+     AND cardinality(v_keyed.types) = 0 THEN
     v_ids := taskmill.all_due_if_few(p_node, p_limit, p_types);
     IF v_ids IS NOT NULL THEN
       RETURN QUERY SELECT * FROM taskmill.claim_ids(p_node, v_ids,
@@ -145,6 +148,15 @@ BEGIN
     v_left := v_rooms.left_in_claim;
     v_capped := v_rooms.capped;
     v_room := v_rooms.room;
+  END IF;
+  -- A keyed type is limited by its keys' rooms, counted under the limits'
+  -- lock as they are searched (taskmill.lock_keyed); as a type it has the
+  -- claim's room unless it has a limit of its own.
+  IF cardinality(v_keyed.types) > 0 THEN
+    PERFORM pg_advisory_xact_lock(7345, 3);
+    SELECT v_capped || coalesce(array_agg(k.type), '{}'), v_room || coalesce(array_agg(v_left), '{}')
+      INTO v_capped, v_room
+      FROM unnest(v_keyed.types) AS k(type) WHERE k.type <> ALL (v_capped);
   END IF;
   v_room_at_start := v_room;
   SELECT q.quotas, q.taken INTO v_quotas, v_turns_taken
@@ -192,10 +204,11 @@ BEGIN
     -- scattered over the table, and the claim's updates and the outcomes'
     -- read more pages a task.
     v_together := cardinality(v_capped) > 0 AND NOT (v_levels && v_foreign_ends)
+                  AND cardinality(v_keyed.types) = 0
                   AND taskmill.rooms_hold(v_capped, v_room, p_types, v_quota);
     v_lock := taskmill.lock_level(p_node, p_types, lvl, v_levels, v_foreign_ends, v_capped,
-                                  v_uncapped, v_together, v_room, v_quota, v_left, v_more,
-                                  v_unlimited_types);
+                                  v_uncapped, v_together, v_keyed.types, v_keyed.spaces, v_room,
+                                  v_quota, v_left, v_more, v_unlimited_types);
     v_room := v_lock.room;
     v_quota := v_lock.quota;
     v_left := v_lock.left_in_claim;

@@ -352,7 +352,7 @@ $$;
 CREATE FUNCTION taskmill.lock_level(p_node text, p_types text[], p_level integer,
                                     p_levels integer[], p_foreign_ends integer[],
                                     p_capped text[], p_uncapped boolean, p_together boolean,
-                                    INOUT room integer[], INOUT quota integer,
+                                    p_keyed text[], p_key_spaces text[], INOUT room integer[], INOUT quota integer,
                                     INOUT left_in_claim integer, INOUT more boolean,
                                     INOUT unlimited_types text[], OUT ids bigint[])
 LANGUAGE plpgsql AS $$
@@ -366,11 +366,51 @@ DECLARE
   v_found record;
   -- How many a step's search found, each locked for the claim's update.
   v_locked integer;
+  v_space text;
+  v_want integer;
+  v_keyed record;
+  -- The keys of the tasks a space's searches locked so far, and how many.
+  v_held_keys text[];
+  v_held integer[];
 BEGIN
   ids := '{}';
+  -- Each key space first, its keys in turns, as far as the rooms of its
+  -- types with a limit of their own allow.
+  FOR v_space IN SELECT DISTINCT s.space FROM unnest(p_key_spaces) AS s(space) ORDER BY 1 LOOP
+    v_want := (SELECT least(quota, min(room[array_position(p_capped, k.type)]))
+                 FROM unnest(p_keyed, p_key_spaces) AS k(type, space) WHERE k.space = v_space);
+    v_held_keys := '{}';
+    v_held := '{}';
+    FOREACH v_step IN ARRAY p_levels LOOP
+      EXIT WHEN v_want <= 0;
+      v_keyed := taskmill.lock_keyed(v_space,
+                                     ARRAY(SELECT k.type FROM unnest(p_keyed, p_key_spaces)
+                                                            AS k(type, space)
+                                            WHERE k.space = v_space),
+                                     v_step, p_node, v_want, v_held_keys, v_held);
+      SELECT coalesce(array_agg(h.key), '{}'), coalesce(array_agg(h.n), '{}')
+        INTO v_held_keys, v_held
+        FROM (SELECT a.key, sum(a.n)::integer AS n
+                FROM (SELECT * FROM unnest(v_held_keys, v_held) AS u(key, n)
+                      UNION ALL SELECT k, 1 FROM unnest(v_keyed.keys) AS k) a
+               GROUP BY a.key) h;
+      v_locked := cardinality(v_keyed.ids);
+      ids := ids || v_keyed.ids;
+      more := more OR v_keyed.more;
+      room := taskmill.rooms_after(v_keyed.types, p_capped, room);
+      quota := quota - v_locked;
+      left_in_claim := left_in_claim - v_locked;
+      v_want := least(v_want - v_locked, quota);
+    END LOOP;
+  END LOOP;
   FOR i IN 1..cardinality(p_capped) + 1 LOOP
     v_type := p_capped[i];
     CONTINUE WHEN p_together AND v_type IS NOT NULL;
+    -- Searched by key above; its tasks beyond its keys' rooms may be due.
+    IF v_type = ANY (p_keyed) THEN
+      v_capped_may_wait := v_capped_may_wait OR taskmill.may_have_due(v_type, p_levels);
+      CONTINUE;
+    END IF;
     v_step := CASE WHEN v_type IS NOT NULL THEN least(quota, room[i])
                    WHEN p_uncapped OR p_together THEN quota ELSE 0 END;
     IF v_type IS NOT NULL AND v_step <= 0 AND p_uncapped AND NOT v_capped_may_wait THEN

@@ -87,7 +87,8 @@ LANGUAGE sql AS $$
              s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter,
              s.deadline_at, s.batch, s.shard_index, s.shard_total, s.trace_id, s.picked_by,
              s.heartbeat_at, s.started_at, s.created_at, s.updated_at, s.finished_at,
-             s.pinned_node, s.has_children, s.parent_results)::taskmill.tasks
+             s.pinned_node, s.has_children, s.parent_results, s.key_space, s.concurrency_key,
+             s.key_class)::taskmill.tasks
     FROM taskmill.submit_batch(p_types, p_keys, p_versions, p_payloads, p_execute_ats,
                                p_priorities, p_max_retries, p_timeouts, p_backoff_kinds,
                                p_backoff_bases, p_backoff_caps, p_backoff_jitters, p_batches,

@@ -17,9 +17,10 @@
 -- transaction (taskmill.withdraw_offer), and takes as many tasks fewer as
 -- submits took of it unheard, so that those and the claim's never exceed the
 -- permits held. Only nodes without running limits and without executors of
--- limited capacity offer, and a task of a type with a running limit is never
--- handed off: limits are counted in claims. A task is handed off only while
--- no due task waits, so that none overtakes one that is due.
+-- limited capacity offer, and a task of a type with a running limit, or
+-- keyed (storage/sql/keys.sql), is never handed off: limits are counted in
+-- claims. A task is handed off only while no due task waits, so that none
+-- overtakes one that is due.
 --
 -- Nobody waits on a submit that took a permit: the permit is a row the
 -- committing submit deletes, which the node's own calls pass over until the

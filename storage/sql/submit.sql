@@ -95,10 +95,18 @@ DECLARE
   v_start_error text;
   v_parents_left integer;
   v_waiting boolean;
+  -- Of a type keyed (storage/sql/keys.sql): the task's key and class.
+  v_concurrency_key text;
+  v_key_class text;
 BEGIN
   v_problem := taskmill.task_problem(type, key, version, execute_at, priority, max_retries,
                                      timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                      backoff_jitter, batch, trace_id, shard_index, shard_total);
+  IF v_problem IS NULL AND s.key_space IS NOT NULL THEN
+    v_problem := taskmill.task_key_problem(type, s.key_path, s.key_separator, key, v_payload);
+    v_concurrency_key := taskmill.concurrency_key_of(s.key_path, s.key_separator, key, v_payload);
+    v_key_class := taskmill.key_class_of(s.key_space, v_payload);
+  END IF;
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
@@ -138,7 +146,8 @@ BEGIN
              batch = submit.batch,
              trace_id = v_trace, shard_index = submit.shard_index,
              shard_total = submit.shard_total, retry_count = 0, result = NULL,
-             heartbeat_at = NULL, updated_at = now()
+             heartbeat_at = NULL, updated_at = now(), key_space = s.key_space,
+             concurrency_key = v_concurrency_key, key_class = v_key_class
        WHERE t.id = cur.id AND t.status IN ('pending', 'failed', 'dead', 'stopped')
          AND (t.execute_at = 'infinity') = v_waiting
       RETURNING t.* INTO task;
@@ -173,14 +182,15 @@ BEGIN
     INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority, max_retries,
                                 timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                 backoff_jitter, deadline_at, batch, trace_id, shard_index,
-                                shard_total)
+                                shard_total, key_space, concurrency_key, key_class)
     VALUES (type, key, v_version, v_payload,
             CASE WHEN v_start_status IS NULL
                       OR (v_start_status = 'pending' AND v_parents_left = 0)
                  THEN v_execute_at ELSE 'infinity' END,
             v_priority, v_max_retries, v_timeout_ms, v_kind, v_base, v_cap, v_jitter,
             CASE WHEN coalesce(v_parents_left, 0) = 0 THEN v_deadline END,
-            batch, v_trace, shard_index, shard_total)
+            batch, v_trace, shard_index, shard_total, s.key_space, v_concurrency_key,
+            v_key_class)
     RETURNING * INTO task;
     outcome := 'created';
     IF v_start_status IS NOT NULL THEN
@@ -201,7 +211,7 @@ BEGIN
     END IF;
     -- Due at once, it may go to an idle node as the transaction commits
     -- (storage/sql/offers.sql), which wakes the nodes if it does not.
-    IF v_execute_at <= now() AND s.running_limit IS NULL THEN
+    IF v_execute_at <= now() AND s.running_limit IS NULL AND s.key_space IS NULL THEN
       IF taskmill.ask_hand_off(task.id) THEN
         RETURN;
       END IF;
@@ -240,7 +250,8 @@ RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, ver
                deadline_at timestamptz, batch text, shard_index integer, shard_total integer,
                trace_id text, picked_by text, heartbeat_at timestamptz, started_at timestamptz,
                created_at timestamptz, updated_at timestamptz, finished_at timestamptz,
-               pinned_node text, has_children boolean, parent_results jsonb)
+               pinned_node text, has_children boolean, parent_results jsonb, key_space text,
+               concurrency_key text, key_class text)
 LANGUAGE plpgsql
 -- The plans are kept for the session: planned at every call, a submit spent
 -- more time planning than a task of a small batch costs to store. With
@@ -288,6 +299,21 @@ BEGIN
    WHERE c.problem IS NOT NULL
    ORDER BY c.ord
    LIMIT 1;
+  IF v_problem IS NULL
+     AND EXISTS (SELECT 1 FROM taskmill.task_types s
+                  WHERE s.key_space IS NOT NULL AND s.type = ANY (p_types)) THEN
+    SELECT CASE WHEN cardinality(p_types) = 1 THEN c.problem
+                ELSE format('tasks[%s].%s', c.ord - 1, c.problem) END
+      INTO v_problem
+      FROM (SELECT u.ord, taskmill.task_key_problem(u.type, s.key_path, s.key_separator, u.key,
+                                                    coalesce(u.payload, '{}')) AS problem
+              FROM unnest(p_types, p_keys, p_payloads) WITH ORDINALITY AS u(type, key, payload, ord),
+                   LATERAL taskmill.type_settings(u.type) s
+             WHERE s.key_space IS NOT NULL) c
+     WHERE c.problem IS NOT NULL
+     ORDER BY c.ord
+     LIMIT 1;
+  END IF;
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
@@ -350,7 +376,8 @@ BEGIN
   RETURN QUERY
   WITH settings AS MATERIALIZED (
     SELECT ty.type AS for_type, s.max_retries, s.timeout_ms, s.backoff_kind, s.backoff_base_ms,
-           s.backoff_cap_ms, s.backoff_jitter, s.pending_deadline_ms
+           s.backoff_cap_ms, s.backoff_jitter, s.pending_deadline_ms, s.key_space, s.key_path,
+           s.key_separator
       FROM (SELECT DISTINCT t.type FROM unnest(p_types) AS t(type)) ty,
            LATERAL taskmill.type_settings(ty.type) s
   ),
@@ -367,7 +394,12 @@ BEGIN
            coalesce(u.backoff_jitter, s.backoff_jitter) AS backoff_jitter,
            s.pending_deadline_ms, u.batch,
            coalesce(nullif(u.trace_id, ''), taskmill.new_trace_id()) AS trace_id,
-           u.shard_index, u.shard_total
+           u.shard_index, u.shard_total, s.key_space,
+           CASE WHEN s.key_space IS NOT NULL
+                THEN taskmill.concurrency_key_of(s.key_path, s.key_separator, u.key,
+                                                 coalesce(u.payload, '{}')) END AS concurrency_key,
+           CASE WHEN s.key_space IS NOT NULL
+                THEN taskmill.key_class_of(s.key_space, coalesce(u.payload, '{}')) END AS key_class
       FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
                   p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
                   p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
@@ -382,11 +414,12 @@ BEGIN
     INSERT INTO taskmill.tasks AS t (type, key, version, payload, execute_at, priority,
                                      max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                      backoff_cap_ms, backoff_jitter, deadline_at, batch,
-                                     trace_id, shard_index, shard_total)
+                                     trace_id, shard_index, shard_total, key_space,
+                                     concurrency_key, key_class)
     SELECT f.type, f.key, f.version, f.payload, f.execute_at, f.priority, f.max_retries,
            f.timeout_ms, f.backoff_kind, f.backoff_base_ms, f.backoff_cap_ms, f.backoff_jitter,
            f.execute_at + f.pending_deadline_ms * interval '1 millisecond', f.batch,
-           f.trace_id, f.shard_index, f.shard_total
+           f.trace_id, f.shard_index, f.shard_total, f.key_space, f.concurrency_key, f.key_class
       FROM fresh f
     RETURNING t.*
   )
@@ -431,6 +464,10 @@ DECLARE
                           NULL, NULL, NULL, NULL),
     CASE WHEN execute_at IS NULL THEN 'execute_at is required' END);
 BEGIN
+  s := taskmill.type_settings(type);
+  IF problem IS NULL AND s.key_space IS NOT NULL AND payload IS NOT NULL THEN
+    problem := taskmill.task_key_problem(type, s.key_path, s.key_separator, key, payload);
+  END IF;
   IF problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(problem);
   END IF;
@@ -442,7 +479,6 @@ BEGIN
        WHERE t.type = type AND t.key = key AND t.status = 'cancelled'
        ORDER BY t.id DESC LIMIT 1;
       IF prev.id IS NULL THEN
-        s := taskmill.type_settings(type);
         INSERT INTO taskmill.tasks (type, key, payload, execute_at, priority, max_retries,
                                     timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                     backoff_jitter, deadline_at, trace_id)
@@ -465,6 +501,7 @@ BEGIN
         RETURNING * INTO task;
       END IF;
       outcome := 'created';
+      task := taskmill.keyed_as_typed(task);
       PERFORM taskmill.wake_nodes();
       RETURN;
     END IF;
@@ -493,6 +530,7 @@ BEGIN
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'updated';
+        task := taskmill.keyed_as_typed(task);
         PERFORM taskmill.wake_nodes();
         RETURN;
       END IF;
@@ -506,6 +544,7 @@ BEGIN
       RETURNING t.* INTO task;
       IF FOUND THEN
         outcome := 'updated';
+        task := taskmill.keyed_as_typed(task);
         -- As the trigger left it: waiting again, if parents have not finished.
         SELECT t.* INTO task FROM taskmill.tasks t WHERE t.id = cur.id;
         PERFORM taskmill.wake_nodes();
@@ -543,6 +582,7 @@ BEGIN
           RETURNING t.* INTO task;
         END IF;
         outcome := 'recreated';
+        task := taskmill.keyed_as_typed(task);
         PERFORM taskmill.wake_nodes();
         RETURN;
       END IF;

@@ -34,11 +34,37 @@ CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
                                            p_limits integer[],
                                            p_heartbeat_timeouts bigint[] DEFAULT NULL,
                                            p_max_timeouts integer[] DEFAULT NULL,
-                                           p_global_limit integer DEFAULT NULL) RETURNS void
+                                           p_global_limit integer DEFAULT NULL,
+                                           p_key_spaces jsonb DEFAULT NULL,
+                                           p_type_key_spaces text[] DEFAULT NULL,
+                                           p_key_paths text[] DEFAULT NULL,
+                                           p_key_separators text[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_problem text;
+  -- The types whose tasks are keyed otherwise from now on.
+  v_rekeyed text[];
 BEGIN
+  PERFORM taskmill.put_key_spaces(p_key_spaces);
+  IF p_type_key_spaces IS NOT NULL THEN
+    SELECT p INTO v_problem
+      FROM unnest(p_types, p_type_key_spaces, p_key_paths, p_key_separators)
+             AS u(type, space, path, separator),
+           taskmill.type_key_problem(coalesce(nullif(u.type, ''), 'defaults'), u.space, u.path,
+                                     u.separator) p
+     WHERE p IS NOT NULL OR (u.type = '' AND u.space IS NOT NULL)
+     LIMIT 1;
+    IF FOUND THEN
+      PERFORM taskmill.bad_argument(coalesce(v_problem,
+                                             'defaults: key_space is a setting of each type'));
+    END IF;
+    v_rekeyed := ARRAY(
+      SELECT u.type FROM unnest(p_types, p_type_key_spaces, p_key_paths, p_key_separators)
+                           AS u(type, space, path, separator)
+        LEFT JOIN taskmill.task_types s ON s.type = u.type
+       WHERE (u.space, u.path, u.separator)
+             IS DISTINCT FROM (s.key_space, s.key_path, s.key_separator));
+  END IF;
   SELECT format('task type "%s": %s', u.type, p) INTO v_problem
     FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds, p_backoff_bases,
                 p_backoff_caps, p_backoff_jitters)
@@ -65,11 +91,13 @@ BEGIN
   INSERT INTO taskmill.task_types AS s (type, timeout_ms, max_retries, backoff_kind,
                                         backoff_base_ms, backoff_cap_ms, backoff_jitter,
                                         pending_deadline_ms, running_limit,
-                                        heartbeat_timeout_ms, max_timeout_ms, updated_at)
+                                        heartbeat_timeout_ms, max_timeout_ms, key_space,
+                                        key_path, key_separator, updated_at)
   SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
                                 p_backoff_bases, p_backoff_caps, p_backoff_jitters,
                                 p_deadlines, p_limits, p_heartbeat_timeouts,
-                                p_max_timeouts) AS u
+                                p_max_timeouts, p_type_key_spaces, p_key_paths,
+                                p_key_separators) AS u
   ON CONFLICT (type) DO UPDATE
      SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
          backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
@@ -81,7 +109,18 @@ BEGIN
                                      ELSE excluded.heartbeat_timeout_ms END,
          max_timeout_ms = CASE WHEN p_max_timeouts IS NULL THEN s.max_timeout_ms
                                ELSE excluded.max_timeout_ms END,
+         key_space = CASE WHEN p_type_key_spaces IS NULL THEN s.key_space
+                          ELSE excluded.key_space END,
+         key_path = CASE WHEN p_type_key_spaces IS NULL THEN s.key_path
+                         ELSE excluded.key_path END,
+         key_separator = CASE WHEN p_type_key_spaces IS NULL THEN s.key_separator
+                              ELSE excluded.key_separator END,
          updated_at = now();
+  IF cardinality(v_rekeyed) > 0 THEN
+    PERFORM taskmill.rekey_tasks(ARRAY(SELECT t.id FROM taskmill.tasks t
+                                        WHERE t.type = ANY (v_rekeyed)
+                                          AND t.status IN ('pending', 'failed', 'running')));
+  END IF;
   PERFORM taskmill.track_running(ARRAY(SELECT u.type FROM unnest(p_types, p_limits) AS u(type, n)
                                         WHERE u.n > 0 AND u.type <> ''),
                                  coalesce(p_global_limit, 0) > 0);

@@ -6,7 +6,9 @@
 -- is probed once per priority level.
 
 -- The first of the reasons that holds, in the order a claim meets them:
--- parents to wait for (the first 100 of them in parents); not due yet; no node that could claim it; a full limit; due work ahead.
+-- parents to wait for (the first 100 of them in parents); not due yet; no node
+-- that could claim it; a full limit (its type's, its key's, the global one);
+-- due work ahead.
 -- p_lease_ms and p_heartbeat_ms are the asking node's lease and heartbeat
 -- interval (every node of a cluster has the same); p_global_limit its global
 -- running limit (0: none) and p_weights the priority weights, levels 1..5.
@@ -95,6 +97,19 @@ BEGIN
       RETURN QUERY SELECT 'limit_full', format(
         'the running limit of type %s is full: %s of %s running', t.type, v_running, v_limit),
         NULL::timestamptz, NULL::bigint[];
+      RETURN;
+    END IF;
+  END IF;
+  IF t.key_space IS NOT NULL THEN
+    SELECT taskmill.key_limit(k, t.concurrency_key, t.key_class) INTO v_limit
+      FROM taskmill.key_spaces k WHERE k.name = t.key_space;
+    SELECT count(*) INTO v_running FROM taskmill.tasks r
+     WHERE r.key_space = t.key_space AND r.concurrency_key = t.concurrency_key
+       AND r.status = 'running';
+    IF v_running >= v_limit THEN
+      RETURN QUERY SELECT 'key_limit_full', format(
+        'key %s of key space %s is full: %s of %s running', t.concurrency_key, t.key_space,
+        v_running, v_limit), NULL::timestamptz, NULL::bigint[];
       RETURN;
     END IF;
   END IF;

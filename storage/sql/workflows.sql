@@ -212,6 +212,15 @@ BEGIN
                                       p_backoff_kinds, p_backoff_bases, p_backoff_caps,
                                       p_backoff_jitters, p_batches, p_trace_ids,
                                       p_shard_indexes, p_shard_totals);
+  IF v_problem IS NULL THEN
+    SELECT format('steps[%s].%s', u.ord - 1, p) INTO v_problem
+      FROM unnest(p_types, p_keys, p_payloads) WITH ORDINALITY AS u(type, key, payload, ord),
+           LATERAL taskmill.type_settings(u.type) s,
+           taskmill.task_key_problem(u.type, s.key_path, s.key_separator,
+                                     coalesce(u.key, 'step'), coalesce(u.payload, '{}')) p
+     WHERE s.key_space IS NOT NULL AND p IS NOT NULL
+     ORDER BY u.ord LIMIT 1;
+  END IF;
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
@@ -356,7 +365,8 @@ BEGIN
                                      max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                      backoff_cap_ms, backoff_jitter, deadline_at, batch,
                                      trace_id, shard_index, shard_total, pinned_node,
-                                     has_children, parent_results)
+                                     has_children, parent_results, key_space, concurrency_key,
+                                     key_class)
     OVERRIDING SYSTEM VALUE
     SELECT u.id, p_types[u.step], u.key, coalesce(p_versions[u.step], 0),
            coalesce(p_payloads[u.step], '{}'),
@@ -373,7 +383,12 @@ BEGIN
                      + s.pending_deadline_ms * interval '1 millisecond' END,
            p_batches[u.step], coalesce(nullif(p_trace_ids[u.step], ''), taskmill.new_trace_id()),
            u.shard, u.total, u.pin, coalesce(u.step = ANY (p_parents), false),
-           CASE WHEN waiting THEN '{}'::jsonb END
+           CASE WHEN waiting THEN '{}'::jsonb END, s.key_space,
+           CASE WHEN s.key_space IS NOT NULL
+                THEN taskmill.concurrency_key_of(s.key_path, s.key_separator, u.key,
+                                                 coalesce(p_payloads[u.step], '{}')) END,
+           CASE WHEN s.key_space IS NOT NULL
+                THEN taskmill.key_class_of(s.key_space, coalesce(p_payloads[u.step], '{}')) END
       FROM unnest(p_ids, p_steps, p_shards, p_totals, p_keys, p_pins)
              AS u(id, step, shard, total, key, pin),
            LATERAL taskmill.type_settings(p_types[u.step]) s,

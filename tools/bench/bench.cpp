@@ -2,6 +2,7 @@
 
 #include "tools/bench/flows.hpp"
 #include "tools/bench/harness.hpp"
+#include "tools/bench/keys.hpp"
 #include "tools/bench/limits.hpp"
 
 #include "actors/http/http_server.hpp"
@@ -39,9 +40,9 @@
 
 namespace taskmill {
 
-const std::vector<std::string> bench_phases{"submit",   "end-to-end", "latency", "wake-up",
-                                            "backlog",  "drain",      "limits",  "pooler",
-                                            "calendar", "flows",      "progress"};
+const std::vector<std::string> bench_phases{"submit",  "end-to-end", "latency", "wake-up",
+                                            "backlog", "drain",      "limits",  "keys",
+                                            "pooler",  "calendar",   "flows",   "progress"};
 
 namespace {
 
@@ -87,6 +88,9 @@ struct plan {
   /// the one held to 5 beside them.
   int even_tasks;
   int held_tasks;
+  /// The keyed drain: its tasks, over how many keys (each limited to 5).
+  int keyed_tasks;
+  int keys;
   /// Tasks due days later under the calendar-scale drain.
   int calendar_tasks;
   /// One-task submit clients, each on a connection of its own.
@@ -101,12 +105,12 @@ struct plan {
 
 plan plan_for(bool quick) {
   if (quick)
-    return {1,         1.0,     10'000,  3.0,     200, 100'000, 10'000, 10'000, 20'000,
-            {100'000}, 100'000, 100'000, 200'000, 64,  200,     2'000,  1'000,  5.0};
-  return {3,         5.0,     100'000,   15.0,    200,
-          1'000'000, 10'000,  10'000,    100'000, {100'000, 1'000'000},
-          100'000,   100'000, 5'000'000, 64,      1'000,
-          10'000,    1'000,   10.0};
+    return {1,       1.0,     10'000,  3.0,    200,     100'000, 10'000, 10'000, 20'000, {100'000},
+            100'000, 100'000, 100'000, 10'000, 200'000, 64,      200,    2'000,  1'000,  5.0};
+  return {3,         5.0,     100'000, 15.0,    200,
+          1'000'000, 10'000,  10'000,  100'000, {100'000, 1'000'000},
+          100'000,   100'000, 100'000, 10'000,  5'000'000,
+          64,        1'000,   10'000,  1'000,   10.0};
 }
 
 // -- the measurements --------------------------------------------------------------
@@ -637,8 +641,10 @@ int measure(const bench_options& options) {
       pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"}, fan_out_rate{"tasks/s"},
       fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
       progress_statements{"statements/s"}, reports_per_statement{"ratio"};
-  limits_report limits;
-  auto peak_rss = [&] { return std::max({node.peak_rss(), talking.peak_rss(), limits.peak_rss}); };
+  phase_report limits, keys;
+  auto peak_rss = [&] {
+    return std::max({node.peak_rss(), talking.peak_rss(), limits.peak_rss, keys.peak_rss});
+  };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
   auto announce = [&](const std::string& what, int r, int64_t more_rss) {
@@ -717,6 +723,11 @@ int measure(const bench_options& options) {
     node.stop();
     limits = measure_limits({p.runs, p.limit_backlogs, p.even_tasks, p.held_tasks}, options.binary,
                             database.conninfo(), conn, announce);
+  }
+  if (want("keys")) {
+    node.stop();
+    keys = measure_keys({p.runs, p.keyed_tasks, p.keys, 5}, options.binary, database.conninfo(),
+                        conn, announce);
   }
   for (int r = 0; r < p.runs && want("pooler") && !database.pooled_conninfo().empty(); ++r) {
     runs("drain of " + std::to_string(p.drain_tasks) + " through PgBouncer, transaction mode", r);
@@ -809,7 +820,9 @@ int measure(const bench_options& options) {
   auto rows_before_limits = std::find_if(rows.begin(), rows.end(), [](const auto& row) {
     return row.first.rfind("drain: ", 0) == 0 && row.first.find("beside") != std::string::npos;
   });
-  rows.insert(rows_before_limits, limits.rows.begin(), limits.rows.end());
+  rows_before_limits = rows.insert(rows_before_limits, limits.rows.begin(), limits.rows.end());
+  rows.insert(rows_before_limits + static_cast<std::ptrdiff_t>(limits.rows.size()),
+              keys.rows.begin(), keys.rows.end());
   std::vector<target> targets{
       {"end to end >= 75% of the raw-SQL ceiling", e2e_ratio, ">=", 0.75},
       {"drain >= 90% of the raw drain ceiling", drain_ratio, ">=", 0.9},
@@ -826,6 +839,7 @@ int measure(const bench_options& options) {
       {"node peak RSS (MiB)", rss, "<=", 50},
   };
   targets.insert(targets.end(), limits.targets.begin(), limits.targets.end());
+  targets.insert(targets.end(), keys.targets.begin(), keys.targets.end());
   std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
   std::erase_if(targets, [](const target& t) { return t.measured.runs.empty(); });
   std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",

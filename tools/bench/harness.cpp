@@ -2,8 +2,10 @@
 
 #include <libpq-fe.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -161,6 +163,66 @@ double drain_rate(bench_node& node, db::connection& conn, const type_list& types
     throw bench_failure{"drain: " + std::to_string(counts.claimed_again) +
                         " tasks claimed more than once"};
   return static_cast<double>(res.int64(0, 1)) / res.float64(0, 0);
+}
+
+namespace {
+
+struct function_time {
+  int64_t calls = 0;
+  double total_ms = 0;
+  double self_ms = 0;
+};
+
+std::map<std::string, function_time> function_times(db::connection& conn) {
+  std::map<std::string, function_time> out;
+  auto res = run(conn, sql::claim_function_times);
+  for (int i = 0; i < res.rows(); ++i)
+    out[res.string(i, 0)] = {res.int64(i, 1), res.float64(i, 2), res.float64(i, 3)};
+  return out;
+}
+
+}  // namespace
+
+void time_function_calls(db::connection& conn, bool on) {
+  run(conn, on ? sql::track_function_calls : sql::untrack_function_calls);
+  run(conn, sql::reload_configuration);
+}
+
+drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list& types, int tasks,
+                         const std::function<void()>& load) {
+  std::map<std::string, function_time> before;
+  drain_run out{};
+  out.rate = drain_rate(node, conn, types, tasks, [&] {
+    load();
+    // The load's own counts (the submits' functions) are not the drain's:
+    // flushed at once, and read before it.
+    run(conn, sql::flush_statistics);
+    before = function_times(conn);
+  });
+  // A stopped node's sessions report their counts as they exit, a moment
+  // after the node: read earlier, a drain's counts went to the next one's.
+  sleep_checked(milliseconds{300});
+  auto after = function_times(conn);
+  auto delta = [&](const std::string& name) {
+    auto a = after[name];
+    auto b = before[name];
+    return function_time{a.calls - b.calls, a.total_ms - b.total_ms, a.self_ms - b.self_ms};
+  };
+  auto claims = delta("claim_by_turns");
+  out.claim_us_per_task = claims.total_ms * 1000.0 / tasks;
+  out.tasks_per_claim = claims.calls > 0 ? static_cast<double>(tasks) / claims.calls : 0;
+  out.node_us_per_task = node.last_cpu_seconds() * 1e6 / tasks;
+  std::vector<std::pair<double, std::string>> heaviest;
+  for (const auto& [name, t] : after)
+    if (auto d = delta(name); d.self_ms > 0) heaviest.emplace_back(d.self_ms, name);
+  std::sort(heaviest.rbegin(), heaviest.rend());
+  std::string line = "  claims: " + fixed(out.claim_us_per_task, 1) + " us a task, " +
+                     fixed(out.tasks_per_claim, 1) + " tasks a claim; node " +
+                     fixed(out.node_us_per_task, 1) + " us a task; most time in itself:";
+  for (size_t i = 0; i < std::min<size_t>(heaviest.size(), 8); ++i)
+    line += " " + heaviest[i].second + " " + fixed(heaviest[i].first * 1000.0 / tasks, 1);
+  progress(line);
+  return out;
 }
 
 }  // namespace taskmill::bench

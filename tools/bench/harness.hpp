@@ -258,6 +258,35 @@ struct target {
 /// 100000 as "100k", 1000000 as "1M".
 std::string short_count(int n);
 
+/// A drain, and where its claims spent their time.
+struct drain_run {
+  double rate;               // tasks/s
+  double claim_us_per_task;  // in PostgreSQL, in taskmill.claim_by_turns
+  double tasks_per_claim;
+  double node_us_per_task;  // the node's processor time, user and system
+};
+
+/// While a phase measures where claims spend their time, PostgreSQL times
+/// each function call (track_functions), for drain_run's figures.
+void time_function_calls(db::connection& conn, bool on);
+
+/// drain_rate, and where the claims spent their time (printed, with the
+/// functions that took most time in themselves).
+drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list& types, int tasks,
+                         const std::function<void()>& load);
+
+/// What a phase of several nodes measured, for the bench's table.
+struct phase_report {
+  std::vector<report_row> rows;
+  std::vector<target> targets;
+  /// The largest resident set of the phase's nodes.
+  int64_t peak_rss = 0;
+};
+
+/// Says what a phase measures now, in which run, and its nodes' peak RSS so
+/// far.
+using announce_fn = std::function<void(const std::string& what, int run, int64_t peak_rss)>;
+
 /// Runs `work(i)` on `n` threads and rethrows the first failure.
 void in_parallel(int n, const std::function<void(int)>& work);
 

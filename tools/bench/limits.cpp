@@ -26,14 +26,6 @@ constexpr const char* stranded_type = "BENCH_STRANDED";
 /// that no node runs, older than the drain's own at every level.
 enum class stranded_backlog { none, beside };
 
-/// A drain, and where its claims spent their time.
-struct drain_run {
-  double rate;               // tasks/s
-  double claim_us_per_task;  // in PostgreSQL, in taskmill.claim_by_turns
-  double tasks_per_claim;
-  double node_us_per_task;  // the node's processor time, user and system
-};
-
 /// Config overrides: the mixed types run by the noop executor, with a
 /// global limit of 1000 and type limits of 300 or without, and another type
 /// besides (none of its tasks due) or not.
@@ -55,65 +47,6 @@ std::vector<std::string> uneven_node_types() {
   for (const auto& t : even_types) out.push_back("types." + t + ".executor=noop");
   out.push_back(std::string{"types."} + held_type + ".executor=noop");
   out.push_back(std::string{"types."} + held_type + ".running_limit=5");
-  return out;
-}
-
-struct function_time {
-  int64_t calls = 0;
-  double total_ms = 0;
-  double self_ms = 0;
-};
-
-std::map<std::string, function_time> function_times(db::connection& conn) {
-  std::map<std::string, function_time> out;
-  auto res = run(conn, sql::claim_function_times);
-  for (int i = 0; i < res.rows(); ++i)
-    out[res.string(i, 0)] = {res.int64(i, 1), res.float64(i, 2), res.float64(i, 3)};
-  return out;
-}
-
-/// While the limits are measured, PostgreSQL times each function call
-/// (track_functions), for drain_run's figures.
-void time_function_calls(db::connection& conn, bool on) {
-  run(conn, on ? sql::track_function_calls : sql::untrack_function_calls);
-  run(conn, sql::reload_configuration);
-}
-
-/// drain_rate, and where the claims spent their time.
-drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list& types, int tasks,
-                         const std::function<void()>& load) {
-  std::map<std::string, function_time> before;
-  drain_run out{};
-  out.rate = drain_rate(node, conn, types, tasks, [&] {
-    load();
-    // The load's own counts (the submits' functions) are not the drain's:
-    // flushed at once, and read before it.
-    run(conn, sql::flush_statistics);
-    before = function_times(conn);
-  });
-  // A stopped node's sessions report their counts as they exit, a moment
-  // after the node: read earlier, a drain's counts went to the next one's.
-  sleep_checked(milliseconds{300});
-  auto after = function_times(conn);
-  auto delta = [&](const std::string& name) {
-    auto a = after[name];
-    auto b = before[name];
-    return function_time{a.calls - b.calls, a.total_ms - b.total_ms, a.self_ms - b.self_ms};
-  };
-  auto claims = delta("claim_by_turns");
-  out.claim_us_per_task = claims.total_ms * 1000.0 / tasks;
-  out.tasks_per_claim = claims.calls > 0 ? static_cast<double>(tasks) / claims.calls : 0;
-  out.node_us_per_task = node.last_cpu_seconds() * 1e6 / tasks;
-  std::vector<std::pair<double, std::string>> heaviest;
-  for (const auto& [name, t] : after)
-    if (auto d = delta(name); d.self_ms > 0) heaviest.emplace_back(d.self_ms, name);
-  std::sort(heaviest.rbegin(), heaviest.rend());
-  std::string line = "  claims: " + fixed(out.claim_us_per_task, 1) + " us a task, " +
-                     fixed(out.tasks_per_claim, 1) + " tasks a claim; node " +
-                     fixed(out.node_us_per_task, 1) + " us a task; most time in itself:";
-  for (size_t i = 0; i < std::min<size_t>(heaviest.size(), 8); ++i)
-    line += " " + heaviest[i].second + " " + fixed(heaviest[i].first * 1000.0 / tasks, 1);
-  progress(line);
   return out;
 }
 
@@ -161,9 +94,9 @@ struct limits_series {
 
 }  // namespace
 
-limits_report measure_limits(const limits_plan& plan, const std::string& binary,
-                             const std::string& conninfo, db::connection& conn,
-                             const announce_fn& announce) {
+phase_report measure_limits(const limits_plan& plan, const std::string& binary,
+                            const std::string& conninfo, db::connection& conn,
+                            const announce_fn& announce) {
   bench_node unlimited{binary, conninfo, mixed_node_types(false), "unlimited"};
   bench_node limited{binary, conninfo, mixed_node_types(true), "limited"};
   bench_node limited_beside{binary, conninfo, mixed_node_types(true, true), "limited-beside"};
@@ -211,7 +144,7 @@ limits_report measure_limits(const limits_plan& plan, const std::string& binary,
   }
   time_function_calls(conn, false);
 
-  limits_report out;
+  phase_report out;
   for (const auto& [backlog, at] : at_size) {
     auto due = short_count(backlog);
     out.rows.insert(out.rows.end(),

@@ -19,20 +19,9 @@ struct limits_plan {
   int held_tasks;
 };
 
-struct limits_report {
-  std::vector<report_row> rows;
-  std::vector<target> targets;
-  /// The largest resident set of the phase's nodes.
-  int64_t peak_rss = 0;
-};
-
-/// Says what the phase measures now, in which run, and its nodes' peak RSS
-/// so far.
-using announce_fn = std::function<void(const std::string& what, int run, int64_t peak_rss)>;
-
 /// The limits phase on the bench's database, its nodes run from `binary`.
-limits_report measure_limits(const limits_plan& plan, const std::string& binary,
-                             const std::string& conninfo, db::connection& conn,
-                             const announce_fn& announce);
+phase_report measure_limits(const limits_plan& plan, const std::string& binary,
+                            const std::string& conninfo, db::connection& conn,
+                            const announce_fn& announce);
 
 }  // namespace taskmill::bench

@@ -191,6 +191,9 @@ pb::TypeSettings settings_of(const std::string& name, const task_type_config& t)
   s.set_running_limit(t.running_limit);
   s.set_heartbeat_timeout_ms(t.heartbeat_timeout.count());
   s.set_max_timeout_ms(static_cast<int32_t>(t.max_timeout.count()));
+  s.set_key_space(t.key_space);
+  s.set_key_path(t.key_path);
+  s.set_key_separator(t.key_separator);
   return s;
 }
 
@@ -223,6 +226,14 @@ pb::TypeSettingsList type_settings(const config& cfg) {
   *out.add_types() = settings_of("", cfg.default_type);
   for (const auto& [name, t] : cfg.types) *out.add_types() = settings_of(name, t);
   out.set_global_limit(cfg.scheduling.global_limit);
+  for (const auto& [name, space] : cfg.key_spaces) {
+    auto& k = *out.add_key_spaces();
+    k.set_name(name);
+    k.set_limit(space.limit);
+    k.mutable_keys()->insert(space.keys.begin(), space.keys.end());
+    k.set_class_path(space.class_path);
+    k.mutable_classes()->insert(space.classes.begin(), space.classes.end());
+  }
   return out;
 }
 

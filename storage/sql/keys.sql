@@ -1,0 +1,372 @@
+-- Concurrency keys (SPEC §4 Keyed limits; tables in
+-- storage/migrations/020_concurrency_keys.sql). A type that names a key
+-- space has each task's key taken as it is submitted, from a payload path or
+-- from its key up to a separator, and its class from the space's class path.
+-- A claim serves the keys of a space in turns, in key order from where its
+-- last claim stopped, each key at most its room: its limit (its own, its
+-- class's, or the space's) less its running tasks, counted under the limits'
+-- lock (taskmill.claim_rooms). A key's backlog costs a claim one index entry,
+-- not a read through it.
+
+-- What is wrong with a key space given as JSON ({"name", "limit", "keys",
+-- "class_path", "classes"}), in the words of the config, or NULL.
+CREATE FUNCTION taskmill.key_space_problem(p_space jsonb) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+DECLARE
+  v_name text := p_space ->> 'name';
+  v_bad text;
+BEGIN
+  IF coalesce(v_name, '') = '' OR length(v_name) > 200 THEN
+    RETURN 'key_spaces: a name must be 1 to 200 characters';
+  END IF;
+  IF jsonb_typeof(p_space -> 'limit') IS DISTINCT FROM 'number'
+     OR (p_space ->> 'limit')::numeric NOT BETWEEN 1 AND 1000000
+     OR (p_space ->> 'limit')::numeric <> trunc((p_space ->> 'limit')::numeric) THEN
+    RETURN format('key_spaces.%s.limit must be a whole number from 1 to 1000000', v_name);
+  END IF;
+  FOREACH v_bad IN ARRAY ARRAY['keys', 'classes'] LOOP
+    IF p_space ? v_bad AND jsonb_typeof(p_space -> v_bad) <> 'object' THEN
+      RETURN format('key_spaces.%s.%s must be a table of limits', v_name, v_bad);
+    END IF;
+  END LOOP;
+  SELECT format('key_spaces.%s.%s.%s must be a whole number from 1 to 1000000',
+                v_name, l.field, l.name) INTO v_bad
+    FROM (SELECT 'keys' AS field, e.key AS name, e.value
+            FROM jsonb_each(coalesce(p_space -> 'keys', '{}')) e
+          UNION ALL
+          SELECT 'classes', e.key, e.value
+            FROM jsonb_each(coalesce(p_space -> 'classes', '{}')) e) l
+   WHERE jsonb_typeof(l.value) <> 'number' OR l.value::numeric NOT BETWEEN 1 AND 1000000
+      OR l.value::numeric <> trunc(l.value::numeric)
+   LIMIT 1;
+  IF v_bad IS NOT NULL THEN
+    RETURN v_bad;
+  END IF;
+  IF p_space ? 'classes' AND p_space -> 'classes' <> '{}' AND NOT p_space ? 'class_path' THEN
+    RETURN format('key_spaces.%s.classes needs a class_path', v_name);
+  END IF;
+  RETURN taskmill.path_problem(format('key_spaces.%s.class_path', v_name),
+                               p_space ->> 'class_path');
+END
+$$;
+
+-- What is wrong with a payload path given as field p_field, or NULL.
+CREATE FUNCTION taskmill.path_problem(p_field text, p_path text) RETURNS text
+LANGUAGE plpgsql IMMUTABLE AS $$
+BEGIN
+  IF p_path IS NOT NULL THEN
+    PERFORM p_path::jsonpath;
+  END IF;
+  RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+  RETURN format('%s must be a JSON path such as $.tenant (got "%s")', p_field, p_path);
+END
+$$;
+
+-- The key spaces of a node's configuration (a JSON array of the objects
+-- above), each refused naming the field at fault. Spaces it does not name
+-- are another node's and stay.
+CREATE FUNCTION taskmill.put_key_spaces(p_spaces jsonb) RETURNS void
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_problem text;
+BEGIN
+  SELECT p INTO v_problem
+    FROM jsonb_array_elements(coalesce(p_spaces, '[]')) s(space),
+         taskmill.key_space_problem(s.space) p
+   WHERE p IS NOT NULL LIMIT 1;
+  IF v_problem IS NOT NULL THEN
+    PERFORM taskmill.bad_argument(v_problem);
+  END IF;
+  INSERT INTO taskmill.key_spaces AS k (name, key_limit, key_limits, class_path, class_limits)
+  SELECT s.space ->> 'name', (s.space ->> 'limit')::integer,
+         coalesce(s.space -> 'keys', '{}'), s.space ->> 'class_path',
+         coalesce(s.space -> 'classes', '{}')
+    FROM jsonb_array_elements(coalesce(p_spaces, '[]')) s(space)
+  ON CONFLICT (name) DO UPDATE
+     SET key_limit = excluded.key_limit, key_limits = excluded.key_limits,
+         class_path = excluded.class_path, class_limits = excluded.class_limits,
+         updated_at = now()
+   WHERE (k.key_limit, k.key_limits, k.class_path, k.class_limits)
+         IS DISTINCT FROM (excluded.key_limit, excluded.key_limits, excluded.class_path,
+                           excluded.class_limits);
+END
+$$;
+
+-- What is wrong with a type's key settings, or NULL.
+CREATE FUNCTION taskmill.type_key_problem(p_type text, p_space text, p_path text,
+                                          p_separator text) RETURNS text
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  IF p_space IS NULL THEN
+    RETURN CASE WHEN p_path IS NOT NULL OR p_separator IS NOT NULL
+                THEN format('types.%s: key_path and key_separator go with key_space', p_type) END;
+  END IF;
+  IF NOT EXISTS (SELECT 1 FROM taskmill.key_spaces k WHERE k.name = p_space) THEN
+    RETURN format('types.%s.key_space: no key space "%s" (key_spaces.%s)', p_type, p_space,
+                  p_space);
+  END IF;
+  IF (p_path IS NULL) = (p_separator IS NULL) THEN
+    RETURN format('types.%s: a key_space needs one of key_path and key_separator', p_type);
+  END IF;
+  IF p_separator = '' THEN
+    RETURN format('types.%s.key_separator must not be empty', p_type);
+  END IF;
+  RETURN taskmill.path_problem(format('types.%s.key_path', p_type), p_path);
+END
+$$;
+
+-- A task's concurrency key: the value at p_path in its payload (a string or
+-- a number), or its key up to the first p_separator (all of it without
+-- one); NULL when the payload has no such value.
+CREATE FUNCTION taskmill.concurrency_key_of(p_path text, p_separator text, p_key text,
+                                            p_payload jsonb) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN p_separator IS NOT NULL THEN split_part(p_key, p_separator, 1)
+              ELSE (SELECT v #>> '{}' FROM jsonb_path_query_first(p_payload, p_path::jsonpath) v
+                     WHERE jsonb_typeof(v) IN ('string', 'number')) END
+$$;
+
+-- What is wrong with a task of a keyed type for its key, or NULL.
+CREATE FUNCTION taskmill.task_key_problem(p_type text, p_path text, p_separator text,
+                                          p_key text, p_payload jsonb) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT format('payload: %s, the concurrency key of type %s, must be a string or a number',
+                p_path, p_type)
+   WHERE taskmill.concurrency_key_of(p_path, p_separator, p_key, p_payload) IS NULL
+$$;
+
+-- The class of a task of key space p_space: the value at the space's class
+-- path in its payload, if any.
+CREATE FUNCTION taskmill.key_class_of(p_space text, p_payload jsonb) RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT (SELECT v #>> '{}' FROM jsonb_path_query_first(p_payload, k.class_path::jsonpath) v)
+    FROM taskmill.key_spaces k WHERE k.name = p_space AND k.class_path IS NOT NULL
+$$;
+
+-- Tasks p_ids keyed as their types say now: after their key settings
+-- changed, or a reschedule gave a task another payload or copied it from a
+-- task of before. A task whose payload lacks its key takes the key '' (a
+-- submit is refused it).
+CREATE FUNCTION taskmill.rekey_tasks(p_ids bigint[]) RETURNS void
+LANGUAGE plpgsql AS $$
+BEGIN
+  UPDATE taskmill.tasks t
+     SET key_space = s.key_space,
+         concurrency_key = CASE WHEN s.key_space IS NOT NULL
+                                THEN coalesce(taskmill.concurrency_key_of(s.key_path,
+                                                s.key_separator, t.key, t.payload), '') END,
+         key_class = CASE WHEN s.key_space IS NOT NULL
+                          THEN taskmill.key_class_of(s.key_space, t.payload) END
+    FROM taskmill.task_types s
+   WHERE t.id = ANY (p_ids)
+     AND s.type = (SELECT x.type FROM taskmill.task_types x
+                    WHERE x.type IN (t.type, '') ORDER BY x.type = t.type DESC LIMIT 1);
+END
+$$;
+
+-- Task p_task keyed as its type says now (taskmill.rekey_tasks).
+CREATE FUNCTION taskmill.keyed_as_typed(p_task taskmill.tasks) RETURNS taskmill.tasks
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_task taskmill.tasks;
+BEGIN
+  IF p_task.key_space IS NULL AND (taskmill.type_settings(p_task.type)).key_space IS NULL THEN
+    RETURN p_task;
+  END IF;
+  PERFORM taskmill.rekey_tasks(ARRAY[p_task.id]);
+  SELECT * INTO v_task FROM taskmill.tasks t WHERE t.id = p_task.id;
+  RETURN v_task;
+END
+$$;
+
+-- The types of p_types (NULL: any) whose tasks are keyed, and their spaces.
+CREATE FUNCTION taskmill.keyed_types(p_types text[], OUT types text[], OUT spaces text[])
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  -- Asked at every claim: without keyed types, a probe is all it costs.
+  IF NOT EXISTS (SELECT 1 FROM taskmill.task_types s WHERE s.key_space IS NOT NULL) THEN
+    types := '{}';
+    spaces := '{}';
+    RETURN;
+  END IF;
+  SELECT coalesce(array_agg(s.type ORDER BY s.type), '{}'),
+         coalesce(array_agg(s.key_space ORDER BY s.type), '{}')
+    INTO types, spaces
+    FROM taskmill.task_types s
+   WHERE s.key_space IS NOT NULL AND (p_types IS NULL OR s.type = ANY (p_types));
+END
+$$;
+
+-- The running limit of key p_key (of class p_class) of space p_space: its
+-- own, its class's, or the space's.
+CREATE FUNCTION taskmill.key_limit(p_space taskmill.key_spaces, p_key text, p_class text)
+RETURNS integer
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce((p_space.key_limits ->> p_key)::integer,
+                  (p_space.class_limits ->> p_class)::integer, p_space.key_limit)
+$$;
+
+-- The keys of space p_space with waiting tasks at level p_level in key
+-- order from p_from, around to where it began, each with its room (0 when
+-- none of its tasks is due) and where its oldest task's row is, until
+-- p_want of them have room or p_visits were walked; p_held of each of
+-- p_held_keys are locked for the caller's claim and not running yet. One
+-- index entry a key: the next key's first (in bytes, the first text after a
+-- key is the key followed by chr(1)).
+CREATE FUNCTION taskmill.walk_keys(p_space taskmill.key_spaces, p_level integer, p_from text,
+                                   p_want integer, p_visits integer, p_held_keys text[],
+                                   p_held integer[], OUT keys text[], OUT rooms integer[],
+                                   OUT rows_at tid[])
+LANGUAGE plpgsql STABLE AS $$
+BEGIN
+  WITH RECURSIVE walk(n, roomy, wrapped, key, room, row_at) AS (
+    SELECT 0, 0, false, NULL::text COLLATE "C", 0, NULL::tid
+    UNION ALL
+    SELECT w.n + 1, w.roomy + (f.room > 0)::integer, f.wrapped, f.key, f.room, f.row_at
+      FROM walk w
+     CROSS JOIN LATERAL (
+       SELECT x.wrapped, x.key, x.row_at,
+              CASE WHEN x.execute_at > now() THEN 0
+                   ELSE taskmill.key_limit(p_space, x.key, x.key_class)
+                        - (SELECT count(*) FROM taskmill.tasks r
+                            WHERE r.key_space = p_space.name AND r.concurrency_key = x.key
+                              AND r.status = 'running')::integer
+                        - coalesce(p_held[array_position(p_held_keys, x.key)], 0)
+              END AS room
+         FROM ((SELECT w.wrapped, d.concurrency_key AS key, d.ctid AS row_at, d.execute_at,
+                       d.key_class
+                  FROM taskmill.tasks d
+                 WHERE d.key_space = p_space.name AND d.status IN ('pending', 'failed')
+                   AND d.priority = p_level
+                   AND d.concurrency_key >= coalesce(w.key || chr(1), p_from COLLATE "C")
+                 ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+                 LIMIT 1)
+               UNION ALL
+               (SELECT true, d.concurrency_key, d.ctid, d.execute_at, d.key_class
+                  FROM taskmill.tasks d
+                 WHERE NOT w.wrapped AND p_from <> ''
+                   AND d.key_space = p_space.name AND d.status IN ('pending', 'failed')
+                   AND d.priority = p_level
+                 ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+                 LIMIT 1)
+               LIMIT 1) x) f
+     WHERE w.n < p_visits AND w.roomy < p_want
+       AND NOT (f.wrapped AND f.key >= p_from COLLATE "C")
+  )
+  SELECT coalesce(array_agg(w.key ORDER BY w.n), '{}'), coalesce(array_agg(w.room ORDER BY w.n), '{}'),
+         coalesce(array_agg(w.row_at ORDER BY w.n), '{}')
+    INTO keys, rooms, rows_at
+    FROM walk w WHERE w.n > 0;
+END
+$$;
+
+-- Up to p_want due tasks of key space p_space at level p_level, of p_types
+-- (NULL: any) that p_node may run, locked: the keys with room in turn from
+-- the one after the space's last served, each up to its room and an even
+-- share of p_want, oldest first; p_held of each of p_held_keys are locked
+-- for the claim already (at another level). Answers their ids, types and
+-- keys, and whether more may be due (it found all it wanted, or stopped walking keys early).
+-- Runs under the limits' lock: the rooms counted hold until the claim
+-- commits.
+CREATE FUNCTION taskmill.lock_keyed(p_space text, p_types text[], p_level integer, p_node text,
+                                    p_want integer, p_held_keys text[], p_held integer[],
+                                    OUT ids bigint[], OUT types text[], OUT keys text[],
+                                    OUT more boolean)
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_space taskmill.key_spaces;
+  v_last text;
+  -- Keys walked past without room are walked again at the next claim: a
+  -- bound on them bounds a claim's cost whatever the number of keys.
+  v_visits integer := 2 * p_want + 32;
+  v_walk record;
+  v_roomy integer;
+  v_share integer;
+  v_asked integer[] := '{}';
+  v_left integer;
+  v_filled boolean;
+BEGIN
+  ids := '{}';
+  types := '{}';
+  keys := '{}';
+  more := false;
+  SELECT * INTO v_space FROM taskmill.key_spaces k WHERE k.name = p_space;
+  IF v_space.name IS NULL OR p_want <= 0 THEN
+    RETURN;
+  END IF;
+  SELECT k.last_key INTO v_last FROM taskmill.key_turns k
+   WHERE k.space = p_space AND k.priority = p_level;
+  v_walk := taskmill.walk_keys(v_space, p_level, coalesce(v_last || chr(1), ''), p_want,
+                               v_visits, p_held_keys, p_held);
+  IF cardinality(v_walk.keys) = 0 THEN
+    RETURN;
+  END IF;
+  more := cardinality(v_walk.keys) >= v_visits;
+  v_roomy := (SELECT count(*) FROM unnest(v_walk.rooms) r WHERE r > 0);
+  -- What each key is asked for: its room, at most an even share, until the
+  -- claim has all it wants; the keys cut off take the next turns.
+  v_share := ceil(p_want::numeric / greatest(v_roomy, 1))::integer;
+  v_left := p_want;
+  v_last := v_walk.keys[cardinality(v_walk.keys)];
+  FOR i IN 1..cardinality(v_walk.keys) LOOP
+    v_asked[i] := greatest(0, least(v_walk.rooms[i], v_share, v_left));
+    v_left := v_left - v_asked[i];
+    IF v_left = 0 THEN
+      v_last := v_walk.keys[i];
+      EXIT;
+    END IF;
+  END LOOP;
+  INSERT INTO taskmill.key_turns AS k (space, priority, last_key)
+  VALUES (p_space, p_level, v_last)
+  ON CONFLICT (space, priority) DO UPDATE SET last_key = excluded.last_key;
+  IF v_roomy = 0 THEN
+    RETURN;
+  END IF;
+  -- A key asked for one task gives the oldest the walk saw, locked where it
+  -- lies (a row changed since is passed over); one asked for more, its
+  -- oldest in the index.
+  WITH asked AS (
+    SELECT k.n, k.key, k.room, k.asked, k.row_at
+      FROM unnest(v_walk.keys, v_walk.rooms, v_asked, v_walk.rows_at)
+           WITH ORDINALITY AS k(key, room, asked, row_at, n)
+     WHERE k.asked > 0
+  ),
+  locked AS (
+    SELECT d.id, d.type, d.concurrency_key AS key FROM taskmill.tasks d
+     WHERE d.ctid = ANY (ARRAY(SELECT a.row_at FROM asked a WHERE a.asked = 1))
+       AND d.key_space = p_space AND d.status IN ('pending', 'failed')
+       AND d.priority = p_level AND d.execute_at <= now()
+       AND (p_types IS NULL OR d.type = ANY (p_types))
+       AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+       FOR UPDATE SKIP LOCKED
+  ),
+  locked_more AS (
+    SELECT x.id, x.type, a.key, a.asked, a.room FROM asked a
+     CROSS JOIN LATERAL (
+       SELECT d.id, d.type FROM taskmill.tasks d
+        WHERE d.key_space = p_space AND d.status IN ('pending', 'failed')
+          AND d.priority = p_level AND d.concurrency_key = a.key COLLATE "C"
+          AND d.execute_at <= now()
+          AND (p_types IS NULL OR d.type = ANY (p_types))
+          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+        ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+        LIMIT a.asked
+        FOR UPDATE SKIP LOCKED) x
+     WHERE a.asked > 1
+  ),
+  taken AS (
+    SELECT l.id, l.type, l.key, false AS filled FROM locked l
+    UNION ALL
+    SELECT m.id, m.type, m.key,
+           -- A key that gave all it was asked with room to spare may have more.
+           count(*) OVER (PARTITION BY m.key) = m.asked AND m.asked < m.room
+      FROM locked_more m
+  )
+  SELECT coalesce(array_agg(t.id), '{}'), coalesce(array_agg(t.type), '{}'),
+         coalesce(array_agg(t.key), '{}'), coalesce(bool_or(t.filled), false)
+    INTO ids, types, keys, v_filled
+    FROM taken t;
+  more := more OR v_filled OR cardinality(ids) >= p_want;
+END
+$$;

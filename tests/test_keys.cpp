@@ -1,0 +1,301 @@
+// Concurrency keys (SPEC §4 Keyed limits) on a scratch database: a type's
+// key settings and their refusals, each task's key and class as submitted,
+// and claims that serve keys in turns, never past a key's limit, even with
+// claimers racing.
+
+#define BOOST_TEST_MODULE keys
+#include <boost/test/unit_test.hpp>
+
+#include "tests/support/claim_races.hpp"
+#include "tests/support/task_sql.hpp"
+
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+
+using namespace taskmill;
+using test::task_database;
+using namespace taskmill::test::races;
+
+namespace {
+
+/// Writes type `type` keyed in the space given as JSON (`space`, a
+/// taskmill.put_key_spaces object), its key taken from `path` or up to
+/// `separator` (SQL literals or NULL). Answers the error, or empty.
+std::string put_keyed(const task_database& db, const std::string& type, const std::string& space,
+                      const std::string& space_name, const std::string& path,
+                      const std::string& separator) {
+  auto conn = db.connect();
+  auto res = conn.exec(
+      "SELECT taskmill.put_type_settings(ARRAY['" + type +
+      "'], '{5000}', '{2}', '{fixed}', '{1}', '{1000}', '{0}', '{NULL}', '{NULL}', NULL, NULL, "
+      "NULL, '[" +
+      space + "]', ARRAY[" + space_name + "], ARRAY[" + path + "]::text[], ARRAY[" + separator +
+      "]::text[])");
+  return res ? std::string{} : test::describe(res);
+}
+
+/// Claims up to `n` due tasks at level 3 as node `node`; answers the
+/// concurrency key of each.
+std::vector<std::string> claim_keys(db::connection& conn, int n, const std::string& node = "n1") {
+  auto res = conn.exec(
+      "SELECT t.concurrency_key FROM taskmill.claim_by_turns('" + node + "', " + std::to_string(n) +
+      ", '{3}', '{}', '{}', 0, NULL, NULL, NULL) c JOIN taskmill.tasks t ON t.id = c.id");
+  BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+  std::vector<std::string> keys;
+  for (int i = 0; i < res->rows(); ++i) keys.push_back(res->string(i, 0));
+  return keys;
+}
+
+std::map<std::string, int> counts(const std::vector<std::string>& keys) {
+  std::map<std::string, int> out;
+  for (const auto& k : keys) ++out[k];
+  return out;
+}
+
+/// `n` due tasks of type `type` whose payload's tenant is `tenant` (and tier
+/// `tier`, if any), through taskmill.submit_batch.
+void submit_tenant_tasks(const task_database& db, const std::string& type,
+                         const std::string& tenant, int n, const std::string& tier = "") {
+  auto payload = "jsonb_build_object('tenant', '" + tenant + "'" +
+                 (tier.empty() ? "" : ", 'tier', '" + tier + "'") + ")";
+  db.exec(
+      "SELECT count(*) FROM (SELECT array_agg('" + type + "'::text) AS types, array_agg('" +
+      tenant + "-' || g) AS keys, array_agg(" + payload + ") AS payloads FROM generate_series(1, " +
+      std::to_string(n) +
+      ") g) b, taskmill.submit_batch(b.types, b.keys, NULL, b.payloads, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL) s");
+}
+
+const std::string tenants = R"({"name": "tenants", "limit": 2})";
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(key_settings)
+
+BOOST_AUTO_TEST_CASE(bad_key_settings_are_refused_naming_the_field) {
+  task_database db{"keybad"};
+  auto refused = [&](const std::string& space, const std::string& name, const std::string& path,
+                     const std::string& separator, const std::string& naming) {
+    auto error = put_keyed(db, "T", space, name, path, separator);
+    BOOST_CHECK_MESSAGE(error.find(naming) != std::string::npos,
+                        "expected \"" << naming << "\" in: " << error);
+  };
+  refused(R"({"name": "s", "limit": 0})", "'s'", "'$.t'", "NULL", "key_spaces.s.limit");
+  refused(R"({"name": "s", "limit": 1.5})", "'s'", "'$.t'", "NULL", "key_spaces.s.limit");
+  refused(R"({"name": "s", "limit": 2, "keys": {"a": -1}})", "'s'", "'$.t'", "NULL",
+          "key_spaces.s.keys.a");
+  refused(R"({"name": "s", "limit": 2, "classes": {"free": 1}})", "'s'", "'$.t'", "NULL",
+          "key_spaces.s.classes needs a class_path");
+  refused(R"({"name": "s", "limit": 2, "class_path": "$$ nope"})", "'s'", "'$.t'", "NULL",
+          "key_spaces.s.class_path");
+  refused(tenants, "'elsewhere'", "'$.t'", "NULL", "types.T.key_space: no key space");
+  refused(tenants, "'tenants'", "'$.t'", "':'", "one of key_path and key_separator");
+  refused(tenants, "'tenants'", "NULL", "NULL", "one of key_path and key_separator");
+  refused(tenants, "'tenants'", "'$[[['", "NULL", "types.T.key_path");
+  refused(tenants, "NULL", "'$.t'", "NULL", "go with key_space");
+  // Nothing of a refused call was stored.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.key_spaces"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types WHERE type = 'T'"), "0");
+  BOOST_CHECK_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT key_space || ' ' || key_path FROM taskmill.task_types "
+                              "WHERE type = 'T'"),
+                    "tenants $.tenant");
+}
+
+BOOST_AUTO_TEST_CASE(each_task_takes_its_key_and_class_as_submitted) {
+  task_database db{"keysubmit"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", R"({"name": "tenants", "limit": 2, "class_path": "$.tier",
+                                         "classes": {"pro": 5}})",
+                                "'tenants'", "'$.tenant'", "NULL"),
+                      "");
+  BOOST_REQUIRE_EQUAL(
+      put_keyed(db, "S", R"({"name": "hosts", "limit": 1})", "'hosts'", "NULL", "'/'"), "");
+  db.call("submit('T', 'a', payload => '{\"tenant\": \"acme\", \"tier\": \"pro\"}')");
+  db.call("submit('T', 'b', payload => '{\"tenant\": 42}')");
+  db.call("submit('S', 'example.org/page/1')");
+  db.call("submit('S', 'bare')");
+  submit_tenant_tasks(db, "T", "zeta", 2, "free");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT string_agg(key || '=' || key_space || ':' || concurrency_key || ':' || "
+                "coalesce(key_class, '-'), ' ' ORDER BY key COLLATE \"C\") FROM taskmill.tasks"),
+      "a=tenants:acme:pro b=tenants:42:- bare=hosts:bare:- example.org/page/1=hosts:example.org:- "
+      "zeta-1=tenants:zeta:free zeta-2=tenants:zeta:free");
+  // A payload without its key is refused, naming the path; a batch names the task.
+  auto error = db.error_of("SELECT taskmill.submit('T', 'c', payload => '{\"tenant\": {}}')");
+  BOOST_CHECK_MESSAGE(
+      error.find("payload: $.tenant, the concurrency key of type T") != std::string::npos, error);
+  error = db.error_of(
+      "SELECT * FROM taskmill.submit_batch('{T,T}', '{c,d}', NULL, "
+      "ARRAY['{\"tenant\": \"x\"}', '{}']::jsonb[], NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL)");
+  BOOST_CHECK_MESSAGE(error.find("tasks[1].payload: $.tenant") != std::string::npos, error);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE key IN ('c', 'd')"), "0");
+  // A reschedule that brings another payload moves the task to its key.
+  db.call("reschedule('T', 'b', now(), '{\"tenant\": \"beta\"}')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT concurrency_key FROM taskmill.tasks WHERE key = 'b'"),
+                    "beta");
+}
+
+BOOST_AUTO_TEST_CASE(tasks_waiting_when_a_type_is_keyed_are_keyed_then) {
+  task_database db{"keylater"};
+  db.insert_tasks(3, "'T'", "now()");
+  db.exec("UPDATE taskmill.tasks SET payload = jsonb_build_object('tenant', 'k' || (id % 2))");
+  db.exec(
+      "UPDATE taskmill.tasks SET payload = '{}' WHERE id = (SELECT max(id) FROM taskmill.tasks)");
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(concurrency_key, ',' ORDER BY id) "
+                              "FROM taskmill.tasks"),
+                    "k1,k0,");
+  // And no longer keyed once the type is not.
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "NULL", "NULL", "NULL"), "");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE key_space IS NOT NULL"),
+                    "0");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(keyed_claims)
+
+BOOST_AUTO_TEST_CASE(no_key_passes_its_limit_and_named_keys_and_classes_have_their_own) {
+  task_database db{"keylimits"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", R"({"name": "tenants", "limit": 2, "keys": {"acme": 4},
+                                         "class_path": "$.tier", "classes": {"free": 1}})",
+                                "'tenants'", "'$.tenant'", "NULL"),
+                      "");
+  submit_tenant_tasks(db, "T", "acme", 10);
+  submit_tenant_tasks(db, "T", "cheap", 10, "free");
+  submit_tenant_tasks(db, "T", "plain", 10);
+  db.insert_tasks(5, "'U'", "now()");
+  auto conn = db.connect();
+  auto first = claim_keys(conn, 100);
+  auto taken = counts(first);
+  BOOST_CHECK_EQUAL(taken["acme"], 4);
+  BOOST_CHECK_EQUAL(taken["cheap"], 1);
+  BOOST_CHECK_EQUAL(taken["plain"], 2);
+  // The type without keys beside them is claimed as ever.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'U' AND status = 'running'"),
+      "5");
+  BOOST_CHECK(claim_keys(conn, 100).empty());
+  db.exec("INSERT INTO taskmill.nodes (name, incarnation) VALUES ('n1', 'i1')");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT reason || ': ' || message FROM taskmill.waiting_reason((SELECT min(id) "
+                "FROM taskmill.tasks WHERE concurrency_key = 'acme' AND status = 'pending'), "
+                "5000, 1000, 0, '{16,8,4,2,1}')"),
+      "key_limit_full: key acme of key space tenants is full: 4 of 4 running");
+  // An attempt that ends makes room for one more of its key.
+  BOOST_REQUIRE_EQUAL(
+      db.scalar("SELECT count(*) FROM taskmill.complete_many(ARRAY(SELECT id FROM taskmill.tasks "
+                "WHERE concurrency_key = 'cheap' AND status = 'running'), ARRAY[1], '{succeeded}', "
+                "NULL, NULL, 'n1')"),
+      "1");
+  BOOST_CHECK((claim_keys(conn, 100) == std::vector<std::string>{"cheap"}));
+  // A limit raised takes effect at the next claim.
+  db.exec("UPDATE taskmill.key_spaces SET key_limit = 3");
+  BOOST_CHECK((claim_keys(conn, 100) == std::vector<std::string>{"plain"}));
+}
+
+BOOST_AUTO_TEST_CASE(keys_take_turns_whatever_one_keys_backlog) {
+  task_database db{"keyturns"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", R"({"name": "tenants", "limit": 1000})", "'tenants'",
+                                "'$.tenant'", "NULL"),
+                      "");
+  // The big key's tasks are all older than the small keys'.
+  submit_tenant_tasks(db, "T", "big", 2000);
+  for (int k = 0; k < 30; ++k) submit_tenant_tasks(db, "T", "small" + std::to_string(100 + k), 1);
+  auto conn = db.connect();
+  std::set<std::string> served;
+  // Three claims of 10 serve 30 keys once each, the big key among them;
+  // the fourth the last small key, and the big key the rest of its room.
+  for (int round = 0; round < 3; ++round) {
+    auto keys = claim_keys(conn, 10);
+    BOOST_CHECK_EQUAL(keys.size(), 10u);
+    for (const auto& key : keys) {
+      BOOST_CHECK_MESSAGE(!served.count(key), key << " served twice in a round");
+      served.insert(key);
+    }
+  }
+  BOOST_CHECK_EQUAL(served.size(), 30u);
+  auto fourth = counts(claim_keys(conn, 10));
+  BOOST_CHECK_EQUAL(fourth.size(), 2u);
+  BOOST_CHECK_EQUAL(fourth["small129"], 1);
+  BOOST_CHECK_EQUAL(fourth["big"], 9);
+  // With the small keys drained, the big key has the whole claim.
+  BOOST_CHECK_EQUAL(counts(claim_keys(conn, 50))["big"], 50);
+}
+
+BOOST_AUTO_TEST_CASE(a_keyed_claim_locks_no_task_beyond_a_keys_room) {
+  task_database db{"keylocks"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  submit_tenant_tasks(db, "T", "full", 20);
+  auto claimer = db.connect();
+  BOOST_REQUIRE(claimer.exec("BEGIN"));
+  BOOST_CHECK_EQUAL(claim_keys(claimer, 20).size(), 2u);
+  // With that claim open, every other task of the key is free to lock.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM (SELECT id FROM taskmill.tasks "
+                              "WHERE status = 'pending' FOR UPDATE SKIP LOCKED) l"),
+                    "18");
+  BOOST_REQUIRE(claimer.exec("COMMIT"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(races)
+
+// Five claimers over 200 keys (limits 1 to 3, a class and named keys among
+// them), ending attempts as successes, retries and cancels; at every commit
+// that starts a keyed task, a check in the test database counts that key's
+// running tasks against its limit.
+BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_key_limit) {
+  task_database db{"keyrace"};
+  BOOST_REQUIRE_EQUAL(
+      put_keyed(db, "T", R"({"name": "tenants", "limit": 2, "keys": {"t7": 3, "t8": 1},
+                                         "class_path": "$.tier", "classes": {"free": 1}})",
+                "'tenants'", "'$.tenant'", "NULL"),
+      "");
+  db.exec(R"sql(
+    CREATE TABLE key_limit_passed (key text, running bigint, key_limit integer);
+    CREATE FUNCTION check_key_limit() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      v_running bigint;
+      v_limit integer;
+    BEGIN
+      SELECT count(*) INTO v_running FROM taskmill.tasks t
+       WHERE t.key_space = NEW.key_space AND t.concurrency_key = NEW.concurrency_key
+         AND t.status = 'running';
+      SELECT coalesce((s.key_limits ->> NEW.concurrency_key)::integer,
+                      (s.class_limits ->> NEW.key_class)::integer, s.key_limit)
+        INTO v_limit FROM taskmill.key_spaces s WHERE s.name = NEW.key_space;
+      IF v_running > v_limit THEN
+        INSERT INTO key_limit_passed VALUES (NEW.concurrency_key, v_running, v_limit);
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER key_limit_checked AFTER UPDATE OF status ON taskmill.tasks
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+      WHEN (NEW.status = 'running' AND NEW.key_space IS NOT NULL)
+      EXECUTE FUNCTION check_key_limit();
+  )sql");
+  constexpr int keys = 200, per_key = 8;
+  for (int k = 0; k < keys; ++k)
+    submit_tenant_tasks(db, "T", "t" + std::to_string(k), per_key, k % 10 == 5 ? "free" : "");
+  db.exec("UPDATE taskmill.tasks SET priority = 1 + id % 5");
+  race_record record;
+  std::atomic<int> stale{0};
+  race_claimers(
+      db, 5, 1, record,
+      [&](int w, std::mt19937& rng) { return claim_by_random_turns(w, rng, 40, "'{}', '{}', 0"); },
+      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+          const std::vector<int64_t>& attempts) {
+        std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
+        finish_a_third_retried(record, stale)(conn, rng, ids, attempts);
+      });
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM key_limit_passed"), "0");
+  BOOST_TEST_MESSAGE(
+      "keyed claims checked: " << db.scalar("SELECT sum(attempt) FROM taskmill.tasks"));
+  check_every_task_ran_once_an_attempt(db, record, stale, keys * per_key);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
