@@ -5,6 +5,7 @@
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace taskmill {
@@ -115,7 +116,8 @@ limiter_options limiter_options_from(const config& cfg) {
   o.global_limit = cfg.scheduling.global_limit;
   for (const auto& [name, t] : cfg.types)
     if (t.running_limit > 0) o.type_limits.emplace(name, t.running_limit);
-  o.keyed = !cfg.key_spaces.empty();
+  o.keyed = std::any_of(cfg.types.begin(), cfg.types.end(),
+                        [](const auto& type) { return !type.second.key_space.empty(); });
   auto run_here = types_run_here(cfg);
   o.any_type = run_here.any;
   o.types = run_here.types;

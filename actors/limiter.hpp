@@ -17,8 +17,8 @@ struct limiter_options {
   int32_t global_limit{};
   /// Cluster-wide running limits per type.
   std::map<std::string, int32_t> type_limits;
-  /// Whether its config keys types (SPEC §4 Keyed limits): keys' limits may
-  /// cut its claims short.
+  /// Whether its config keys types it runs (SPEC §4 Keyed limits): keys'
+  /// limits may cut its claims short.
   bool keyed{};
   /// The types this node runs by configuration; any type when `any_type`.
   bool any_type{};

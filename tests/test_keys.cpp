@@ -154,6 +154,31 @@ BOOST_AUTO_TEST_CASE(tasks_waiting_when_a_type_is_keyed_are_keyed_then) {
                     "0");
 }
 
+BOOST_AUTO_TEST_CASE(a_task_run_again_is_keyed_as_its_type_says_then) {
+  task_database db{"keyagain"};
+  auto dead = db.call("submit('T', 'a', payload => '{\"tenant\": \"acme\"}')");
+  db.exec("UPDATE taskmill.tasks SET status = 'dead' WHERE id = " + std::to_string(dead.id));
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  db.exec("SELECT taskmill.retry(" + std::to_string(dead.id) + ")");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status || ' ' || key_space || ' ' || concurrency_key "
+                              "FROM taskmill.tasks WHERE id = " +
+                              std::to_string(dead.id)),
+                    "pending tenants acme");
+}
+
+BOOST_AUTO_TEST_CASE(a_key_too_long_or_missing_under_a_strict_path_is_refused) {
+  task_database db{"keystrict"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'strict $.tenant'", "NULL"), "");
+  auto error = db.error_of("SELECT taskmill.submit('T', 'a', payload => '{}')");
+  BOOST_CHECK_MESSAGE(
+      error.find("payload: strict $.tenant, the concurrency key of type T") != std::string::npos,
+      error);
+  error = db.error_of(
+      "SELECT taskmill.submit('T', 'b', payload => jsonb_build_object('tenant', "
+      "repeat('x', 501)))");
+  BOOST_CHECK_MESSAGE(error.find("must be at most 500 characters") != std::string::npos, error);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(keyed_claims)
@@ -238,6 +263,33 @@ BOOST_AUTO_TEST_CASE(a_keyed_claim_locks_no_task_beyond_a_keys_room) {
                               "WHERE status = 'pending' FOR UPDATE SKIP LOCKED) l"),
                     "18");
   BOOST_REQUIRE(claimer.exec("COMMIT"));
+}
+
+// A space shared by two types, a node that runs one of them: keys whose
+// oldest task is of the other still give it theirs; and a type of the space
+// at its own running limit leaves the other its room.
+BOOST_AUTO_TEST_CASE(a_node_takes_its_own_types_of_a_shared_space) {
+  task_database db{"keyshared"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "X", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "Y", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  for (int k = 0; k < 20; ++k) {
+    submit_tenant_tasks(db, "Y", "t" + std::to_string(k), 1);
+    submit_tenant_tasks(db, "X", "t" + std::to_string(k), 1);
+  }
+  auto conn = db.connect();
+  auto claimed = conn.exec(
+      "SELECT count(*) FILTER (WHERE c.type = 'X'), count(*) FROM taskmill.claim_by_turns('n1', "
+      "20, '{3}', '{}', '{}', 0, '{X}', NULL, NULL) c");
+  BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+  BOOST_CHECK_EQUAL(claimed->string(0, 0), "20");
+  BOOST_CHECK_EQUAL(claimed->string(0, 1), "20");
+  // X held to 0 more by a limit of its own: Y still gets the keys' room.
+  claimed = conn.exec(
+      "SELECT count(*) FILTER (WHERE c.type = 'Y'), count(*) FROM taskmill.claim_by_turns('n1', "
+      "40, '{3}', '{X}', '{20}', 0, NULL, NULL, NULL) c");
+  BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+  BOOST_CHECK_EQUAL(claimed->string(0, 0), "20");
+  BOOST_CHECK_EQUAL(claimed->string(0, 1), "20");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -372,22 +372,24 @@ DECLARE
   -- The keys of the tasks a space's searches locked so far, and how many.
   v_held_keys text[];
   v_held integer[];
+  -- A space's types with room.
+  v_space_types text[];
 BEGIN
   ids := '{}';
-  -- Each key space first, its keys in turns, as far as the rooms of its
-  -- types with a limit of their own allow.
+  -- Each key space first, its keys in turns, for its types with room, as
+  -- far as the least room among them allows (that of a type with a limit of
+  -- its own; the others have the claim's).
   FOR v_space IN SELECT DISTINCT s.space FROM unnest(p_key_spaces) AS s(space) ORDER BY 1 LOOP
-    v_want := (SELECT least(quota, min(room[array_position(p_capped, k.type)]))
-                 FROM unnest(p_keyed, p_key_spaces) AS k(type, space) WHERE k.space = v_space);
     v_held_keys := '{}';
     v_held := '{}';
     FOREACH v_step IN ARRAY p_levels LOOP
-      EXIT WHEN v_want <= 0;
-      v_keyed := taskmill.lock_keyed(v_space,
-                                     ARRAY(SELECT k.type FROM unnest(p_keyed, p_key_spaces)
-                                                            AS k(type, space)
-                                            WHERE k.space = v_space),
-                                     v_step, p_node, v_want, v_held_keys, v_held);
+      SELECT least(quota, min(room[array_position(p_capped, k.type)])),
+             array_agg(k.type) INTO v_want, v_space_types
+        FROM unnest(p_keyed, p_key_spaces) AS k(type, space)
+       WHERE k.space = v_space AND room[array_position(p_capped, k.type)] > 0;
+      EXIT WHEN coalesce(v_want, 0) <= 0;
+      v_keyed := taskmill.lock_keyed(v_space, v_space_types, v_step, p_node, v_want,
+                                     v_held_keys, v_held);
       SELECT coalesce(array_agg(h.key), '{}'), coalesce(array_agg(h.n), '{}')
         INTO v_held_keys, v_held
         FROM (SELECT a.key, sum(a.n)::integer AS n
@@ -400,7 +402,6 @@ BEGIN
       room := taskmill.rooms_after(v_keyed.types, p_capped, room);
       quota := quota - v_locked;
       left_in_claim := left_in_claim - v_locked;
-      v_want := least(v_want - v_locked, quota);
     END LOOP;
   END LOOP;
   FOR i IN 1..cardinality(p_capped) + 1 LOOP

@@ -63,6 +63,13 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
+-- Limits given as JSON numbers (5 or 5.0), as whole ones.
+CREATE FUNCTION taskmill.whole_limits(p_limits jsonb) RETURNS jsonb
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT coalesce(jsonb_object_agg(e.key, (e.value #>> '{}')::numeric::integer), '{}')
+    FROM jsonb_each(coalesce(p_limits, '{}')) e
+$$;
+
 -- The key spaces of a node's configuration (a JSON array of the objects
 -- above), each refused naming the field at fault. Spaces it does not name
 -- are another node's and stay.
@@ -79,9 +86,9 @@ BEGIN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
   INSERT INTO taskmill.key_spaces AS k (name, key_limit, key_limits, class_path, class_limits)
-  SELECT s.space ->> 'name', (s.space ->> 'limit')::integer,
-         coalesce(s.space -> 'keys', '{}'), s.space ->> 'class_path',
-         coalesce(s.space -> 'classes', '{}')
+  SELECT s.space ->> 'name', (s.space ->> 'limit')::numeric::integer,
+         taskmill.whole_limits(s.space -> 'keys'), s.space ->> 'class_path',
+         taskmill.whole_limits(s.space -> 'classes')
     FROM jsonb_array_elements(coalesce(p_spaces, '[]')) s(space)
   ON CONFLICT (name) DO UPDATE
      SET key_limit = excluded.key_limit, key_limits = excluded.key_limits,
@@ -118,50 +125,70 @@ $$;
 
 -- A task's concurrency key: the value at p_path in its payload (a string or
 -- a number), or its key up to the first p_separator (all of it without
--- one); NULL when the payload has no such value.
+-- one); NULL when the payload has no such value. A path in strict mode
+-- that finds nothing finds nothing here too (silent), rather than failing.
 CREATE FUNCTION taskmill.concurrency_key_of(p_path text, p_separator text, p_key text,
                                             p_payload jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN p_separator IS NOT NULL THEN split_part(p_key, p_separator, 1)
-              ELSE (SELECT v #>> '{}' FROM jsonb_path_query_first(p_payload, p_path::jsonpath) v
+              ELSE (SELECT v #>> '{}'
+                      FROM jsonb_path_query_first(p_payload, p_path::jsonpath, '{}', true) v
                      WHERE jsonb_typeof(v) IN ('string', 'number')) END
 $$;
 
--- What is wrong with a task of a keyed type for its key, or NULL.
+-- What is wrong with a task of a keyed type for its key, or NULL. A key is
+-- at most 500 characters, as a task's own.
 CREATE FUNCTION taskmill.task_key_problem(p_type text, p_path text, p_separator text,
                                           p_key text, p_payload jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT format('payload: %s, the concurrency key of type %s, must be a string or a number',
-                p_path, p_type)
-   WHERE taskmill.concurrency_key_of(p_path, p_separator, p_key, p_payload) IS NULL
+  SELECT CASE WHEN k.key IS NULL
+              THEN format('payload: %s, the concurrency key of type %s, must be a string or a '
+                          'number', p_path, p_type)
+              WHEN length(k.key) > 500
+              THEN format('payload: %s, the concurrency key of type %s, must be at most 500 '
+                          'characters', p_path, p_type) END
+    FROM (SELECT taskmill.concurrency_key_of(p_path, p_separator, p_key, p_payload) AS key) k
 $$;
 
 -- The class of a task of key space p_space: the value at the space's class
--- path in its payload, if any.
+-- path in its payload, if any, as it is submitted.
 CREATE FUNCTION taskmill.key_class_of(p_space text, p_payload jsonb) RETURNS text
 LANGUAGE sql STABLE AS $$
-  SELECT (SELECT v #>> '{}' FROM jsonb_path_query_first(p_payload, k.class_path::jsonpath) v)
+  SELECT (SELECT left(v #>> '{}', 500)
+            FROM jsonb_path_query_first(p_payload, k.class_path::jsonpath, '{}', true) v)
     FROM taskmill.key_spaces k WHERE k.name = p_space AND k.class_path IS NOT NULL
 $$;
 
--- Tasks p_ids keyed as their types say now: after their key settings
--- changed, or a reschedule gave a task another payload or copied it from a
--- task of before. A task whose payload lacks its key takes the key '' (a
--- submit is refused it).
+-- Where a task of type p_type, key p_key and payload p_payload is keyed now:
+-- its type's key space, its key and its class. One whose payload lacks its
+-- key takes the key '' (a submit is refused it).
+CREATE FUNCTION taskmill.keys_now(p_type text, p_key text, p_payload jsonb,
+                                  OUT key_space text, OUT concurrency_key text,
+                                  OUT key_class text)
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  s taskmill.task_types := taskmill.type_settings(p_type);
+BEGIN
+  IF s.key_space IS NULL THEN
+    RETURN;
+  END IF;
+  key_space := s.key_space;
+  concurrency_key := left(coalesce(taskmill.concurrency_key_of(s.key_path, s.key_separator,
+                                                               p_key, p_payload), ''), 500);
+  key_class := taskmill.key_class_of(s.key_space, p_payload);
+END
+$$;
+
+-- Tasks p_ids keyed as their types say now (taskmill.keys_now): after their
+-- key settings changed, or a reschedule gave a task another payload or
+-- copied it from a task of before.
 CREATE FUNCTION taskmill.rekey_tasks(p_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE taskmill.tasks t
-     SET key_space = s.key_space,
-         concurrency_key = CASE WHEN s.key_space IS NOT NULL
-                                THEN coalesce(taskmill.concurrency_key_of(s.key_path,
-                                                s.key_separator, t.key, t.payload), '') END,
-         key_class = CASE WHEN s.key_space IS NOT NULL
-                          THEN taskmill.key_class_of(s.key_space, t.payload) END
-    FROM taskmill.task_types s
-   WHERE t.id = ANY (p_ids)
-     AND s.type = (SELECT x.type FROM taskmill.task_types x
-                    WHERE x.type IN (t.type, '') ORDER BY x.type = t.type DESC LIMIT 1);
+     SET (key_space, concurrency_key, key_class) = (SELECT * FROM taskmill.keys_now(t.type, t.key,
+                                                                                  t.payload))
+   WHERE t.id = ANY (p_ids);
 END
 $$;
 
@@ -179,6 +206,24 @@ BEGIN
   RETURN v_task;
 END
 $$;
+
+-- A finished task that waits again (a retry, a re-run) is keyed as its type
+-- says now: the type may have been keyed, or moved to another space, since.
+CREATE FUNCTION taskmill.key_task_again() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  SELECT k.key_space, k.concurrency_key, k.key_class
+    INTO NEW.key_space, NEW.concurrency_key, NEW.key_class
+    FROM taskmill.keys_now(NEW.type, NEW.key, NEW.payload) k;
+  RETURN NEW;
+END
+$$;
+
+CREATE TRIGGER tasks_keyed_again BEFORE UPDATE OF status ON taskmill.tasks
+  FOR EACH ROW
+  WHEN (OLD.status IN ('succeeded', 'dead', 'stopped', 'cancelled')
+        AND NEW.status IN ('pending', 'failed'))
+  EXECUTE FUNCTION taskmill.key_task_again();
 
 -- The types of p_types (NULL: any) whose tasks are keyed, and their spaces.
 CREATE FUNCTION taskmill.keyed_types(p_types text[], OUT types text[], OUT spaces text[])
@@ -209,24 +254,30 @@ $$;
 
 -- The keys of space p_space with waiting tasks at level p_level in key
 -- order from p_from, around to where it began, each with its room (0 when
--- none of its tasks is due) and where its oldest task's row is, until
+-- none of its tasks is due), where its oldest task's row is and whether
+-- p_node may take that task (of p_types, NULL: any; not pinned elsewhere),
+-- until
 -- p_want of them have room or p_visits were walked; p_held of each of
 -- p_held_keys are locked for the caller's claim and not running yet. One
 -- index entry a key: the next key's first (in bytes, the first text after a
 -- key is the key followed by chr(1)).
 CREATE FUNCTION taskmill.walk_keys(p_space taskmill.key_spaces, p_level integer, p_from text,
                                    p_want integer, p_visits integer, p_held_keys text[],
-                                   p_held integer[], OUT keys text[], OUT rooms integer[],
-                                   OUT rows_at tid[])
+                                   p_held integer[], p_types text[], p_node text,
+                                   OUT keys text[], OUT rooms integer[], OUT rows_at tid[],
+                                   OUT heads_taken boolean[])
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  WITH RECURSIVE walk(n, roomy, wrapped, key, room, row_at) AS (
-    SELECT 0, 0, false, NULL::text COLLATE "C", 0, NULL::tid
+  WITH RECURSIVE walk(n, roomy, wrapped, key, room, row_at, head_taken) AS (
+    SELECT 0, 0, false, NULL::text COLLATE "C", 0, NULL::tid, false
     UNION ALL
-    SELECT w.n + 1, w.roomy + (f.room > 0)::integer, f.wrapped, f.key, f.room, f.row_at
+    SELECT w.n + 1, w.roomy + (f.room > 0)::integer, f.wrapped, f.key, f.room, f.row_at,
+           f.head_taken
       FROM walk w
      CROSS JOIN LATERAL (
        SELECT x.wrapped, x.key, x.row_at,
+              (p_types IS NULL OR x.type = ANY (p_types))
+                AND (x.pinned_node IS NULL OR x.pinned_node = p_node) AS head_taken,
               CASE WHEN x.execute_at > now() THEN 0
                    ELSE taskmill.key_limit(p_space, x.key, x.key_class)
                         - (SELECT count(*) FROM taskmill.tasks r
@@ -235,7 +286,7 @@ BEGIN
                         - coalesce(p_held[array_position(p_held_keys, x.key)], 0)
               END AS room
          FROM ((SELECT w.wrapped, d.concurrency_key AS key, d.ctid AS row_at, d.execute_at,
-                       d.key_class
+                       d.key_class, d.type, d.pinned_node
                   FROM taskmill.tasks d
                  WHERE d.key_space = p_space.name AND d.status IN ('pending', 'failed')
                    AND d.priority = p_level
@@ -243,20 +294,24 @@ BEGIN
                  ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
                  LIMIT 1)
                UNION ALL
-               (SELECT true, d.concurrency_key, d.ctid, d.execute_at, d.key_class
+               (SELECT true, d.concurrency_key, d.ctid, d.execute_at, d.key_class, d.type,
+                       d.pinned_node
                   FROM taskmill.tasks d
                  WHERE NOT w.wrapped AND p_from <> ''
                    AND d.key_space = p_space.name AND d.status IN ('pending', 'failed')
                    AND d.priority = p_level
                  ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
                  LIMIT 1)
-               LIMIT 1) x) f
+               LIMIT 1) x
+        -- Kept apart, so that the room is counted once, not for each use.
+        OFFSET 0) f
      WHERE w.n < p_visits AND w.roomy < p_want
        AND NOT (f.wrapped AND f.key >= p_from COLLATE "C")
   )
   SELECT coalesce(array_agg(w.key ORDER BY w.n), '{}'), coalesce(array_agg(w.room ORDER BY w.n), '{}'),
-         coalesce(array_agg(w.row_at ORDER BY w.n), '{}')
-    INTO keys, rooms, rows_at
+         coalesce(array_agg(w.row_at ORDER BY w.n), '{}'),
+         coalesce(array_agg(w.head_taken ORDER BY w.n), '{}')
+    INTO keys, rooms, rows_at, heads_taken
     FROM walk w WHERE w.n > 0;
 END
 $$;
@@ -298,7 +353,7 @@ BEGIN
   SELECT k.last_key INTO v_last FROM taskmill.key_turns k
    WHERE k.space = p_space AND k.priority = p_level;
   v_walk := taskmill.walk_keys(v_space, p_level, coalesce(v_last || chr(1), ''), p_want,
-                               v_visits, p_held_keys, p_held);
+                               v_visits, p_held_keys, p_held, p_types, p_node);
   IF cardinality(v_walk.keys) = 0 THEN
     RETURN;
   END IF;
@@ -323,18 +378,20 @@ BEGIN
   IF v_roomy = 0 THEN
     RETURN;
   END IF;
-  -- A key asked for one task gives the oldest the walk saw, locked where it
-  -- lies (a row changed since is passed over); one asked for more, its
-  -- oldest in the index.
+  -- A key asked for one task gives the oldest the walk saw, if this node may
+  -- take it, locked where it lies (a row changed since is passed over); one
+  -- asked for more, or whose oldest is not for this node, its oldest that
+  -- are, in the index.
   WITH asked AS (
-    SELECT k.n, k.key, k.room, k.asked, k.row_at
-      FROM unnest(v_walk.keys, v_walk.rooms, v_asked, v_walk.rows_at)
-           WITH ORDINALITY AS k(key, room, asked, row_at, n)
+    SELECT k.n, k.key, k.room, k.asked, k.row_at, k.asked = 1 AND k.head_taken AS head_only
+      FROM unnest(v_walk.keys, v_walk.rooms, v_asked, v_walk.rows_at, v_walk.heads_taken)
+           WITH ORDINALITY AS k(key, room, asked, row_at, head_taken, n)
      WHERE k.asked > 0
   ),
   locked AS (
     SELECT d.id, d.type, d.concurrency_key AS key FROM taskmill.tasks d
-     WHERE d.ctid = ANY (ARRAY(SELECT a.row_at FROM asked a WHERE a.asked = 1))
+     WHERE d.ctid = ANY (ARRAY(SELECT a.row_at FROM asked a WHERE a.head_only))
+       AND d.concurrency_key = ANY (ARRAY(SELECT a.key FROM asked a WHERE a.head_only))
        AND d.key_space = p_space AND d.status IN ('pending', 'failed')
        AND d.priority = p_level AND d.execute_at <= now()
        AND (p_types IS NULL OR d.type = ANY (p_types))
@@ -353,7 +410,7 @@ BEGIN
         ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
         LIMIT a.asked
         FOR UPDATE SKIP LOCKED) x
-     WHERE a.asked > 1
+     WHERE NOT a.head_only
   ),
   taken AS (
     SELECT l.id, l.type, l.key, false AS filled FROM locked l
