@@ -20,8 +20,12 @@ void race_claimers(const task_database& db, int workers, int attempt_column, rac
       int idle = 0;
       while (idle < 50) {
         auto claimed = conn.exec(claim_of(w, rng));
+        // A claim that fails counts as one that found nothing: a statement
+        // that always fails ends the race (and fails it) instead of
+        // spinning.
         if (!claimed) {
           ++record.errors;
+          ++idle;
           continue;
         }
         if (claimed->rows() == 0) {

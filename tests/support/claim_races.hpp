@@ -38,7 +38,7 @@ using race_finish =
 
 /// `workers` claimers, each on a connection of its own, claim with the SQL
 /// `claim_of` gives them (rows: the id first, the attempt in column
-/// `attempt_column`) until fifty claims in a row find nothing, and hand each
+/// `attempt_column`) until fifty claims in a row find nothing (or fail), and hand each
 /// batch to `finish`, which reports its outcomes on the same connection.
 void race_claimers(const task_database& db, int workers, int attempt_column, race_record& record,
                    const std::function<std::string(int worker, std::mt19937& rng)>& claim_of,
