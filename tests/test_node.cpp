@@ -28,6 +28,31 @@ struct node_fixture : test::nodes_fixture {
   int64_t count(const std::string& where) const {
     return std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE " + where));
   }
+
+  /// The most each of the `columns` columns of `counts` (one row of counts)
+  /// showed, sampled on a connection of its own while the nodes work, until
+  /// `tasks` tasks succeeded (60 s at most).
+  std::vector<int64_t> most_until_succeeded(const std::string& counts, int columns,
+                                            int tasks) const {
+    std::vector<int64_t> most(columns);
+    int samples = 0;
+    auto watcher = db.connect();
+    BOOST_REQUIRE(test::eventually(
+        [&] {
+          auto res = watcher.exec(
+              "SELECT (SELECT count(*) FROM taskmill.tasks WHERE status = "
+              "'succeeded'), c.* FROM (" +
+              counts + ") c");
+          BOOST_REQUIRE(res);
+          ++samples;
+          for (int i = 0; i < columns; ++i)
+            most[i] = std::max<int64_t>(most[i], res->int64(0, i + 1));
+          return res->int64(0, 0) == tasks;
+        },
+        60s));
+    BOOST_TEST_MESSAGE(samples << " samples while the nodes worked");
+    return most;
+  }
 };
 
 pb::SubmitTasks tasks_of(const std::string& type, int from, int n, int priorities = 1) {
@@ -265,23 +290,12 @@ BOOST_AUTO_TEST_CASE(limits_hold_across_nodes_claiming_at_once) {
   db.exec(
       "SELECT count(taskmill.submit(CASE WHEN k % 3 = 0 THEN 'CAPPED' ELSE 'SLEEP' END, k::text, "
       "payload => '40')) FROM generate_series(1, 240) k");
-  int64_t most = 0, most_capped = 0, samples = 0;
-  auto watcher = db.connect();
-  BOOST_REQUIRE(test::eventually(
-      [&] {
-        auto res = watcher.exec(
-            "SELECT count(*) FILTER (WHERE status = 'running'), count(*) FILTER (WHERE status = "
-            "'running' AND type = 'CAPPED'), count(*) FILTER (WHERE status = 'succeeded') FROM "
-            "taskmill.tasks");
-        BOOST_REQUIRE(res);
-        ++samples;
-        most = std::max<int64_t>(most, std::stoll(res->string(0, 0)));
-        most_capped = std::max<int64_t>(most_capped, std::stoll(res->string(0, 1)));
-        return res->string(0, 2) == "240";
-      },
-      60s));
-  BOOST_TEST_MESSAGE(samples << " samples: at most " << most << " running, " << most_capped
-                             << " of the capped type");
+  auto seen = most_until_succeeded(
+      "SELECT count(*), count(*) FILTER (WHERE type = 'CAPPED') FROM taskmill.tasks "
+      "WHERE status = 'running'",
+      2, 240);
+  auto most = seen[0], most_capped = seen[1];
+  BOOST_TEST_MESSAGE("at most " << most << " running, " << most_capped << " of the capped type");
   BOOST_CHECK_LE(most, 6);
   BOOST_CHECK_GE(most, 4);
   BOOST_CHECK_LE(most_capped, 2);
@@ -312,24 +326,14 @@ BOOST_AUTO_TEST_CASE(keys_hold_across_nodes_claiming_at_once) {
   db.exec(
       "SELECT count(taskmill.submit('KEYED', t || '-' || k, payload => jsonb_build_object("
       "'tenant', t, 'ms', 30))) FROM generate_series(1, 15) k, unnest('{s1,s2,s3,s4}'::text[]) t");
-  int64_t samples = 0, most_big = 0, most_small = 0;
-  auto watcher = db.connect();
-  BOOST_REQUIRE(test::eventually(
-      [&] {
-        auto res = watcher.exec(
-            "SELECT coalesce(max(n) FILTER (WHERE k = 'big'), 0), coalesce(max(n) FILTER (WHERE k "
-            "<> 'big'), 0), (SELECT count(*) FROM taskmill.tasks WHERE status = 'succeeded') "
-            "FROM (SELECT concurrency_key AS k, count(*) AS n FROM taskmill.tasks "
-            "WHERE status = 'running' GROUP BY 1) r");
-        BOOST_REQUIRE(res);
-        ++samples;
-        most_big = std::max<int64_t>(most_big, std::stoll(res->string(0, 0)));
-        most_small = std::max<int64_t>(most_small, std::stoll(res->string(0, 1)));
-        return res->string(0, 2) == "150";
-      },
-      60s));
-  BOOST_TEST_MESSAGE(samples << " samples: at most " << most_big << " of the big tenant running, "
-                             << most_small << " of a small one");
+  auto seen = most_until_succeeded(
+      "SELECT coalesce(max(n) FILTER (WHERE k = 'big'), 0), coalesce(max(n) FILTER (WHERE k "
+      "<> 'big'), 0) FROM (SELECT concurrency_key AS k, count(*) AS n FROM taskmill.tasks "
+      "WHERE status = 'running' GROUP BY 1) r",
+      2, 150);
+  auto most_big = seen[0], most_small = seen[1];
+  BOOST_TEST_MESSAGE("at most " << most_big << " of the big tenant running, " << most_small
+                                << " of a small one");
   BOOST_CHECK_LE(most_big, 3);
   BOOST_CHECK_LE(most_small, 2);
   BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
