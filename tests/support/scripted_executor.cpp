@@ -18,12 +18,15 @@ scripted_executor::scripted_executor() {
 }
 
 scripted_executor::~scripted_executor() {
-  // Workers still hold replies that post into the server: they go first.
+  // Workers still hold replies that post into the server: they go first,
+  // their delays cut short (a test that ends does not wait out a long task).
   std::vector<std::thread> workers;
   {
     std::lock_guard<std::mutex> guard{mtx_};
+    closing_ = true;
     workers.swap(workers_);
   }
+  closed_.notify_all();
   for (auto& w : workers) w.join();
   server_.reset();
 }
@@ -90,16 +93,19 @@ void scripted_executor::handle(http_request req, http_reply reply) {
     json result = script["async"];
     result["attempt"] = attempt;
     auto target = node_api_ + "/v1/tasks/" + std::to_string(body["id"].get<int64_t>()) + "/result";
-    workers_.emplace_back([target, result, delay] {
-      std::this_thread::sleep_for(delay);
-      http_fetch("POST", target, result.dump());
+    workers_.emplace_back([this, target, result, delay] {
+      if (waited_out(delay)) http_fetch("POST", target, result.dump());
     });
     return;
   }
-  workers_.emplace_back([reply = std::move(reply), res = std::move(res), delay]() mutable {
-    std::this_thread::sleep_for(delay);
-    reply(std::move(res));
+  workers_.emplace_back([this, reply = std::move(reply), res = std::move(res), delay]() mutable {
+    if (waited_out(delay)) reply(std::move(res));
   });
+}
+
+bool scripted_executor::waited_out(std::chrono::milliseconds delay) {
+  std::unique_lock<std::mutex> lock{mtx_};
+  return !closed_.wait_for(lock, delay, [&] { return closing_; });
 }
 
 }  // namespace taskmill::test

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,12 +44,16 @@ class scripted_executor {
 
  private:
   void handle(http_request req, http_reply reply);
+  /// Waits `delay`, false when the executor closes first.
+  bool waited_out(std::chrono::milliseconds delay);
 
   std::mutex mtx_;
   std::vector<seen> requests_;
   std::vector<seen> cancels_;
   int cancels_to_refuse_ = 0;
   std::vector<std::thread> workers_;
+  bool closing_ = false;
+  std::condition_variable closed_;
   std::string node_api_;
   std::unique_ptr<http_server> server_;
 };
