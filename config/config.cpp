@@ -85,6 +85,7 @@ void read_type(table_reader& r, task_type_config& t) {
   r.read("key_space", t.key_space);
   r.read("key_path", t.key_path);
   r.read("key_separator", t.key_separator);
+  r.read("rate_units", t.rate_units);
   std::string kind = t.backoff.exponential ? "exponential" : "fixed";
   r.read("backoff", kind);
   r.read("backoff_base", t.backoff.base, milliseconds{0}, max_int32_ms);
@@ -493,6 +494,8 @@ std::string read_sections(const toml::table& root, config& cfg) {
       r.read_limits("keys", space.keys);
       r.read("class_path", space.class_path);
       r.read_limits("classes", space.classes);
+      r.read("rate", space.rate);
+      r.read("period", space.period);
       r.reject_unknown_keys();
       if (!r.error().empty()) return r.error();
       cfg.key_spaces.emplace(name, std::move(space));

@@ -55,6 +55,8 @@ struct task_type_config {
   std::string key_space;
   std::string key_path;
   std::string key_separator;
+  // What a start of one of its tasks costs its key's rate (none: 1).
+  std::optional<int> rate_units;
   /// The longest an attempt of this type may run: its timeout, or its max
   /// timeout if it may move its deadline.
   milliseconds longest_attempt(milliseconds task_timeout) const {
@@ -64,14 +66,17 @@ struct task_type_config {
 
 /// A key space of [key_spaces.NAME] (SPEC §4 Keyed limits): a running limit
 /// per key of the types that name it, with limits of their own for named keys
-/// and for classes (the value at class_path in a task's payload). The
-/// database checks the ranges, naming the field.
+/// and for classes (the value at class_path in a task's payload), and a rate
+/// per key. The database checks the ranges, naming the field.
 struct key_space_config {
   std::string name;
   int64_t limit = 0;
   std::map<std::string, int64_t> keys;
   std::string class_path;
   std::map<std::string, int64_t> classes;
+  /// Units each key may start in any window of `period` (none: no rate).
+  std::optional<int> rate;
+  std::optional<milliseconds> period;
 };
 
 /// A reconciler rule: rows of `query` (key, execute_at, payload) that must

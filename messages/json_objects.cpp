@@ -45,6 +45,7 @@ caf::error read_submit_fields(object_reader& r, pb::SubmitTask& out) {
     out.set_shard_total(static_cast<int32_t>(*v));
   if (auto v = r.raw("after")) out.set_after(*v);
   if (auto v = r.text("on_parent_failure")) out.set_on_parent_failure(*v);
+  if (auto v = r.text("concurrency_key")) out.set_concurrency_key(*v);
   return caf::none;
 }
 
@@ -142,6 +143,13 @@ void write_task(std::string& out, const pb::Task& t) {
     w.field("shard_total") += "null";
   }
   w.text("trace_id", t.trace_id());
+  w.text_or_null("key_space", t.key_space());
+  // A keyed task's key may be "" (its type's tasks share one).
+  if (t.key_space().empty())
+    w.field("concurrency_key") += "null";
+  else
+    w.text("concurrency_key", t.concurrency_key());
+  w.text_or_null("key_class", t.key_class());
   w.time_or_null("heartbeat_at", t.heartbeat_at(), t.has_heartbeat_at());
   w.time_or_null("started_at", t.started_at(), t.has_started_at());
   w.time_or_null("created_at", t.created_at(), t.has_created_at());

@@ -54,6 +54,8 @@ caf::error validate(const pb::SubmitTask& t, const input_limits& limits, const s
     if (auto err = check_text(t.batch(), where, "batch")) return err;
   if (t.has_trace_id())
     if (auto err = check_text(t.trace_id(), where, "trace_id")) return err;
+  if (t.has_concurrency_key())
+    if (auto err = check_text(t.concurrency_key(), where, "concurrency_key")) return err;
   if (t.has_payload())
     if (auto err = check_json(t.payload(), limits, where, "payload")) return err;
   if (t.has_after())

@@ -37,7 +37,10 @@ task_columns::task_columns(const result& res)
       started_at(res.column("started_at")),
       created_at(res.column("created_at")),
       updated_at(res.column("updated_at")),
-      parent_results(res.column("parent_results")) {}
+      parent_results(res.column("parent_results")),
+      key_space(res.column("key_space")),
+      concurrency_key(res.column("concurrency_key")),
+      key_class(res.column("key_class")) {}
 
 namespace {
 
@@ -92,6 +95,12 @@ void read_task(const result& res, int row, const task_columns& c, pb::Task* out)
   read_time(res, row, c.created_at, &pb::Task::mutable_created_at, out);
   read_time(res, row, c.updated_at, &pb::Task::mutable_updated_at, out);
   out->set_parent_results(res.string(row, c.parent_results));
+  // A claim's rows leave the keys out.
+  if (c.key_space >= 0) {
+    out->set_key_space(res.string(row, c.key_space));
+    out->set_concurrency_key(res.string(row, c.concurrency_key));
+    out->set_key_class(res.string(row, c.key_class));
+  }
 }
 
 param timestamp_param(const google::protobuf::Timestamp& ts) {
@@ -133,6 +142,9 @@ std::vector<param> submit_params(const std::vector<const pb::SubmitTask*>& tasks
       optional([](auto t) {
         return t->has_on_parent_failure() ? text_param(t->on_parent_failure()) : param{};
       }),
+      optional([](auto t) {
+        return t->has_concurrency_key() ? text_param(t->concurrency_key()) : param{};
+      }),
   };
 }
 
@@ -167,6 +179,8 @@ std::string key_spaces_json(const pb::TypeSettingsList& settings) {
     if (!k.class_path().empty()) space["class_path"] = k.class_path();
     if (!k.classes().empty())
       space["classes"] = std::map<std::string, int64_t>(k.classes().begin(), k.classes().end());
+    if (k.has_rate()) space["rate"] = k.rate();
+    if (k.has_period_ms()) space["period_ms"] = k.period_ms();
     spaces.push_back(std::move(space));
   }
   return spaces.dump();
@@ -196,6 +210,9 @@ std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
       column([&](const pb::TypeSettings& t) { return text_or_null(t.key_space()); }),
       column([&](const pb::TypeSettings& t) { return text_or_null(t.key_path()); }),
       column([&](const pb::TypeSettings& t) { return text_or_null(t.key_separator()); }),
+      column([&](const pb::TypeSettings& t) {
+        return t.has_rate_units() ? number_param(t.rate_units()) : param{};
+      }),
   };
 }
 

@@ -13,7 +13,7 @@ struct task_columns {
   int id, type, key, version, status, priority, execute_at, payload, result_json, error, attempt,
       retry_count, max_retries, timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
       backoff_jitter, batch, shard_index, shard_total, trace_id, picked_by, heartbeat_at,
-      started_at, created_at, updated_at, parent_results;
+      started_at, created_at, updated_at, parent_results, key_space, concurrency_key, key_class;
 };
 
 /// Fields whose column the result lacks read as empty (a narrower select).

@@ -9,8 +9,7 @@ const statement submit_batch{
     "SELECT * FROM taskmill.submit_batch($1::text[], $2::text[], "
     "$3::bigint[], $4::jsonb[], $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[], "
     "$10::int[], $11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[], "
-    "$17::jsonb[], "
-    "$18::text[])"};
+    "$17::jsonb[], $18::text[], $19::text[])"};
 
 const statement reschedule{
     "reschedule",
@@ -77,7 +76,7 @@ const statement submit_batch_with_callbacks{
     "SELECT * FROM taskmill.submit_batch_with_callbacks($1::text[], $2::text[], $3::bigint[], "
     "$4::jsonb[], $5::timestamptz[], $6::int[], $7::int[], $8::int[], $9::text[], $10::int[], "
     "$11::int[], $12::real[], $13::text[], $14::text[], $15::int[], $16::int[], $17::jsonb[], "
-    "$18::text[], $19::jsonb, $20::jsonb)"};
+    "$18::text[], $20::jsonb, $21::jsonb, $19::text[])"};
 
 // $1..$5: the workflow's name, key, step names, shards and the lease (ms);
 // the tasks as submit_batch takes them.
@@ -86,7 +85,8 @@ const statement submit_workflow{
     "SELECT outcome, workflow_id FROM taskmill.submit_workflow($1::text, $2::text, $3::text[], "
     "$4::int[], $5::bigint, $6::text[], $7::text[], $8::bigint[], $9::jsonb[], "
     "$10::timestamptz[], $11::int[], $12::int[], $13::int[], $14::text[], $15::int[], $16::int[], "
-    "$17::real[], $18::text[], $19::text[], $20::int[], $21::int[], $22::jsonb[], $23::text[])"};
+    "$17::real[], $18::text[], $19::text[], $20::int[], $21::int[], $22::jsonb[], $23::text[], "
+    "$24::text[])"};
 
 const statement workflow_summary{"workflow_summary",
                                  "SELECT * FROM taskmill.workflow_summary($1::bigint) WHERE id "
@@ -133,7 +133,7 @@ const statement put_type_settings{
     "put_type_settings",
     "SELECT taskmill.put_type_settings($1::text[], $2::int[], $3::int[], $4::text[], $5::int[], "
     "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int, "
-    "$13::jsonb, $14::text[], $15::text[], $16::text[])"};
+    "$13::jsonb, $14::text[], $15::text[], $16::text[], $17::int[])"};
 
 // A page of tasks in id order. The page reads at most $7 tasks past the
 // page token through the primary key, whatever the filters match, so that a

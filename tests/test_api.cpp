@@ -313,6 +313,30 @@ BOOST_AUTO_TEST_CASE(a_task_says_why_it_is_not_running) {
   BOOST_CHECK(!task.contains("waiting"));
 }
 
+// SPEC §4 Keyed limits: a key given at submit, and a task's keys read back.
+BOOST_AUTO_TEST_CASE(a_concurrency_key_is_given_at_submit_and_read_back) {
+  db.exec(
+      "SELECT taskmill.put_type_settings('{GIVEN}', '{5000}', '{2}', '{fixed}', '{1}', '{1000}', "
+      "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"accounts\", \"limit\": "
+      "2}]', '{accounts}', '{NULL}', '{NULL}')");
+  auto created =
+      call("POST", "/v1/tasks", R"({"type": "GIVEN", "key": "g1", "concurrency_key": "acme"})");
+  BOOST_REQUIRE_EQUAL(created.status, 200);
+  auto id = created.body["task"]["id"].get<int64_t>();
+  auto task = call("GET", "/v1/tasks/" + std::to_string(id)).body;
+  BOOST_CHECK_EQUAL(task["key_space"], "accounts");
+  BOOST_CHECK_EQUAL(task["concurrency_key"], "acme");
+  BOOST_CHECK(task["key_class"].is_null());
+  auto plain = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "p1"})");
+  BOOST_CHECK(plain.body["task"]["concurrency_key"].is_null());
+  expect_error(
+      call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "p2", "concurrency_key": "acme"})"), 400,
+      "concurrency_key: type NOOP has no key space");
+  expect_error(call("POST", "/v1/tasks", R"({"type": "GIVEN", "key": "g2", "concurrency_key": 7})"),
+               400, "concurrency_key");
+  BOOST_CHECK_EQUAL(count_tasks(), 2);
+}
+
 BOOST_AUTO_TEST_CASE(the_console_and_the_openapi_document_are_served) {
   auto page = call("GET", "/ui/");
   BOOST_CHECK_EQUAL(page.status, 200);

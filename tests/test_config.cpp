@@ -116,10 +116,13 @@ limit = 5
 keys = { acme = 50 }
 class_path = "$.tier"
 classes = { free = 2, pro = 20 }
+rate = 100
+period = "1m"
 
 [types.REPORT]
 key_space = "tenants"
 key_path = "$.tenant"
+rate_units = 5
 )"};
   auto cfg = load_config(file.path.string(), {});
   BOOST_REQUIRE(cfg);
@@ -130,6 +133,14 @@ key_path = "$.tenant"
   BOOST_CHECK_EQUAL(tenants.classes.at("pro"), 20);
   BOOST_CHECK_EQUAL(cfg->type_config("REPORT").key_space, "tenants");
   BOOST_CHECK_EQUAL(cfg->type_config("REPORT").key_path, "$.tenant");
+  BOOST_CHECK(tenants.rate == 100);
+  BOOST_CHECK(tenants.period == 60s);
+  BOOST_CHECK(cfg->type_config("REPORT").rate_units == 5);
+  BOOST_CHECK(!cfg->type_config("OTHER").rate_units);
+  BOOST_CHECK(contains(error_of("[key_spaces.t]\nlimit = 1\nrate = 5\nperiod = \"soon\"\n"),
+                       "'key_spaces.t.period' must be a duration"));
+  BOOST_CHECK(contains(error_of("[key_spaces.t]\nlimit = 1\nrate = \"many\"\n"),
+                       "'key_spaces.t.rate' must be an integer"));
   BOOST_CHECK(
       contains(error_of("[key_spaces.t]\nkeys = { a = 1 }\n"), "'key_spaces.t.limit' is required"));
   BOOST_CHECK(contains(error_of("[key_spaces.t]\nlimit = 1\nkeys = { a = \"x\" }\n"),

@@ -1,7 +1,7 @@
 // Concurrency keys (SPEC §4 Keyed limits) on a scratch database: a type's
 // key settings and their refusals, each task's key and class as submitted,
-// and claims that serve keys in turns, never past a key's limit, even with
-// claimers racing.
+// and claims that serve keys in turns, never past a key's limit or rate,
+// even with claimers racing.
 
 #define BOOST_TEST_MODULE keys
 #include <boost/test/unit_test.hpp>
@@ -25,14 +25,14 @@ namespace {
 /// `separator` (SQL literals or NULL). Answers the error, or empty.
 std::string put_keyed(const task_database& db, const std::string& type, const std::string& space,
                       const std::string& space_name, const std::string& path,
-                      const std::string& separator) {
+                      const std::string& separator, const std::string& rate_units = "NULL") {
   auto conn = db.connect();
   auto res = conn.exec(
       "SELECT taskmill.put_type_settings(ARRAY['" + type +
       "'], '{5000}', '{2}', '{fixed}', '{1}', '{1000}', '{0}', '{NULL}', '{NULL}', NULL, NULL, "
       "NULL, '[" +
       space + "]', ARRAY[" + space_name + "], ARRAY[" + path + "]::text[], ARRAY[" + separator +
-      "]::text[])");
+      "]::text[], ARRAY[" + rate_units + "]::int[])");
   return res ? std::string{} : test::describe(res);
 }
 
@@ -70,6 +70,19 @@ void submit_tenant_tasks(const task_database& db, const std::string& type,
 
 const std::string tenants = R"({"name": "tenants", "limit": 2})";
 
+/// Five claimers of random turns race until nothing is left, each pausing
+/// up to 2 ms before it ends what it claimed, a third retried.
+void race_five_claimers(const task_database& db, race_record& record, std::atomic<int>& stale) {
+  race_claimers(
+      db, 5, 1, record,
+      [&](int w, std::mt19937& rng) { return claim_by_random_turns(w, rng, 40, "'{}', '{}', 0"); },
+      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
+          const std::vector<int64_t>& attempts) {
+        std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
+        finish_a_third_retried(record, stale)(conn, rng, ids, attempts);
+      });
+}
+
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(key_settings)
@@ -91,8 +104,7 @@ BOOST_AUTO_TEST_CASE(bad_key_settings_are_refused_naming_the_field) {
   refused(R"({"name": "s", "limit": 2, "class_path": "$$ nope"})", "'s'", "'$.t'", "NULL",
           "key_spaces.s.class_path");
   refused(tenants, "'elsewhere'", "'$.t'", "NULL", "types.T.key_space: no key space");
-  refused(tenants, "'tenants'", "'$.t'", "':'", "one of key_path and key_separator");
-  refused(tenants, "'tenants'", "NULL", "NULL", "one of key_path and key_separator");
+  refused(tenants, "'tenants'", "'$.t'", "':'", "key_path and key_separator are two ways");
   refused(tenants, "'tenants'", "'$[[['", "NULL", "types.T.key_path");
   refused(tenants, "NULL", "'$.t'", "NULL", "go with key_space");
   // Nothing of a refused call was stored.
@@ -102,6 +114,38 @@ BOOST_AUTO_TEST_CASE(bad_key_settings_are_refused_naming_the_field) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT key_space || ' ' || key_path FROM taskmill.task_types "
                               "WHERE type = 'T'"),
                     "tenants $.tenant");
+}
+
+BOOST_AUTO_TEST_CASE(bad_rates_are_refused_naming_the_field) {
+  task_database db{"keybadrate"};
+  auto refused = [&](const std::string& space, const std::string& units,
+                     const std::string& naming) {
+    auto error = put_keyed(db, "T", space, "'s'", "'$.t'", "NULL", units);
+    BOOST_CHECK_MESSAGE(error.find(naming) != std::string::npos,
+                        "expected \"" << naming << "\" in: " << error);
+  };
+  refused(R"({"name": "s", "limit": 5, "rate": 0, "period_ms": 1000})", "NULL",
+          "key_spaces.s.rate must be");
+  refused(R"({"name": "s", "limit": 5, "rate": 10001, "period_ms": 1000})", "NULL",
+          "key_spaces.s.rate must be");
+  refused(R"({"name": "s", "limit": 5, "rate": 2.5, "period_ms": 1000})", "NULL",
+          "key_spaces.s.rate must be");
+  refused(R"({"name": "s", "limit": 5, "rate": 5})", "NULL", "key_spaces.s: rate and period");
+  refused(R"({"name": "s", "limit": 5, "rate": 5, "period_ms": 0})", "NULL",
+          "key_spaces.s.period must be");
+  refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "4",
+          "types.T.rate_units must be from 1 to the rate of key space s (3)");
+  refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "0", "types.T.rate_units");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types WHERE type = 'T'"), "0");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.key_spaces WHERE rate IS NOT NULL"),
+                    "0");
+  BOOST_CHECK_EQUAL(put_keyed(db, "T", R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})",
+                              "'s'", "'$.t'", "NULL", "3"),
+                    "");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT rate || '/' || rate_period_ms || ' ' || (SELECT rate_units "
+                "FROM taskmill.task_types WHERE type = 'T') FROM taskmill.key_spaces"),
+      "3/1000 3");
 }
 
 BOOST_AUTO_TEST_CASE(each_task_takes_its_key_and_class_as_submitted) {
@@ -177,6 +221,66 @@ BOOST_AUTO_TEST_CASE(a_key_too_long_or_missing_under_a_strict_path_is_refused) {
       "SELECT taskmill.submit('T', 'b', payload => jsonb_build_object('tenant', "
       "repeat('x', 501)))");
   BOOST_CHECK_MESSAGE(error.find("must be at most 500 characters") != std::string::npos, error);
+}
+
+// A type keyed without a key_path or a key_separator takes each task's key
+// as given at submit; others refuse one, naming the field, and store
+// nothing.
+BOOST_AUTO_TEST_CASE(a_key_given_at_submit_keys_a_type_keyed_so) {
+  task_database db{"keygiven"};
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "G", tenants, "'tenants'", "NULL", "NULL"), "");
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "T", tenants, "'tenants'", "'$.tenant'", "NULL"), "");
+  db.exec("SELECT taskmill.submit('G', 'one', concurrency_key => 'acme')");
+  db.exec("SELECT taskmill.submit('G', 'none')");
+  db.exec(
+      "SELECT count(*) FROM taskmill.submit_batch('{G,G}', '{two,three}', NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '{acme,globex}')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(key || '=' || concurrency_key, ',' ORDER BY key) "
+                              "FROM taskmill.tasks"),
+                    "none=,one=acme,three=globex,two=acme");
+  auto refused = [&](const std::string& sql, const std::string& naming) {
+    auto error = db.error_of(sql);
+    BOOST_CHECK_MESSAGE(error.find(naming) != std::string::npos,
+                        "expected \"" << naming << "\" in: " << error);
+  };
+  refused(
+      "SELECT taskmill.submit('T', 'x', payload => '{\"tenant\": \"a\"}', concurrency_key "
+      "=> 'b')",
+      "concurrency_key: type T takes its key from payload $.tenant");
+  refused("SELECT taskmill.submit('U', 'x', concurrency_key => 'b')",
+          "concurrency_key: type U has no key space");
+  refused("SELECT taskmill.submit('G', 'x', concurrency_key => repeat('k', 501))",
+          "concurrency_key must be at most 500 characters");
+  refused(
+      "SELECT taskmill.submit_batch('{G,U}', '{y,z}', NULL, NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, '{a,b}')",
+      "tasks[1].concurrency_key: type U has no key space");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.tasks"), "4");
+  // A workflow's steps, likewise.
+  refused(
+      "SELECT taskmill.submit_workflow('wf', NULL, '{a,b}', NULL, 10000, '{G,T}', NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+      "NULL, NULL, '{k1,k2}')",
+      "steps[1].concurrency_key: type T takes its key");
+  db.exec(
+      "SELECT taskmill.submit_workflow('wf', NULL, '{a}', NULL, 10000, '{G}', NULL, NULL, "
+      "NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, "
+      "NULL, '{initech}')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT concurrency_key FROM taskmill.tasks t JOIN "
+                              "taskmill.workflow_steps s ON s.task_id = t.id"),
+                    "initech");
+  db.exec("DELETE FROM taskmill.tasks WHERE concurrency_key = 'initech'");
+  // Run again after it ended, a task keeps the key it was given.
+  db.exec("UPDATE taskmill.tasks SET status = 'dead' WHERE key = 'one'");
+  db.exec("UPDATE taskmill.tasks SET status = 'pending' WHERE key = 'one'");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT concurrency_key FROM taskmill.tasks WHERE key = 'one'"),
+                    "acme");
+  // Each given key has its own limit (2).
+  auto conn = db.connect();
+  auto taken = counts(claim_keys(conn, 100));
+  BOOST_CHECK_EQUAL(taken["acme"], 2);
+  BOOST_CHECK_EQUAL(taken["globex"], 1);
+  BOOST_CHECK_EQUAL(taken[""], 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -292,6 +396,78 @@ BOOST_AUTO_TEST_CASE(a_node_takes_its_own_types_of_a_shared_space) {
   BOOST_CHECK_EQUAL(claimed->string(0, 1), "20");
 }
 
+// A space whose types give no key: one key, '', for all of them, so that its
+// limits hold for those types together.
+BOOST_AUTO_TEST_CASE(types_that_give_no_key_share_their_spaces_limits) {
+  task_database db{"keyshareall"};
+  const std::string downstream = R"({"name": "downstream", "limit": 2})";
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "P", downstream, "'downstream'", "NULL", "NULL"), "");
+  BOOST_REQUIRE_EQUAL(put_keyed(db, "Q", downstream, "'downstream'", "NULL", "NULL"), "");
+  submit_tenant_tasks(db, "P", "a", 5);
+  submit_tenant_tasks(db, "Q", "b", 5);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(DISTINCT '[' || concurrency_key || ']', ',') "
+                              "FROM taskmill.tasks"),
+                    "[]");
+  auto conn = db.connect();
+  BOOST_CHECK_EQUAL(claim_keys(conn, 100).size(), 2u);
+  BOOST_CHECK(claim_keys(conn, 100).empty());
+}
+
+// A key starts at most its rate in a period, whatever its running limit
+// leaves; a start costs its type's units; waiting says when the next may
+// start, and so does the next due time the pusher waits for.
+BOOST_AUTO_TEST_CASE(no_key_starts_more_than_its_rate_in_a_period) {
+  task_database db{"keyrate"};
+  BOOST_REQUIRE_EQUAL(
+      put_keyed(db, "T", R"({"name": "api", "limit": 100, "rate": 3, "period_ms": 60000})", "'api'",
+                "'$.tenant'", "NULL"),
+      "");
+  BOOST_REQUIRE_EQUAL(
+      put_keyed(db, "B", R"({"name": "bulk", "limit": 100, "rate": 5, "period_ms": 60000})",
+                "'bulk'", "'$.tenant'", "NULL", "2"),
+      "");
+  submit_tenant_tasks(db, "T", "a", 10);
+  submit_tenant_tasks(db, "T", "b", 10);
+  submit_tenant_tasks(db, "B", "x", 10);
+  // Due a while ago: the next due time is the keys' rate alone.
+  db.exec("UPDATE taskmill.tasks SET execute_at = execute_at - interval '5 s'");
+  auto conn = db.connect();
+  auto taken = counts(claim_keys(conn, 100));
+  BOOST_CHECK_EQUAL(taken["a"], 3);
+  BOOST_CHECK_EQUAL(taken["b"], 3);
+  BOOST_CHECK_EQUAL(taken["x"], 2);  // 4 of its 5 units
+  // Ended, their starts still count for the period.
+  db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE status = 'running'");
+  BOOST_CHECK(claim_keys(conn, 100).empty());
+  db.exec("INSERT INTO taskmill.nodes (name, incarnation) VALUES ('n1', 'i1')");
+  auto waiting = db.exec(
+      "SELECT w.reason || ': ' || w.message, extract(epoch FROM w.until - now()) FROM "
+      "taskmill.waiting_reason((SELECT min(id) FROM taskmill.tasks WHERE concurrency_key = 'a' "
+      "AND status = 'pending'), 5000, 1000, 0, '{16,8,4,2,1}') w");
+  BOOST_CHECK_MESSAGE(waiting.string(0, 0).find("rate_limited: key a of key space api is at its "
+                                                "rate: 3 units started in the last 60000 ms") == 0,
+                      waiting.string(0, 0));
+  BOOST_CHECK_CLOSE(std::stod(waiting.string(0, 1)), 60.0, 5.0);
+  auto next_due = db.scalar(
+      "SELECT extract(epoch FROM next_due_at - db_now) FROM taskmill.next_due(NULL, 120000, 'n1')");
+  BOOST_CHECK_CLOSE(std::stod(next_due), 60.0, 5.0);
+  // A period later, each key starts its rate again.
+  db.exec(
+      "UPDATE taskmill.key_starts SET starts = ARRAY(SELECT s - interval '60 s' FROM "
+      "unnest(starts) s)");
+  taken = counts(claim_keys(conn, 100));
+  BOOST_CHECK_EQUAL(taken["a"], 3);
+  BOOST_CHECK_EQUAL(taken["b"], 3);
+  BOOST_CHECK_EQUAL(taken["x"], 2);
+  // One slot of a key a period old frees one start, not three.
+  db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE status = 'running'");
+  db.exec(
+      "UPDATE taskmill.key_starts SET starts = ARRAY(SELECT s - CASE WHEN o = 1 THEN "
+      "interval '60 s' ELSE interval '0 s' END FROM unnest(starts) WITH ORDINALITY u(s, o)) "
+      "WHERE key = 'a'");
+  BOOST_CHECK((claim_keys(conn, 100) == std::vector<std::string>{"a"}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(races)
@@ -336,17 +512,47 @@ BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_key_limit) {
   db.exec("UPDATE taskmill.tasks SET priority = 1 + id % 5");
   race_record record;
   std::atomic<int> stale{0};
-  race_claimers(
-      db, 5, 1, record,
-      [&](int w, std::mt19937& rng) { return claim_by_random_turns(w, rng, 40, "'{}', '{}', 0"); },
-      [&](db::connection& conn, std::mt19937& rng, const std::vector<int64_t>& ids,
-          const std::vector<int64_t>& attempts) {
-        std::this_thread::sleep_for(std::chrono::microseconds{rng() % 2000});
-        finish_a_third_retried(record, stale)(conn, rng, ids, attempts);
-      });
+  race_five_claimers(db, record, stale);
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM key_limit_passed"), "0");
   BOOST_TEST_MESSAGE(
       "keyed claims checked: " << db.scalar("SELECT sum(attempt) FROM taskmill.tasks"));
+  check_every_task_ran_once_an_attempt(db, record, stale, keys * per_key);
+}
+
+// Five claimers over 20 keys at a rate of 3 starts in 25 ms, retrying a
+// third: every start is logged, and no window of 25 ms holds more than 3
+// starts of a key.
+BOOST_AUTO_TEST_CASE(racing_claimers_never_pass_a_key_rate) {
+  task_database db{"keyraterace"};
+  BOOST_REQUIRE_EQUAL(
+      put_keyed(db, "T", R"({"name": "tenants", "limit": 1000, "rate": 3, "period_ms": 25})",
+                "'tenants'", "'$.tenant'", "NULL"),
+      "");
+  db.exec(R"sql(
+    CREATE TABLE key_start_log (key text, started_at timestamptz);
+    CREATE FUNCTION log_key_start() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      INSERT INTO key_start_log VALUES (NEW.concurrency_key, NEW.started_at);
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER key_start_logged AFTER UPDATE OF status ON taskmill.tasks
+      FOR EACH ROW WHEN (NEW.status = 'running' AND OLD.status <> 'running')
+      EXECUTE FUNCTION log_key_start();
+  )sql");
+  constexpr int keys = 20, per_key = 20;
+  for (int k = 0; k < keys; ++k) submit_tenant_tasks(db, "T", "t" + std::to_string(k), per_key);
+  db.exec("UPDATE taskmill.tasks SET priority = 1 + id % 5");
+  race_record record;
+  std::atomic<int> stale{0};
+  race_five_claimers(db, record, stale);
+  auto windows = db.exec(
+      "SELECT count(*) FILTER (WHERE w.n > 3), max(w.n), count(*) FROM (SELECT (SELECT count(*) "
+      "FROM key_start_log b WHERE b.key = a.key AND b.started_at >= a.started_at AND "
+      "b.started_at < a.started_at + interval '25 ms') AS n FROM key_start_log a) w");
+  BOOST_TEST_MESSAGE("starts logged: " << windows.string(0, 2)
+                                       << ", most in a window: " << windows.string(0, 1));
+  BOOST_CHECK_EQUAL(windows.string(0, 0), "0");
+  BOOST_CHECK_EQUAL(windows.string(0, 1), "3");
   check_every_task_ran_once_an_attempt(db, record, stale, keys * per_key);
 }
 

@@ -304,6 +304,20 @@ BOOST_AUTO_TEST_CASE(limits_hold_across_nodes_claiming_at_once) {
   BOOST_CHECK_GE(nodes_used, 2);
 }
 
+/// Type `name` in `cfg`, run as type `like` is, keyed in space `space` by
+/// payload path `path`; answers the space, to be given its limits.
+key_space_config& add_keyed_type(config& cfg, const std::string& name, const std::string& like,
+                                 const std::string& space, const std::string& path) {
+  auto keyed = cfg.types.at(like);
+  keyed.name = name;
+  keyed.key_space = space;
+  keyed.key_path = path;
+  cfg.types[name] = keyed;
+  auto& out = cfg.key_spaces[space];
+  out.name = space;
+  return out;
+}
+
 // Keyed limits from the nodes' configs (SPEC §4 Keyed limits): three nodes
 // drain five tenants' tasks; no tenant ever runs more than its limit, and
 // the small tenants are not left behind the big one's backlog.
@@ -311,12 +325,9 @@ BOOST_AUTO_TEST_CASE(keys_hold_across_nodes_claiming_at_once) {
   for (int i = 1; i <= 3; ++i) {
     auto cfg = test_node_config("n" + std::to_string(i));
     cfg.scheduling.batch_size = 8;
-    cfg.key_spaces["tenants"] = {"tenants", 2, {{"big", 3}}, "", {}};
-    auto keyed = cfg.types.at("SLEEP");
-    keyed.name = "KEYED";
-    keyed.key_space = "tenants";
-    keyed.key_path = "$.tenant";
-    cfg.types["KEYED"] = keyed;
+    auto& tenants = add_keyed_type(cfg, "KEYED", "SLEEP", "tenants", "$.tenant");
+    tenants.limit = 2;
+    tenants.keys = {{"big", 3}};
     start(cfg);
   }
   // The big tenant's 90 tasks are all older than the others' 15 each.
@@ -344,6 +355,42 @@ BOOST_AUTO_TEST_CASE(keys_hold_across_nodes_claiming_at_once) {
                 "WHERE concurrency_key <> 'big') < (SELECT max(started_at) - "
                 "interval '200 ms' FROM taskmill.tasks WHERE concurrency_key = 'big')"),
       "t");
+}
+
+// A key's rate from the nodes' configs: three nodes, 50 starts a second on
+// one key, 2,000 due tasks: no window of a second holds more than 50 starts,
+// and the nodes start at least 90% of the rate, each opening of the rate
+// found without waiting for a poll.
+BOOST_AUTO_TEST_CASE(a_keys_rate_holds_across_nodes_claiming_at_once) {
+  for (int i = 1; i <= 3; ++i) {
+    auto cfg = test_node_config("n" + std::to_string(i));
+    cfg.scheduling.poll_interval = 5s;
+    auto& api = add_keyed_type(cfg, "RATED", "NOOP", "api", "$.account");
+    api.limit = 1000;
+    api.rate = 50;
+    api.period = 1s;
+    start(cfg);
+  }
+  db.exec(
+      "SELECT count(taskmill.submit('RATED', 'r-' || k, payload => '{\"account\": \"acme\"}')) "
+      "FROM generate_series(1, 2000) k");
+  BOOST_REQUIRE(test::eventually([&] { return count("started_at IS NOT NULL") >= 260; }, 20s));
+  auto starts = db.exec(
+      "WITH s AS (SELECT started_at FROM taskmill.tasks WHERE started_at IS NOT NULL), "
+      "first AS (SELECT min(started_at) AS t0 FROM s), "
+      "early AS (SELECT s.started_at FROM s, first WHERE s.started_at < first.t0 + interval '5 "
+      "s') "
+      "SELECT (SELECT max((SELECT count(*) FROM s b WHERE b.started_at >= a.started_at AND "
+      "b.started_at < a.started_at + interval '1 s')) FROM s a), "
+      "(SELECT (count(*) - 50) / extract(epoch FROM max(e.started_at) - min(e.started_at)) "
+      "FROM early e)");
+  auto most_in_a_second = starts.int64(0, 0);
+  auto rate = std::stod(starts.string(0, 1));
+  BOOST_TEST_MESSAGE("at most " << most_in_a_second << " starts in a second; " << rate
+                                << " a second after the first 50");
+  BOOST_CHECK_LE(most_in_a_second, 50);
+  BOOST_CHECK_GE(rate, 45.0);
+  BOOST_CHECK_EQUAL(count("attempt > 1"), 0);
 }
 
 BOOST_AUTO_TEST_CASE(notifications_wake_idle_nodes_long_before_their_poll) {

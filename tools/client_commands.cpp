@@ -30,10 +30,11 @@ using namespace std::chrono_literals;
 // -- printing answers ----------------------------------------------------------------
 
 constexpr const char* task_fields[] = {
-    "id",          "type",       "key",          "version",    "status",     "priority",
-    "execute_at",  "payload",    "result",       "error",      "attempt",    "retry_count",
-    "max_retries", "timeout_ms", "backoff",      "picked_by",  "batch",      "shard_index",
-    "shard_total", "trace_id",   "heartbeat_at", "started_at", "created_at", "updated_at"};
+    "id",          "type",       "key",       "version",         "status",    "priority",
+    "execute_at",  "payload",    "result",    "error",           "attempt",   "retry_count",
+    "max_retries", "timeout_ms", "backoff",   "picked_by",       "batch",     "shard_index",
+    "shard_total", "trace_id",   "key_space", "concurrency_key", "key_class", "heartbeat_at",
+    "started_at",  "created_at", "updated_at"};
 
 void add_task_fields(table& listing, const json& task) {
   for (const char* name : task_fields)
@@ -178,6 +179,7 @@ struct submit_options {
   std::string batch;
   std::vector<std::string> after;
   std::string on_parent_failure;
+  std::string concurrency_key;
   bool wait = false;
 };
 
@@ -204,6 +206,7 @@ json submit_body(const submit_options& o) {
     for (const auto& ref : o.after) after.push_back(parent_ref(ref));
   }
   if (!o.on_parent_failure.empty()) body["on_parent_failure"] = o.on_parent_failure;
+  if (!o.concurrency_key.empty()) body["concurrency_key"] = o.concurrency_key;
   return body;
 }
 
@@ -268,6 +271,8 @@ void add_submit(CLI::App& app, client_command& chosen) {
                   "A task that must finish first: its id, or TYPE:KEY (repeatable)");
   sub->add_option("--on-parent-failure", o->on_parent_failure,
                   "With --after, when a parent ends dead or cancelled: fail (default), run, skip");
+  sub->add_option("--concurrency-key", o->concurrency_key,
+                  "Its concurrency key, for a type keyed without a key_path or key_separator");
   sub->add_flag("--wait", o->wait, "Wait until the task is finished; exit 0 only if it succeeded");
   on_parsed(sub, chosen, [o] { return submit(*o); });
 }

@@ -20,7 +20,8 @@ CREATE FUNCTION taskmill.submit_batch_with_callbacks(
   p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
   p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
   p_shard_indexes integer[], p_shard_totals integer[], p_afters jsonb[],
-  p_on_parent_failures text[], p_on_finish jsonb, p_on_success jsonb)
+  p_on_parent_failures text[], p_on_finish jsonb, p_on_success jsonb,
+  p_concurrency_keys text[] DEFAULT NULL)
 RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, version bigint,
                status taskmill.task_status, priority smallint, execute_at timestamptz,
                payload jsonb, result jsonb, error text, attempt integer, retry_count integer,
@@ -50,7 +51,7 @@ BEGIN
                                       p_priorities, p_max_retries, p_timeouts, p_backoff_kinds,
                                       p_backoff_bases, p_backoff_caps, p_backoff_jitters,
                                       p_batches, p_trace_ids, p_shard_indexes, p_shard_totals,
-                                      p_afters, p_on_parent_failures);
+                                      p_afters, p_on_parent_failures, p_concurrency_keys);
   SELECT jsonb_agg(c.id) INTO v_parents
     FROM (SELECT DISTINCT (taskmill.current_task(u.type, u.key)).id
             FROM unnest(p_types, p_keys) AS u(type, key)) c

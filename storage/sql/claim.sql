@@ -248,7 +248,15 @@ LANGUAGE plpgsql STABLE
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 BEGIN
-  SELECT min(n.execute_at), now() INTO next_due_at, db_now
+  -- A key at its rate starts again when its oldest slot of the period frees,
+  -- however long its tasks have been due (storage/sql/key_rates.sql).
+  SELECT least(min(n.execute_at),
+               (SELECT min(k.rate_opens_at) FROM taskmill.key_turns k
+                 WHERE k.rate_opens_at > now() - interval '1 second'
+                   AND k.rate_opens_at <= now() + p_horizon_ms * interval '1 ms'
+                   AND k.space IN (SELECT s.key_space FROM taskmill.task_types s
+                                    WHERE p_types IS NULL OR s.type = ANY (p_types)))),
+         now() INTO next_due_at, db_now
     FROM generate_series(1, 5) AS lvl(p)
    CROSS JOIN LATERAL (
      SELECT t.execute_at FROM taskmill.tasks t

@@ -9,7 +9,8 @@
 -- not a read through it.
 
 -- What is wrong with a key space given as JSON ({"name", "limit", "keys",
--- "class_path", "classes"}), in the words of the config, or NULL.
+-- "class_path", "classes", "rate", "period_ms"}), in the words of the
+-- config, or NULL.
 CREATE FUNCTION taskmill.key_space_problem(p_space jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE AS $$
 DECLARE
@@ -41,6 +42,19 @@ BEGIN
    LIMIT 1;
   IF v_bad IS NOT NULL THEN
     RETURN v_bad;
+  END IF;
+  IF p_space ? 'rate' AND (jsonb_typeof(p_space -> 'rate') IS DISTINCT FROM 'number'
+                           OR (p_space ->> 'rate')::numeric NOT BETWEEN 1 AND 10000
+                           OR (p_space ->> 'rate')::numeric <> trunc((p_space ->> 'rate')::numeric)) THEN
+    RETURN format('key_spaces.%s.rate must be a whole number from 1 to 10000 (starts a period; '
+                  'a higher rate is one over a shorter period)', v_name);
+  END IF;
+  IF (p_space ? 'rate') <> (p_space ? 'period_ms') THEN
+    RETURN format('key_spaces.%s: rate and period go together', v_name);
+  END IF;
+  IF p_space ? 'period_ms' AND (jsonb_typeof(p_space -> 'period_ms') IS DISTINCT FROM 'number'
+                                OR (p_space ->> 'period_ms')::numeric NOT BETWEEN 1 AND 86400000) THEN
+    RETURN format('key_spaces.%s.period must be from 1 ms to 1 day', v_name);
   END IF;
   IF p_space ? 'classes' AND p_space -> 'classes' <> '{}' AND NOT p_space ? 'class_path' THEN
     RETURN format('key_spaces.%s.classes needs a class_path', v_name);
@@ -85,18 +99,20 @@ BEGIN
   IF v_problem IS NOT NULL THEN
     PERFORM taskmill.bad_argument(v_problem);
   END IF;
-  INSERT INTO taskmill.key_spaces AS k (name, key_limit, key_limits, class_path, class_limits)
+  INSERT INTO taskmill.key_spaces AS k (name, key_limit, key_limits, class_path, class_limits,
+                                         rate, rate_period_ms)
   SELECT s.space ->> 'name', (s.space ->> 'limit')::numeric::integer,
          taskmill.whole_limits(s.space -> 'keys'), s.space ->> 'class_path',
-         taskmill.whole_limits(s.space -> 'classes')
+         taskmill.whole_limits(s.space -> 'classes'), (s.space ->> 'rate')::numeric::integer,
+         (s.space ->> 'period_ms')::numeric::integer
     FROM jsonb_array_elements(coalesce(p_spaces, '[]')) s(space)
   ON CONFLICT (name) DO UPDATE
      SET key_limit = excluded.key_limit, key_limits = excluded.key_limits,
          class_path = excluded.class_path, class_limits = excluded.class_limits,
-         updated_at = now()
-   WHERE (k.key_limit, k.key_limits, k.class_path, k.class_limits)
+         rate = excluded.rate, rate_period_ms = excluded.rate_period_ms, updated_at = now()
+   WHERE (k.key_limit, k.key_limits, k.class_path, k.class_limits, k.rate, k.rate_period_ms)
          IS DISTINCT FROM (excluded.key_limit, excluded.key_limits, excluded.class_path,
-                           excluded.class_limits);
+                           excluded.class_limits, excluded.rate, excluded.rate_period_ms);
 END
 $$;
 
@@ -113,8 +129,9 @@ BEGIN
     RETURN format('types.%s.key_space: no key space "%s" (key_spaces.%s)', p_type, p_space,
                   p_space);
   END IF;
-  IF (p_path IS NULL) = (p_separator IS NULL) THEN
-    RETURN format('types.%s: a key_space needs one of key_path and key_separator', p_type);
+  IF p_path IS NOT NULL AND p_separator IS NOT NULL THEN
+    RETURN format('types.%s: key_path and key_separator are two ways to take a key; give one',
+                  p_type);
   END IF;
   IF p_separator = '' THEN
     RETURN format('types.%s.key_separator must not be empty', p_type);
@@ -127,10 +144,15 @@ $$;
 -- a number), or its key up to the first p_separator (all of it without
 -- one); NULL when the payload has no such value. A path in strict mode
 -- that finds nothing finds nothing here too (silent), rather than failing.
+-- Without either, the key given at submit (p_given), or '' for every task
+-- given none: the space's limits then hold for the types that name it
+-- together.
 CREATE FUNCTION taskmill.concurrency_key_of(p_path text, p_separator text, p_key text,
-                                            p_payload jsonb) RETURNS text
+                                            p_payload jsonb, p_given text DEFAULT NULL)
+RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN p_separator IS NOT NULL THEN split_part(p_key, p_separator, 1)
+              WHEN p_path IS NULL THEN coalesce(p_given, '')
               ELSE (SELECT v #>> '{}'
                       FROM jsonb_path_query_first(p_payload, p_path::jsonpath, '{}', true) v
                      WHERE jsonb_typeof(v) IN ('string', 'number')) END
@@ -150,6 +172,24 @@ LANGUAGE sql STABLE AS $$
     FROM (SELECT taskmill.concurrency_key_of(p_path, p_separator, p_key, p_payload) AS key) k
 $$;
 
+-- What is wrong with a concurrency key p_given given at submit for a task
+-- of type p_type (its key settings s), or NULL: only a type keyed without a
+-- key_path or a key_separator takes its keys so.
+CREATE FUNCTION taskmill.given_key_problem(p_type text, s taskmill.task_types, p_given text)
+RETURNS text
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN p_given IS NULL THEN NULL
+              WHEN s.key_space IS NULL
+              THEN format('concurrency_key: type %s has no key space (types.%s.key_space)', p_type,
+                          p_type)
+              WHEN s.key_path IS NOT NULL OR s.key_separator IS NOT NULL
+              THEN format('concurrency_key: type %s takes its key from %s', p_type,
+                          coalesce('payload ' || s.key_path,
+                                   format('its key up to "%s"', s.key_separator)))
+              WHEN length(p_given) > 500
+              THEN 'concurrency_key must be at most 500 characters' END
+$$;
+
 -- The class of a task of key space p_space: the value at the space's class
 -- path in its payload, if any, as it is submitted.
 CREATE FUNCTION taskmill.key_class_of(p_space text, p_payload jsonb) RETURNS text
@@ -161,8 +201,9 @@ $$;
 
 -- Where a task of type p_type, key p_key and payload p_payload is keyed now:
 -- its type's key space, its key and its class. One whose payload lacks its
--- key takes the key '' (a submit is refused it).
-CREATE FUNCTION taskmill.keys_now(p_type text, p_key text, p_payload jsonb,
+-- key takes the key '' (a submit is refused it); of a type whose keys are
+-- given at submit, p_given (its key so far), else ''.
+CREATE FUNCTION taskmill.keys_now(p_type text, p_key text, p_payload jsonb, p_given text,
                                   OUT key_space text, OUT concurrency_key text,
                                   OUT key_class text)
 LANGUAGE plpgsql STABLE AS $$
@@ -174,7 +215,8 @@ BEGIN
   END IF;
   key_space := s.key_space;
   concurrency_key := left(coalesce(taskmill.concurrency_key_of(s.key_path, s.key_separator,
-                                                               p_key, p_payload), ''), 500);
+                                                               p_key, p_payload, p_given),
+                                   ''), 500);
   key_class := taskmill.key_class_of(s.key_space, p_payload);
 END
 $$;
@@ -186,8 +228,8 @@ CREATE FUNCTION taskmill.rekey_tasks(p_ids bigint[]) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
   UPDATE taskmill.tasks t
-     SET (key_space, concurrency_key, key_class) = (SELECT * FROM taskmill.keys_now(t.type, t.key,
-                                                                                  t.payload))
+     SET (key_space, concurrency_key, key_class) = (SELECT * FROM taskmill.keys_now(
+                                                      t.type, t.key, t.payload, t.concurrency_key))
    WHERE t.id = ANY (p_ids);
 END
 $$;
@@ -214,7 +256,7 @@ LANGUAGE plpgsql AS $$
 BEGIN
   SELECT k.key_space, k.concurrency_key, k.key_class
     INTO NEW.key_space, NEW.concurrency_key, NEW.key_class
-    FROM taskmill.keys_now(NEW.type, NEW.key, NEW.payload) k;
+    FROM taskmill.keys_now(NEW.type, NEW.key, NEW.payload, NEW.concurrency_key) k;
   RETURN NEW;
 END
 $$;
@@ -254,7 +296,8 @@ $$;
 
 -- The keys of space p_space with waiting tasks at level p_level in key
 -- order from p_from, around to where it began, each with its room (0 when
--- none of its tasks is due), where its oldest task's row is and whether
+-- none of its tasks is due; within its rate, at p_units a start: see
+-- storage/sql/key_rates.sql), where its oldest task's row is and whether
 -- p_node may take that task (of p_types, NULL: any; not pinned elsewhere),
 -- until
 -- p_want of them have room or p_visits were walked; p_held of each of
@@ -263,7 +306,7 @@ $$;
 -- key is the key followed by chr(1)).
 CREATE FUNCTION taskmill.walk_keys(p_space taskmill.key_spaces, p_level integer, p_from text,
                                    p_want integer, p_visits integer, p_held_keys text[],
-                                   p_held integer[], p_types text[], p_node text,
+                                   p_held integer[], p_types text[], p_node text, p_units integer,
                                    OUT keys text[], OUT rooms integer[], OUT rows_at tid[],
                                    OUT heads_taken boolean[])
 LANGUAGE plpgsql STABLE AS $$
@@ -279,11 +322,14 @@ BEGIN
               (p_types IS NULL OR x.type = ANY (p_types))
                 AND (x.pinned_node IS NULL OR x.pinned_node = p_node) AS head_taken,
               CASE WHEN x.execute_at > now() THEN 0
-                   ELSE taskmill.key_limit(p_space, x.key, x.key_class)
-                        - (SELECT count(*) FROM taskmill.tasks r
-                            WHERE r.key_space = p_space.name AND r.concurrency_key = x.key
-                              AND r.status = 'running')::integer
-                        - coalesce(p_held[array_position(p_held_keys, x.key)], 0)
+                   -- The tasks held are counted by the rate already.
+                   ELSE least(taskmill.key_limit(p_space, x.key, x.key_class)
+                              - (SELECT count(*) FROM taskmill.tasks r
+                                  WHERE r.key_space = p_space.name
+                                    AND r.concurrency_key = x.key
+                                    AND r.status = 'running')::integer
+                              - coalesce(p_held[array_position(p_held_keys, x.key)], 0),
+                              greatest(taskmill.key_rate_room(p_space, x.key), 0) / p_units)
               END AS room
          FROM ((SELECT w.wrapped, d.concurrency_key AS key, d.ctid AS row_at, d.execute_at,
                        d.key_class, d.type, d.pinned_node
@@ -341,6 +387,8 @@ DECLARE
   v_asked integer[] := '{}';
   v_left integer;
   v_filled boolean;
+  -- When the first key the walk found at its rate may start again.
+  v_opens_at timestamptz;
 BEGIN
   ids := '{}';
   types := '{}';
@@ -353,7 +401,9 @@ BEGIN
   SELECT k.last_key INTO v_last FROM taskmill.key_turns k
    WHERE k.space = p_space AND k.priority = p_level;
   v_walk := taskmill.walk_keys(v_space, p_level, coalesce(v_last || chr(1), ''), p_want,
-                               v_visits, p_held_keys, p_held, p_types, p_node);
+                               v_visits, p_held_keys, p_held, p_types, p_node,
+                               CASE WHEN v_space.rate IS NULL THEN 1
+                                    ELSE taskmill.key_rate_units(p_space) END);
   IF cardinality(v_walk.keys) = 0 THEN
     RETURN;
   END IF;
@@ -372,9 +422,14 @@ BEGIN
       EXIT;
     END IF;
   END LOOP;
-  INSERT INTO taskmill.key_turns AS k (space, priority, last_key)
-  VALUES (p_space, p_level, v_last)
-  ON CONFLICT (space, priority) DO UPDATE SET last_key = excluded.last_key;
+  IF v_space.rate IS NOT NULL THEN
+    v_opens_at := (SELECT min(taskmill.key_rate_opens_at(v_space, w.key))
+                     FROM unnest(v_walk.keys, v_walk.rooms) AS w(key, room) WHERE w.room = 0);
+  END IF;
+  INSERT INTO taskmill.key_turns AS k (space, priority, last_key, rate_opens_at)
+  VALUES (p_space, p_level, v_last, v_opens_at)
+  ON CONFLICT (space, priority) DO UPDATE
+     SET last_key = excluded.last_key, rate_opens_at = excluded.rate_opens_at;
   IF v_roomy = 0 THEN
     RETURN;
   END IF;
@@ -424,6 +479,7 @@ BEGIN
          coalesce(array_agg(t.key), '{}'), coalesce(bool_or(t.filled), false)
     INTO ids, types, keys, v_filled
     FROM taken t;
+  PERFORM taskmill.note_key_starts(v_space, keys, types);
   more := more OR v_filled OR cardinality(ids) >= p_want;
 END
 $$;

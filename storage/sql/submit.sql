@@ -67,7 +67,7 @@ CREATE FUNCTION taskmill.submit(
   batch text DEFAULT NULL, trace_id text DEFAULT NULL,
   shard_index integer DEFAULT NULL, shard_total integer DEFAULT NULL,
   after jsonb DEFAULT NULL, on_parent_failure text DEFAULT NULL,
-  OUT outcome text, OUT task taskmill.tasks)
+  concurrency_key text DEFAULT NULL, OUT outcome text, OUT task taskmill.tasks)
 LANGUAGE plpgsql AS $$
 #variable_conflict use_variable
 DECLARE
@@ -102,9 +102,11 @@ BEGIN
   v_problem := taskmill.task_problem(type, key, version, execute_at, priority, max_retries,
                                      timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
                                      backoff_jitter, batch, trace_id, shard_index, shard_total);
+  v_problem := coalesce(v_problem, taskmill.given_key_problem(type, s, concurrency_key));
   IF v_problem IS NULL AND s.key_space IS NOT NULL THEN
     v_problem := taskmill.task_key_problem(type, s.key_path, s.key_separator, key, v_payload);
-    v_concurrency_key := taskmill.concurrency_key_of(s.key_path, s.key_separator, key, v_payload);
+    v_concurrency_key := taskmill.concurrency_key_of(s.key_path, s.key_separator, key, v_payload,
+                                                     concurrency_key);
     v_key_class := taskmill.key_class_of(s.key_space, v_payload);
   END IF;
   IF v_problem IS NOT NULL THEN
@@ -241,7 +243,7 @@ CREATE FUNCTION taskmill.submit_batch(
   p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
   p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
   p_shard_indexes integer[], p_shard_totals integer[], p_afters jsonb[] DEFAULT NULL,
-  p_on_parent_failures text[] DEFAULT NULL)
+  p_on_parent_failures text[] DEFAULT NULL, p_concurrency_keys text[] DEFAULT NULL)
 RETURNS TABLE (ordinal bigint, outcome text, id bigint, type text, key text, version bigint,
                status taskmill.task_status, priority smallint, execute_at timestamptz,
                payload jsonb, result jsonb, error text, attempt integer, retry_count integer,
@@ -300,16 +302,23 @@ BEGIN
    ORDER BY c.ord
    LIMIT 1;
   IF v_problem IS NULL
-     AND EXISTS (SELECT 1 FROM taskmill.task_types s
-                  WHERE s.key_space IS NOT NULL AND s.type = ANY (p_types)) THEN
+     AND (EXISTS (SELECT 1 FROM taskmill.task_types s
+                   WHERE s.key_space IS NOT NULL AND s.type = ANY (p_types))
+          OR EXISTS (SELECT 1 FROM unnest(p_concurrency_keys) g WHERE g IS NOT NULL)) THEN
     SELECT CASE WHEN cardinality(p_types) = 1 THEN c.problem
                 ELSE format('tasks[%s].%s', c.ord - 1, c.problem) END
       INTO v_problem
-      FROM (SELECT u.ord, taskmill.task_key_problem(u.type, s.key_path, s.key_separator, u.key,
-                                                    coalesce(u.payload, '{}')) AS problem
-              FROM unnest(p_types, p_keys, p_payloads) WITH ORDINALITY AS u(type, key, payload, ord),
+      FROM (SELECT u.ord,
+                   coalesce(taskmill.given_key_problem(u.type, s, u.given),
+                            CASE WHEN s.key_space IS NOT NULL
+                                 THEN taskmill.task_key_problem(u.type, s.key_path,
+                                                                s.key_separator, u.key,
+                                                                coalesce(u.payload, '{}'))
+                            END) AS problem
+              FROM unnest(p_types, p_keys, p_payloads, p_concurrency_keys)
+                     WITH ORDINALITY AS u(type, key, payload, given, ord),
                    LATERAL taskmill.type_settings(u.type) s
-             WHERE s.key_space IS NOT NULL) c
+             WHERE s.key_space IS NOT NULL OR u.given IS NOT NULL) c
      WHERE c.problem IS NOT NULL
      ORDER BY c.ord
      LIMIT 1;
@@ -397,16 +406,18 @@ BEGIN
            u.shard_index, u.shard_total, s.key_space,
            CASE WHEN s.key_space IS NOT NULL
                 THEN taskmill.concurrency_key_of(s.key_path, s.key_separator, u.key,
-                                                 coalesce(u.payload, '{}')) END AS concurrency_key,
+                                                 coalesce(u.payload, '{}'), u.given)
+           END AS concurrency_key,
            CASE WHEN s.key_space IS NOT NULL
                 THEN taskmill.key_class_of(s.key_space, coalesce(u.payload, '{}')) END AS key_class
       FROM unnest(p_types, p_keys, p_versions, p_payloads, p_execute_ats, p_priorities,
                   p_max_retries, p_timeouts, p_backoff_kinds, p_backoff_bases,
                   p_backoff_caps, p_backoff_jitters, p_batches, p_trace_ids,
-                  p_shard_indexes, p_shard_totals)
+                  p_shard_indexes, p_shard_totals, p_concurrency_keys)
              WITH ORDINALITY AS u(type, key, version, payload, execute_at, priority, max_retries,
                                   timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms,
-                                  backoff_jitter, batch, trace_id, shard_index, shard_total, ord)
+                                  backoff_jitter, batch, trace_id, shard_index, shard_total,
+                                  given, ord)
       JOIN settings s ON s.for_type = u.type
      WHERE u.ord <> ALL (v_one_by_one)
   ),
@@ -443,7 +454,8 @@ BEGIN
                            p_timeouts[v_ord], p_backoff_kinds[v_ord], p_backoff_bases[v_ord],
                            p_backoff_caps[v_ord], p_backoff_jitters[v_ord], p_batches[v_ord],
                            p_trace_ids[v_ord], p_shard_indexes[v_ord], p_shard_totals[v_ord],
-                           p_afters[v_ord], p_on_parent_failures[v_ord]) s;
+                           p_afters[v_ord], p_on_parent_failures[v_ord],
+                           p_concurrency_keys[v_ord]) s;
   END LOOP;
 END
 $$;

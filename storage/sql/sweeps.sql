@@ -147,7 +147,8 @@ $$;
 -- are deleted with their history, progress, logs, edges, workflow steps
 -- (their workflow remembering a failed one) and callback slots; so are workflows left
 -- without steps, long-dead nodes, cancels never taken, closed firings of
--- recurring jobs and alerts (with their deliveries). Answers the most rows
+-- recurring jobs and alerts (with their deliveries), and keys' starts
+-- past their rate's period. Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
                                      p_term bigint DEFAULT NULL) RETURNS integer
@@ -206,6 +207,19 @@ LANGUAGE sql AS $$
   cancels AS (
     DELETE FROM taskmill.cancel_requests c
      WHERE c.created_at < now() - p_retention_ms * interval '1 ms' OR c.tries >= 10
+  ),
+  -- Keys whose every slot is a period old (and a minute, for a claim that
+  -- began before this and counts after it) start as keys never started
+  -- (storage/sql/key_rates.sql).
+  key_starts AS (
+    DELETE FROM taskmill.key_starts k
+     WHERE (k.space, k.key) IN (
+             SELECT x.space, x.key FROM taskmill.key_starts x
+               LEFT JOIN taskmill.key_spaces p ON p.name = x.space
+              WHERE p.rate IS NULL
+                 OR (SELECT max(s) FROM unnest(x.starts) s)
+                    < now() - p.rate_period_ms * interval '1 ms' - interval '1 minute'
+              LIMIT p_limit)
   ),
   firings AS (
     DELETE FROM taskmill.job_firings f

@@ -38,7 +38,8 @@ CREATE FUNCTION taskmill.put_type_settings(p_types text[], p_timeouts integer[],
                                            p_key_spaces jsonb DEFAULT NULL,
                                            p_type_key_spaces text[] DEFAULT NULL,
                                            p_key_paths text[] DEFAULT NULL,
-                                           p_key_separators text[] DEFAULT NULL) RETURNS void
+                                           p_key_separators text[] DEFAULT NULL,
+                                           p_rate_units integer[] DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_problem text;
@@ -85,6 +86,13 @@ BEGIN
                     END) AS x(p)
      WHERE x.p IS NOT NULL LIMIT 1;
   END IF;
+  IF v_problem IS NULL THEN
+    SELECT format('types.%s.rate_units must be from 1 to the rate of key space %s (%s)',
+                  coalesce(nullif(u.type, ''), 'defaults'), k.name, k.rate) INTO v_problem
+      FROM unnest(p_types, p_type_key_spaces, p_rate_units) AS u(type, space, units)
+      LEFT JOIN taskmill.key_spaces k ON k.name = u.space
+     WHERE u.units < 1 OR u.units > coalesce(k.rate, 10000) LIMIT 1;
+  END IF;
   IF v_problem IS NOT NULL THEN
     RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';
   END IF;
@@ -92,12 +100,15 @@ BEGIN
                                         backoff_base_ms, backoff_cap_ms, backoff_jitter,
                                         pending_deadline_ms, running_limit,
                                         heartbeat_timeout_ms, max_timeout_ms, key_space,
-                                        key_path, key_separator, updated_at)
-  SELECT u.*, now() FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds,
-                                p_backoff_bases, p_backoff_caps, p_backoff_jitters,
-                                p_deadlines, p_limits, p_heartbeat_timeouts,
-                                p_max_timeouts, p_type_key_spaces, p_key_paths,
-                                p_key_separators) AS u
+                                        key_path, key_separator, rate_units, updated_at)
+  SELECT u.type, u.timeout_ms, u.max_retries, u.kind, u.base, u.cap, u.jitter, u.deadline,
+         u.running_limit, u.heartbeat_ms, u.max_ms, u.space, u.path, u.separator,
+         coalesce(u.units, 1), now()
+    FROM unnest(p_types, p_timeouts, p_max_retries, p_backoff_kinds, p_backoff_bases,
+                p_backoff_caps, p_backoff_jitters, p_deadlines, p_limits, p_heartbeat_timeouts,
+                p_max_timeouts, p_type_key_spaces, p_key_paths, p_key_separators, p_rate_units)
+           AS u(type, timeout_ms, max_retries, kind, base, cap, jitter, deadline, running_limit,
+                heartbeat_ms, max_ms, space, path, separator, units)
   ON CONFLICT (type) DO UPDATE
      SET timeout_ms = excluded.timeout_ms, max_retries = excluded.max_retries,
          backoff_kind = excluded.backoff_kind, backoff_base_ms = excluded.backoff_base_ms,
@@ -115,6 +126,8 @@ BEGIN
                          ELSE excluded.key_path END,
          key_separator = CASE WHEN p_type_key_spaces IS NULL THEN s.key_separator
                               ELSE excluded.key_separator END,
+         rate_units = CASE WHEN p_rate_units IS NULL THEN s.rate_units
+                           ELSE excluded.rate_units END,
          updated_at = now();
   IF cardinality(v_rekeyed) > 0 THEN
     PERFORM taskmill.rekey_tasks(ARRAY(SELECT t.id FROM taskmill.tasks t

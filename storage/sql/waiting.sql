@@ -7,8 +7,8 @@
 
 -- The first of the reasons that holds, in the order a claim meets them:
 -- parents to wait for (the first 100 of them in parents); not due yet; no node
--- that could claim it; a full limit (its type's, its key's, the global one);
--- due work ahead.
+-- that could claim it; a full limit (its type's, its key's, the global one)
+-- or its key's rate; due work ahead.
 -- p_lease_ms and p_heartbeat_ms are the asking node's lease and heartbeat
 -- interval (every node of a cluster has the same); p_global_limit its global
 -- running limit (0: none) and p_weights the priority weights, levels 1..5.
@@ -28,6 +28,7 @@ DECLARE
   v_types text[];
   v_levels integer[];
   v_share numeric;
+  v_space taskmill.key_spaces;
 BEGIN
   SELECT * INTO t FROM taskmill.tasks WHERE id = p_id;
   IF NOT FOUND OR t.status NOT IN ('pending', 'failed') THEN
@@ -101,8 +102,8 @@ BEGIN
     END IF;
   END IF;
   IF t.key_space IS NOT NULL THEN
-    SELECT taskmill.key_limit(k, t.concurrency_key, t.key_class) INTO v_limit
-      FROM taskmill.key_spaces k WHERE k.name = t.key_space;
+    SELECT * INTO v_space FROM taskmill.key_spaces k WHERE k.name = t.key_space;
+    v_limit := taskmill.key_limit(v_space, t.concurrency_key, t.key_class);
     SELECT count(*) INTO v_running FROM taskmill.tasks r
      WHERE r.key_space = t.key_space AND r.concurrency_key = t.concurrency_key
        AND r.status = 'running';
@@ -110,6 +111,16 @@ BEGIN
       RETURN QUERY SELECT 'key_limit_full', format(
         'key %s of key space %s is full: %s of %s running', t.concurrency_key, t.key_space,
         v_running, v_limit), NULL::timestamptz, NULL::bigint[];
+      RETURN;
+    END IF;
+    IF taskmill.key_rate_room(v_space, t.concurrency_key)
+       < (SELECT s.rate_units FROM taskmill.type_settings(t.type) s) THEN
+      RETURN QUERY SELECT 'rate_limited', format(
+        'key %s of key space %s is at its rate: %s units started in the last %s ms; the next '
+        'may start at %s', t.concurrency_key, t.key_space,
+        v_space.rate - taskmill.key_rate_room(v_space, t.concurrency_key), v_space.rate_period_ms,
+        taskmill.key_rate_opens_at(v_space, t.concurrency_key)),
+        taskmill.key_rate_opens_at(v_space, t.concurrency_key), NULL::bigint[];
       RETURN;
     END IF;
   END IF;

@@ -181,7 +181,8 @@ CREATE FUNCTION taskmill.submit_workflow(
   p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
   p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
   p_shard_indexes integer[], p_shard_totals integer[], p_afters jsonb[],
-  p_on_parent_failures text[], OUT outcome text, OUT workflow_id bigint)
+  p_on_parent_failures text[], p_concurrency_keys text[] DEFAULT NULL,
+  OUT outcome text, OUT workflow_id bigint)
 LANGUAGE plpgsql AS $$
 DECLARE
   v_count integer := coalesce(cardinality(p_names), 0);
@@ -213,12 +214,17 @@ BEGIN
                                       p_backoff_jitters, p_batches, p_trace_ids,
                                       p_shard_indexes, p_shard_totals);
   IF v_problem IS NULL THEN
-    SELECT format('steps[%s].%s', u.ord - 1, p) INTO v_problem
-      FROM unnest(p_types, p_keys, p_payloads) WITH ORDINALITY AS u(type, key, payload, ord),
+    SELECT format('steps[%s].%s', u.ord - 1, x.p) INTO v_problem
+      FROM unnest(p_types, p_keys, p_payloads, p_concurrency_keys)
+             WITH ORDINALITY AS u(type, key, payload, given, ord),
            LATERAL taskmill.type_settings(u.type) s,
-           taskmill.task_key_problem(u.type, s.key_path, s.key_separator,
-                                     coalesce(u.key, 'step'), coalesce(u.payload, '{}')) p
-     WHERE s.key_space IS NOT NULL AND p IS NOT NULL
+           LATERAL (SELECT coalesce(taskmill.given_key_problem(u.type, s, u.given),
+                                    CASE WHEN s.key_space IS NOT NULL
+                                         THEN taskmill.task_key_problem(
+                                                u.type, s.key_path, s.key_separator,
+                                                coalesce(u.key, 'step'),
+                                                coalesce(u.payload, '{}')) END) AS p) x
+     WHERE x.p IS NOT NULL
      ORDER BY u.ord LIMIT 1;
   END IF;
   IF v_problem IS NOT NULL THEN
@@ -303,7 +309,7 @@ BEGIN
                                 v_pins, v_parents, v_children, v_policies, p_types, p_versions,
                                 p_payloads, p_execute_ats, p_priorities, p_max_retries,
                                 p_timeouts, p_backoff_kinds, p_backoff_bases, p_backoff_caps,
-                                p_backoff_jitters, p_batches, p_trace_ids);
+                                p_backoff_jitters, p_batches, p_trace_ids, p_concurrency_keys);
   outcome := 'created';
 END
 $$;
@@ -338,7 +344,8 @@ CREATE FUNCTION taskmill.insert_steps(
   p_policies text[], p_types text[], p_versions bigint[], p_payloads jsonb[],
   p_execute_ats timestamptz[], p_priorities integer[], p_max_retries integer[],
   p_timeouts integer[], p_backoff_kinds text[], p_backoff_bases integer[],
-  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[])
+  p_backoff_caps integer[], p_backoff_jitters real[], p_batches text[], p_trace_ids text[],
+  p_concurrency_keys text[])
 RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -386,7 +393,8 @@ BEGIN
            CASE WHEN waiting THEN '{}'::jsonb END, s.key_space,
            CASE WHEN s.key_space IS NOT NULL
                 THEN taskmill.concurrency_key_of(s.key_path, s.key_separator, u.key,
-                                                 coalesce(p_payloads[u.step], '{}')) END,
+                                                 coalesce(p_payloads[u.step], '{}'),
+                                                 p_concurrency_keys[u.step]) END,
            CASE WHEN s.key_space IS NOT NULL
                 THEN taskmill.key_class_of(s.key_space, coalesce(p_payloads[u.step], '{}')) END
       FROM unnest(p_ids, p_steps, p_shards, p_totals, p_keys, p_pins)

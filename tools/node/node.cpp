@@ -194,6 +194,7 @@ pb::TypeSettings settings_of(const std::string& name, const task_type_config& t)
   s.set_key_space(t.key_space);
   s.set_key_path(t.key_path);
   s.set_key_separator(t.key_separator);
+  if (t.rate_units) s.set_rate_units(*t.rate_units);
   return s;
 }
 
@@ -233,6 +234,8 @@ pb::TypeSettingsList type_settings(const config& cfg) {
     k.mutable_keys()->insert(space.keys.begin(), space.keys.end());
     k.set_class_path(space.class_path);
     k.mutable_classes()->insert(space.classes.begin(), space.classes.end());
+    if (space.rate) k.set_rate(*space.rate);
+    if (space.period) k.set_period_ms(space.period->count());
   }
   return out;
 }
