@@ -9,18 +9,24 @@
 -- claim that starts them (taskmill.lock_keyed); a retry is a start again.
 -- The purge sweep drops the slots of keys idle for a period.
 
+-- The units key p_key of space p_space started in the period now ending. A
+-- table function: a claim's walk reads it inline for each key it passes.
+CREATE FUNCTION taskmill.key_units_started(p_space taskmill.key_spaces, p_key text)
+RETURNS TABLE (units integer)
+LANGUAGE sql STABLE AS $$
+  SELECT (count(*) FILTER (WHERE s > now() - p_space.rate_period_ms
+                                             * interval '1 millisecond'))::integer
+    FROM taskmill.key_starts k, unnest(k.starts) s
+   WHERE k.space = p_space.name AND k.key = p_key COLLATE "C"
+$$;
+
 -- The units key p_key of space p_space may start now (a large number when
 -- the space has no rate).
 CREATE FUNCTION taskmill.key_rate_room(p_space taskmill.key_spaces, p_key text) RETURNS integer
 LANGUAGE sql STABLE AS $$
   SELECT CASE WHEN p_space.rate IS NULL THEN 1000000000
-              ELSE p_space.rate
-                   - coalesce((SELECT count(*) FILTER (
-                                        WHERE s > now() - p_space.rate_period_ms
-                                                          * interval '1 millisecond')
-                                 FROM taskmill.key_starts k, unnest(k.starts) s
-                                WHERE k.space = p_space.name
-                                  AND k.key = p_key COLLATE "C"), 0)::integer END
+              ELSE p_space.rate - (SELECT u.units
+                                     FROM taskmill.key_units_started(p_space, p_key) u) END
 $$;
 
 -- When key p_key of space p_space may start one unit again.

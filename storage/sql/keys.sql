@@ -318,38 +318,47 @@ BEGIN
            f.head_taken
       FROM walk w
      CROSS JOIN LATERAL (
-       SELECT x.wrapped, x.key, x.row_at,
-              (p_types IS NULL OR x.type = ANY (p_types))
-                AND (x.pinned_node IS NULL OR x.pinned_node = p_node) AS head_taken,
-              CASE WHEN x.execute_at > now() THEN 0
-                   -- The tasks held are counted by the rate already.
-                   ELSE least(taskmill.key_limit(p_space, x.key, x.key_class)
-                              - (SELECT count(*) FROM taskmill.tasks r
-                                  WHERE r.key_space = p_space.name
-                                    AND r.concurrency_key = x.key
-                                    AND r.status = 'running')::integer
-                              - coalesce(p_held[array_position(p_held_keys, x.key)], 0),
-                              greatest(taskmill.key_rate_room(p_space, x.key), 0) / p_units)
+       -- A key's rate is read only where the space has one and the key room
+       -- to run more (the tasks held are counted by the rate already).
+       SELECT y.wrapped, y.key, y.row_at, y.head_taken,
+              CASE WHEN p_space.rate IS NULL OR y.room <= 0 THEN y.room
+                   ELSE least(y.room,
+                              greatest(p_space.rate
+                                       - (SELECT u.units
+                                            FROM taskmill.key_units_started(p_space, y.key) u),
+                                       0) / p_units)
               END AS room
-         FROM ((SELECT w.wrapped, d.concurrency_key AS key, d.ctid AS row_at, d.execute_at,
-                       d.key_class, d.type, d.pinned_node
-                  FROM taskmill.tasks d
-                 WHERE d.key_space = p_space.name AND d.status IN ('pending', 'failed')
-                   AND d.priority = p_level
-                   AND d.concurrency_key >= coalesce(w.key || chr(1), p_from COLLATE "C")
-                 ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
-                 LIMIT 1)
-               UNION ALL
-               (SELECT true, d.concurrency_key, d.ctid, d.execute_at, d.key_class, d.type,
-                       d.pinned_node
-                  FROM taskmill.tasks d
-                 WHERE NOT w.wrapped AND p_from <> ''
-                   AND d.key_space = p_space.name AND d.status IN ('pending', 'failed')
-                   AND d.priority = p_level
-                 ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
-                 LIMIT 1)
-               LIMIT 1) x
-        -- Kept apart, so that the room is counted once, not for each use.
+         FROM (
+              SELECT x.wrapped, x.key, x.row_at,
+                     (p_types IS NULL OR x.type = ANY (p_types))
+                       AND (x.pinned_node IS NULL OR x.pinned_node = p_node) AS head_taken,
+                     CASE WHEN x.execute_at > now() THEN 0
+                          ELSE taskmill.key_limit(p_space, x.key, x.key_class)
+                               - (SELECT count(*) FROM taskmill.tasks r
+                                   WHERE r.key_space = p_space.name AND r.concurrency_key = x.key
+                                     AND r.status = 'running')::integer
+                               - coalesce(p_held[array_position(p_held_keys, x.key)], 0)
+                     END AS room
+                FROM ((SELECT w.wrapped, d.concurrency_key AS key, d.ctid AS row_at, d.execute_at,
+                              d.key_class, d.type, d.pinned_node
+                         FROM taskmill.tasks d
+                        WHERE d.key_space = p_space.name AND d.status IN ('pending', 'failed')
+                          AND d.priority = p_level
+                          AND d.concurrency_key >= coalesce(w.key || chr(1), p_from COLLATE "C")
+                        ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+                        LIMIT 1)
+                      UNION ALL
+                      (SELECT true, d.concurrency_key, d.ctid, d.execute_at, d.key_class, d.type,
+                              d.pinned_node
+                         FROM taskmill.tasks d
+                        WHERE NOT w.wrapped AND p_from <> ''
+                          AND d.key_space = p_space.name AND d.status IN ('pending', 'failed')
+                          AND d.priority = p_level
+                        ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+                        LIMIT 1)
+                      LIMIT 1) x
+               -- Kept apart, so that the room is counted once, not for each use.
+               OFFSET 0) y
         OFFSET 0) f
      WHERE w.n < p_visits AND w.roomy < p_want
        AND NOT (f.wrapped AND f.key >= p_from COLLATE "C")
