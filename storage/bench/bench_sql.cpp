@@ -157,6 +157,20 @@ const char* const submit_reporting_start =
 
 const char* const submit_one = "SELECT (taskmill.submit($1, $2)).outcome";
 
+const char* const submit_for_tenant =
+    "SELECT (taskmill.submit($1, $2, payload => jsonb_build_object('tenant', $3::text))).outcome";
+
+const char* const waiting_by_prefix = R"sql(
+SELECT count(*) FROM taskmill.tasks WHERE key LIKE $1 || '%' AND status IN ('pending', 'failed')
+)sql";
+
+// Of the tasks whose key starts with $1: how many started, and each one's
+// pickup latency (created to started) in ms, by the database clock.
+const char* const pickup_by_prefix = R"sql(
+SELECT extract(epoch FROM started_at - created_at) * 1000 FROM taskmill.tasks
+ WHERE key LIKE $1 || '%' AND started_at IS NOT NULL
+)sql";
+
 // Each submit finds the one before by its (type, key): submitted earlier in
 // the same statement, it is there to be found.
 const char* const submit_chain = R"sql(

@@ -39,6 +39,10 @@ extern const char* const load_backlog;
 /// over the types and the five priorities.
 extern const char* const load_mixed_backlog;
 extern const char* const load_keyed_backlog;
+extern const char* const submit_for_tenant;
+extern const char* const pickup_by_prefix;
+/// Tasks whose key starts with $1 waiting to run.
+extern const char* const waiting_by_prefix;
 /// $1: type, $2: how many. Tasks due days later: a calendar.
 extern const char* const load_calendar;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.

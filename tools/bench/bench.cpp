@@ -91,6 +91,11 @@ struct plan {
   /// The keyed drain: its tasks, over how many keys (each limited to 5).
   int keyed_tasks;
   int keys;
+  /// Fairness: one key's backlog; small keys submitting one task each at
+  /// random times over the seconds given.
+  int big_key_backlog;
+  int small_keys;
+  double fair_seconds;
   /// Tasks due days later under the calendar-scale drain.
   int calendar_tasks;
   /// One-task submit clients, each on a connection of its own.
@@ -105,12 +110,14 @@ struct plan {
 
 plan plan_for(bool quick) {
   if (quick)
-    return {1,       1.0,     10'000, 3.0,   200,     100'000, 10'000, 10'000, 20'000, {100'000},
-            100'000, 100'000, 20'000, 2'000, 200'000, 64,      200,    2'000,  1'000,  5.0};
-  return {3,         5.0,     100'000, 15.0,    200,
-          1'000'000, 10'000,  10'000,  100'000, {100'000, 1'000'000},
-          100'000,   100'000, 100'000, 10'000,  5'000'000,
-          64,        1'000,   10'000,  1'000,   10.0};
+    return {1,      1.0,       10'000,  3.0,     200,    100'000, 10'000, 10'000,
+            20'000, {100'000}, 100'000, 100'000, 20'000, 2'000,   20'000, 300,
+            3.0,    200'000,   64,      200,     2'000,  1'000,   5.0};
+  return {3,         5.0,     100'000,   15.0,    200,
+          1'000'000, 10'000,  10'000,    100'000, {100'000, 1'000'000},
+          100'000,   100'000, 100'000,   10'000,  100'000,
+          1'000,     10.0,    5'000'000, 64,      1'000,
+          10'000,    1'000,   10.0};
 }
 
 // -- the measurements --------------------------------------------------------------
@@ -626,8 +633,9 @@ int measure(const bench_options& options) {
   }
   if (want("keys")) {
     node.stop();
-    keys = measure_keys({p.runs, p.keyed_tasks, p.keys, 5}, options.binary, database.conninfo(),
-                        conn, announce);
+    keys = measure_keys(
+        {p.runs, p.keyed_tasks, p.keys, 5, p.big_key_backlog, p.small_keys, p.fair_seconds},
+        options.binary, database.conninfo(), conn, announce);
   }
   for (int r = 0; r < p.runs && want("pooler") && !database.pooled_conninfo().empty(); ++r) {
     runs("drain of " + std::to_string(p.drain_tasks) + " through PgBouncer, transaction mode", r);

@@ -1,6 +1,10 @@
 #include "tools/bench/keys.hpp"
 
+#include "tools/percentile.hpp"
+
 #include <algorithm>
+#include <random>
+#include <thread>
 
 namespace taskmill::bench {
 namespace {
@@ -42,6 +46,55 @@ bench_node keyed_node(const std::string& binary, const std::string& conninfo,
   return {binary, conninfo, settings, role};
 }
 
+/// The p99 pickup latency (ms, created to started, by the database clock)
+/// of `plan.small_keys` keys' tasks, one each, submitted one statement each
+/// at random times over `plan.fair_seconds`, beside a backlog of
+/// `big_backlog` tasks of one key (0: alone). `node` runs the keyed type.
+double small_keys_p99(bench_node& node, db::connection& conn, const keys_plan& plan,
+                      int big_backlog, int run_index) {
+  run(conn, sql::reset_tasks);
+  auto big = "big" + std::to_string(run_index) + "-";
+  if (big_backlog > 0)
+    run(conn, sql::load_keyed_backlog,
+        {std::string{keyed_type}, std::to_string(big_backlog), big, db::param{key_space}, "1"});
+  std::mt19937 rng{static_cast<unsigned>(run_index)};
+  std::uniform_real_distribution<double> at(0, plan.fair_seconds);
+  std::vector<double> offsets(plan.small_keys);
+  for (auto& o : offsets) o = at(rng);
+  std::sort(offsets.begin(), offsets.end());
+  auto prefix = "small" + std::to_string(run_index) + (big_backlog > 0 ? "b-" : "a-");
+  node.start();
+  auto start = steady::now();
+  for (int i = 0; i < plan.small_keys; ++i) {
+    check_interrupted();
+    std::this_thread::sleep_until(start + std::chrono::duration_cast<steady::duration>(
+                                              std::chrono::duration<double>{offsets[i]}));
+    run(conn, sql::submit_for_tenant,
+        {std::string{keyed_type}, prefix + std::to_string(i), "s" + std::to_string(i)});
+  }
+  if (big_backlog > 0 && run(conn, sql::waiting_by_prefix, {big}).int64(0, 0) == 0)
+    throw bench_failure{
+        "fairness: the big key's backlog ran out before the small keys' last "
+        "submit; it measures nothing"};
+  std::vector<double> ms;
+  auto deadline = steady::now() + std::chrono::seconds{60};
+  for (;;) {
+    auto res = run(conn, sql::pickup_by_prefix, {prefix});
+    if (res.rows() == plan.small_keys) {
+      for (int r = 0; r < res.rows(); ++r) ms.push_back(res.float64(r, 0));
+      break;
+    }
+    if (steady::now() > deadline)
+      throw bench_failure{"fairness: " + std::to_string(res.rows()) + " of " +
+                          std::to_string(plan.small_keys) +
+                          " small keys' tasks started within 60 s"};
+    sleep_checked(milliseconds{50});
+  }
+  node.stop();
+  std::sort(ms.begin(), ms.end());
+  return percentile(ms, 0.99);
+}
+
 }  // namespace
 
 phase_report measure_keys(const keys_plan& plan, const std::string& binary,
@@ -74,14 +127,29 @@ phase_report measure_keys(const keys_plan& plan, const std::string& binary,
     with_rate.runs.push_back(keyed_drain(rated, conn, rated_type, rated_space, plan, r));
     rate_ratio.runs.push_back(with_rate.runs.back() / without.runs.back());
   }
+  time_function_calls(conn, false);
+  series alone{"ms"}, beside{"ms"}, fair_ratio{"ratio"};
+  auto small = short_count(plan.small_keys) + " keys";
+  for (int r = 0; r < plan.runs; ++r) {
+    announce("pickup of " + small + "' tasks, alone", r, peak_rss());
+    alone.runs.push_back(small_keys_p99(keyed, conn, plan, 0, r));
+    announce("the same beside one key's " + short_count(plan.big_key_backlog) + " due tasks", r,
+             peak_rss());
+    beside.runs.push_back(small_keys_p99(keyed, conn, plan, plan.big_key_backlog, r));
+    fair_ratio.runs.push_back(beside.runs.back() / alone.runs.back());
+  }
   phase_report out;
   out.rows = {{"drain: " + over + ", without keys", without},
               {"  the same, " + std::to_string(plan.key_limit) + " running a key", with},
               {"  keyed drain / without keys", ratio},
               {"  the same, and 100 starts a second a key", with_rate},
-              {"  keyed drain with a rate / without keys", rate_ratio}};
+              {"  keyed drain with a rate / without keys", rate_ratio},
+              {"pickup p99: " + small + ", a task each", alone},
+              {"  beside one key's " + short_count(plan.big_key_backlog) + " due", beside},
+              {"  beside a big key / alone", fair_ratio}};
   out.targets = {{"keyed limits cost <= 15% (keyed / without)", ratio, ">=", 0.85},
-                 {"keyed limits and rates cost <= 15%", rate_ratio, ">=", 0.85}};
+                 {"keyed limits and rates cost <= 15%", rate_ratio, ">=", 0.85},
+                 {"small keys' p99 beside a big key <= 2x alone", fair_ratio, "<=", 2.0}};
   out.peak_rss = peak_rss();
   return out;
 }
