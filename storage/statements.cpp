@@ -203,6 +203,9 @@ const statement lead{"lead", "SELECT taskmill.lead($1, $2, $3::boolean, $4::bigi
 const statement live_counts{
     "live_counts", "SELECT type, status, n, estimated FROM taskmill.live_counts($1::bigint)"};
 
+const statement key_use{"key_use",
+                        "SELECT space, key, running, key_limit FROM taskmill.key_use($1::int)"};
+
 const statement add_outcomes{
     "add_outcomes", "SELECT taskmill.add_outcomes($1, $2::bigint, $3::bigint, $4::bigint)"};
 
@@ -395,6 +398,7 @@ const std::vector<const statement*>& all() {
       &running_on_node,
       &still_running,
       &live_counts,
+      &key_use,
       &add_outcomes,
       &recent_outcomes,
       &waiting_reason,

@@ -36,6 +36,7 @@ extern const statement retry_workflow;
 extern const statement running_on_node;
 extern const statement still_running;
 extern const statement live_counts;
+extern const statement key_use;
 extern const statement add_outcomes;
 extern const statement recent_outcomes;
 extern const statement waiting_reason;

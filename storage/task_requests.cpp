@@ -345,11 +345,22 @@ caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batc
 }
 
 caf::result<pb::Stats> live_counts(self_ptr self) {
+  // The keys /metrics shows of each key space; the others are summed.
+  constexpr const char* keys_shown = "10";
   return ask_db<pb::Stats>(self,
-                           {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}}},
+                           {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}},
+                            db::call{&db::sql::key_use, {keys_shown}}},
                            [](results& rs) {
                              pb::Stats out;
                              read_status_counts(*rs[0], out);
+                             const auto& keys = *rs[1];
+                             for (int r = 0; r < keys.rows(); ++r) {
+                               auto& k = *out.add_keys();
+                               k.set_space(keys.string(r, 0));
+                               k.set_key(keys.string(r, 1));
+                               k.set_running(keys.int64(r, 2));
+                               k.set_limit(keys.is_null(r, 3) ? 0 : keys.int64(r, 3));
+                             }
                              return out;
                            });
 }

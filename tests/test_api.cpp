@@ -337,6 +337,30 @@ BOOST_AUTO_TEST_CASE(a_concurrency_key_is_given_at_submit_and_read_back) {
   BOOST_CHECK_EQUAL(count_tasks(), 2);
 }
 
+// SPEC §4 Keyed limits: /metrics shows the keys running most in each space,
+// and the rest of them together, however many run.
+BOOST_AUTO_TEST_CASE(metrics_show_the_keys_running_most_and_the_rest_together) {
+  db.exec(
+      "SELECT taskmill.put_type_settings('{HELD}', '{5000}', '{2}', '{fixed}', '{1}', '{1000}', "
+      "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"accounts\", \"limit\": "
+      "5}]', '{accounts}', '{NULL}', '{NULL}')");
+  // k0 runs 3, k1..k11 one each: k0 and the first nine others by name are
+  // shown, k8 and k9 are the rest.
+  db.exec(
+      "SELECT count(taskmill.submit('HELD', 'h' || g || '-' || k, concurrency_key => 'k' || "
+      "k)) FROM generate_series(0, 11) k, generate_series(1, 3) g WHERE k = 0 OR g = 1");
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'running', attempt = 1, started_at = now(), "
+      "heartbeat_at = now(), picked_by = 'elsewhere' WHERE type = 'HELD'");
+  auto metrics = call("GET", "/metrics").raw;
+  for (const char* line : {"taskmill_key_running{key=\"k0\",space=\"accounts\"} 3",
+                           "taskmill_key_limit{key=\"k0\",space=\"accounts\"} 5",
+                           "taskmill_key_running{key=\"k11\",space=\"accounts\"} 1",
+                           "taskmill_key_running{key=\"(other)\",space=\"accounts\"} 2"})
+    BOOST_CHECK_MESSAGE(metrics.find(line) != std::string::npos, "no " << line);
+  BOOST_CHECK(metrics.find("key=\"k9\"") == std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(the_console_and_the_openapi_document_are_served) {
   auto page = call("GET", "/ui/");
   BOOST_CHECK_EQUAL(page.status, 200);

@@ -178,6 +178,22 @@ std::string render_live_metrics(const pb::Stats& live) {
     used.Add({{"scope", l.scope()}}).Set(static_cast<double>(l.used()));
     limit.Add({{"scope", l.scope()}}).Set(static_cast<double>(l.limit()));
   }
+  auto& key_running = prometheus::BuildGauge()
+                          .Name("taskmill_key_running")
+                          .Help(
+                              "Running tasks of the 10 keys running most in each key space; "
+                              "key=\"(other)\": the rest of the space's keys together")
+                          .Register(r);
+  auto& key_limit = prometheus::BuildGauge()
+                        .Name("taskmill_key_limit")
+                        .Help("The running limit of each key in taskmill_key_running")
+                        .Register(r);
+  for (const auto& k : live.keys()) {
+    auto key = k.limit() > 0 ? k.key() : std::string{"(other)"};
+    key_running.Add({{"space", k.space()}, {"key", key}}).Set(static_cast<double>(k.running()));
+    if (k.limit() > 0)
+      key_limit.Add({{"space", k.space()}, {"key", key}}).Set(static_cast<double>(k.limit()));
+  }
   return prometheus::TextSerializer{}.Serialize(r.Collect());
 }
 

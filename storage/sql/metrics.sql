@@ -59,6 +59,27 @@ BEGIN
 END
 $$;
 
+-- Running tasks of the p_top keys running most in each key space, each
+-- with its limit, and the rest of each space's running tasks as one row
+-- without a key: /metrics shows a bounded number of keys however many run.
+CREATE FUNCTION taskmill.key_use(p_top integer)
+RETURNS TABLE (space text, key text, running bigint, key_limit integer)
+LANGUAGE sql STABLE AS $$
+  WITH used AS (
+    SELECT t.key_space, t.concurrency_key, max(t.key_class) AS key_class, count(*) AS n,
+           row_number() OVER (PARTITION BY t.key_space
+                              ORDER BY count(*) DESC, t.concurrency_key) AS rank
+      FROM taskmill.tasks t
+     WHERE t.status = 'running' AND t.key_space IS NOT NULL
+     GROUP BY t.key_space, t.concurrency_key)
+  SELECT u.key_space, u.concurrency_key, u.n, taskmill.key_limit(k, u.concurrency_key, u.key_class)
+    FROM used u JOIN taskmill.key_spaces k ON k.name = u.key_space
+   WHERE u.rank <= p_top
+  UNION ALL
+  SELECT u.key_space, NULL, sum(u.n)::bigint, NULL
+    FROM used u WHERE u.rank > p_top GROUP BY u.key_space
+$$;
+
 -- Tasks per type and status for GET /v1/stats and the console's overview,
 -- which asks every few seconds: live tasks as live_counts gives them, finished
 -- ones exactly while the table holds fewer than p_exact_up_to rows, and
