@@ -91,4 +91,34 @@ void check_every_task_ran_once_an_attempt(const task_database& db, race_record& 
   BOOST_CHECK_GT(record.runs.size(), static_cast<size_t>(tasks));
 }
 
+void check_key_limits_at_commit(const task_database& db) {
+  db.exec(R"sql(
+    CREATE TABLE key_limit_passed (key text, running bigint, key_limit integer);
+    CREATE FUNCTION check_key_limit() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+      v_running bigint;
+      v_limit integer;
+    BEGIN
+      SELECT count(*) INTO v_running FROM taskmill.tasks t
+       WHERE t.key_space = NEW.key_space AND t.concurrency_key = NEW.concurrency_key
+         AND t.status = 'running';
+      SELECT coalesce((s.key_limits ->> NEW.concurrency_key)::integer,
+                      (s.class_limits ->> NEW.key_class)::integer, s.key_limit)
+        INTO v_limit FROM taskmill.key_spaces s WHERE s.name = NEW.key_space;
+      IF v_running > v_limit THEN
+        INSERT INTO key_limit_passed VALUES (NEW.concurrency_key, v_running, v_limit);
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE CONSTRAINT TRIGGER key_limit_checked AFTER UPDATE OF status ON taskmill.tasks
+      DEFERRABLE INITIALLY DEFERRED FOR EACH ROW
+      WHEN (NEW.status = 'running' AND NEW.key_space IS NOT NULL)
+      EXECUTE FUNCTION check_key_limit();
+  )sql");
+}
+
+int64_t key_limits_passed(const task_database& db) {
+  return std::stoll(db.scalar("SELECT count(*) FROM key_limit_passed"));
+}
+
 }  // namespace taskmill::test::races

@@ -64,4 +64,10 @@ race_finish finish_a_third_retried(race_record& record, std::atomic<int>& stale)
 void check_every_task_ran_once_an_attempt(const task_database& db, race_record& record,
                                           const std::atomic<int>& stale, int tasks);
 
+/// From now on, every commit that starts a keyed task counts that task's
+/// key's running tasks against its limit, in the test database, and notes
+/// each time one passes it (key_limits_passed).
+void check_key_limits_at_commit(const task_database& db);
+int64_t key_limits_passed(const task_database& db);
+
 }  // namespace taskmill::test::races
