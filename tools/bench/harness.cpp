@@ -225,4 +225,18 @@ drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list
   return out;
 }
 
+std::string task_json(const char* type, const std::string& key, const char* execute_at) {
+  std::string out = std::string{R"({"type":")"} + type + R"(","key":")" + key + '"';
+  if (execute_at) out += std::string{R"(,"execute_at":")"} + execute_at + '"';
+  return out + "}";
+}
+
+void post_tasks(http_session& session, const std::string& body) {
+  auto res = session.call("POST", "/v1/tasks", body);
+  if (!res) throw bench_failure{"submit: " + error_message(res.error())};
+  if (res->status < 200 || res->status > 299)
+    throw bench_failure{"submit answered " + std::to_string(res->status) + ": " +
+                        res->body.substr(0, 300)};
+}
+
 }  // namespace taskmill::bench

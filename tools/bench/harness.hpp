@@ -287,6 +287,13 @@ struct phase_report {
 /// far.
 using announce_fn = std::function<void(const std::string& what, int run, int64_t peak_rss)>;
 
+/// One task of `type` and `key` as POST /v1/tasks takes it, due at
+/// `execute_at` (RFC 3339; null: now).
+std::string task_json(const char* type, const std::string& key, const char* execute_at);
+
+/// POSTs `body` to /v1/tasks, failing the bench unless it is accepted.
+void post_tasks(http_session& session, const std::string& body);
+
 /// Runs `work(i)` on `n` threads and rethrows the first failure.
 void in_parallel(int n, const std::function<void(int)>& work);
 
