@@ -134,8 +134,8 @@ BOOST_AUTO_TEST_CASE(bad_rates_are_refused_naming_the_field) {
   refused(R"({"name": "s", "limit": 5, "rate": 5, "period_ms": 0})", "NULL",
           "key_spaces.s.period must be");
   refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "4",
-          "types.T.rate_units must be from 1 to the rate of key space s (3)");
-  refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "0", "types.T.rate_units");
+          "task type \"T\": rate_units must be from 1 to the rate of key space s (3)");
+  refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "0", "rate_units");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_types WHERE type = 'T'"), "0");
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.key_spaces WHERE rate IS NOT NULL"),
                     "0");
@@ -274,6 +274,12 @@ BOOST_AUTO_TEST_CASE(a_key_given_at_submit_keys_a_type_keyed_so) {
   db.exec("UPDATE taskmill.tasks SET status = 'dead' WHERE key = 'one'");
   db.exec("UPDATE taskmill.tasks SET status = 'pending' WHERE key = 'one'");
   BOOST_CHECK_EQUAL(db.scalar("SELECT concurrency_key FROM taskmill.tasks WHERE key = 'one'"),
+                    "acme");
+  // Cancelled and rescheduled, it comes back under the key it was given.
+  db.exec("SELECT taskmill.cancel('G', 'two')");
+  db.exec("SELECT taskmill.reschedule('G', 'two', now())");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT concurrency_key FROM taskmill.tasks WHERE key = 'two' AND "
+                              "status = 'pending'"),
                     "acme");
   // Each given key has its own limit (2).
   auto conn = db.connect();
@@ -466,6 +472,13 @@ BOOST_AUTO_TEST_CASE(no_key_starts_more_than_its_rate_in_a_period) {
       "interval '60 s' ELSE interval '0 s' END FROM unnest(starts) WITH ORDINALITY u(s, o)) "
       "WHERE key = 'a'");
   BOOST_CHECK((claim_keys(conn, 100) == std::vector<std::string>{"a"}));
+  // A rate lowered below what a start of the space's type costs still
+  // lets one start a period.
+  db.exec("UPDATE taskmill.key_spaces SET rate = 1 WHERE name = 'bulk'");
+  db.exec(
+      "UPDATE taskmill.key_starts SET starts = ARRAY(SELECT s - interval '60 s' FROM "
+      "unnest(starts) s)");
+  BOOST_CHECK_EQUAL(counts(claim_keys(conn, 100))["x"], 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -39,11 +39,13 @@ LANGUAGE sql STABLE AS $$
      AND s > now() - p_space.rate_period_ms * interval '1 millisecond'
 $$;
 
--- The most a start of a task of space p_space costs (its types' rate_units):
--- a key's room in tasks is its room in units over that.
-CREATE FUNCTION taskmill.key_rate_units(p_space text) RETURNS integer
+-- The most a start of a task of space p_space costs (its types' rate_units,
+-- at most the rate, which may have been lowered since a type's were
+-- checked): a key's room in tasks is its room in units over that.
+CREATE FUNCTION taskmill.key_rate_units(p_space taskmill.key_spaces) RETURNS integer
 LANGUAGE sql STABLE AS $$
-  SELECT coalesce(max(s.rate_units), 1) FROM taskmill.task_types s WHERE s.key_space = p_space
+  SELECT least(coalesce(max(s.rate_units), 1), coalesce(p_space.rate, 1))
+    FROM taskmill.task_types s WHERE s.key_space = p_space.name
 $$;
 
 -- Starts of tasks of p_types (one each) for keys p_keys of space p_space,

@@ -412,7 +412,7 @@ BEGIN
   v_walk := taskmill.walk_keys(v_space, p_level, coalesce(v_last || chr(1), ''), p_want,
                                v_visits, p_held_keys, p_held, p_types, p_node,
                                CASE WHEN v_space.rate IS NULL THEN 1
-                                    ELSE taskmill.key_rate_units(p_space) END);
+                                    ELSE taskmill.key_rate_units(v_space) END);
   IF cardinality(v_walk.keys) = 0 THEN
     RETURN;
   END IF;

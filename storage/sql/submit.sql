@@ -504,12 +504,12 @@ BEGIN
         INSERT INTO taskmill.tasks (type, key, version, payload, execute_at, priority,
                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
-                                    trace_id, shard_index, shard_total)
+                                    trace_id, shard_index, shard_total, concurrency_key)
         VALUES (type, key, prev.version, coalesce(payload, prev.payload), execute_at,
                 prev.priority, prev.max_retries, prev.timeout_ms, prev.backoff_kind,
                 prev.backoff_base_ms, prev.backoff_cap_ms, prev.backoff_jitter,
                 taskmill.deadline_after(execute_at, type), prev.batch, prev.trace_id,
-                prev.shard_index, prev.shard_total)
+                prev.shard_index, prev.shard_total, prev.concurrency_key)
         RETURNING * INTO task;
       END IF;
       outcome := 'created';
@@ -573,12 +573,13 @@ BEGIN
                                     max_retries, timeout_ms, backoff_kind, backoff_base_ms,
                                     backoff_cap_ms, backoff_jitter, deadline_at, batch,
                                     trace_id, shard_index, shard_total, has_children,
-                                    parent_results)
+                                    parent_results, concurrency_key)
         VALUES (type, key, cur.version, coalesce(payload, cur.payload), execute_at,
                 cur.priority, cur.max_retries, cur.timeout_ms, cur.backoff_kind,
                 cur.backoff_base_ms, cur.backoff_cap_ms, cur.backoff_jitter,
                 taskmill.deadline_after(execute_at, type), cur.batch, cur.trace_id,
-                cur.shard_index, cur.shard_total, cur.has_children, cur.parent_results)
+                cur.shard_index, cur.shard_total, cur.has_children, cur.parent_results,
+                cur.concurrency_key)
         RETURNING * INTO task;
         -- A workflow's step or a batch's callback is the copy now, after
         -- the same parents.

@@ -220,6 +220,7 @@ LANGUAGE sql AS $$
                  OR (SELECT max(s) FROM unnest(x.starts) s)
                     < now() - p.rate_period_ms * interval '1 ms' - interval '1 minute'
               LIMIT p_limit)
+    RETURNING 1
   ),
   firings AS (
     DELETE FROM taskmill.job_firings f
@@ -237,7 +238,7 @@ LANGUAGE sql AS $$
     RETURNING 1
   )
   SELECT greatest((SELECT count(*) FROM gone), (SELECT count(*) FROM firings),
-                  (SELECT count(*) FROM alerts))::integer
+                  (SELECT count(*) FROM alerts), (SELECT count(*) FROM key_starts))::integer
 $$;
 
 -- Watcher: broadcast shards still waiting for a node that is no longer alive

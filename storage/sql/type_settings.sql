@@ -76,22 +76,20 @@ BEGIN
    WHERE p IS NOT NULL LIMIT 1;
   IF v_problem IS NULL THEN
     SELECT format('task type "%s": %s', u.type, x.p) INTO v_problem
-      FROM unnest(p_types, p_timeouts, p_heartbeat_timeouts, p_max_timeouts)
-             AS u(type, timeout_ms, heartbeat_ms, max_ms),
+      FROM unnest(p_types, p_timeouts, p_heartbeat_timeouts, p_max_timeouts, p_type_key_spaces,
+                  p_rate_units)
+             AS u(type, timeout_ms, heartbeat_ms, max_ms, space, units)
+      LEFT JOIN taskmill.key_spaces k ON k.name = u.space,
            LATERAL (SELECT CASE
                       WHEN u.heartbeat_ms <= 0 THEN 'heartbeat_timeout must be positive'
                       WHEN u.max_ms < u.timeout_ms
                         THEN format('max_timeout must be at least the timeout (%s ms)',
                                     u.timeout_ms)
+                      WHEN u.units < 1 OR u.units > coalesce(k.rate, 10000)
+                        THEN format('rate_units must be from 1 to the rate of key space %s (%s)',
+                                    k.name, coalesce(k.rate, 10000))
                     END) AS x(p)
      WHERE x.p IS NOT NULL LIMIT 1;
-  END IF;
-  IF v_problem IS NULL THEN
-    SELECT format('types.%s.rate_units must be from 1 to the rate of key space %s (%s)',
-                  coalesce(nullif(u.type, ''), 'defaults'), k.name, k.rate) INTO v_problem
-      FROM unnest(p_types, p_type_key_spaces, p_rate_units) AS u(type, space, units)
-      LEFT JOIN taskmill.key_spaces k ON k.name = u.space
-     WHERE u.units < 1 OR u.units > coalesce(k.rate, 10000) LIMIT 1;
   END IF;
   IF v_problem IS NOT NULL THEN
     RAISE EXCEPTION '%', v_problem USING ERRCODE = '22023';

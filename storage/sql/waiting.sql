@@ -29,6 +29,8 @@ DECLARE
   v_levels integer[];
   v_share numeric;
   v_space taskmill.key_spaces;
+  v_rate_room integer;
+  v_opens_at timestamptz;
 BEGIN
   SELECT * INTO t FROM taskmill.tasks WHERE id = p_id;
   IF NOT FOUND OR t.status NOT IN ('pending', 'failed') THEN
@@ -113,14 +115,14 @@ BEGIN
         v_running, v_limit), NULL::timestamptz, NULL::bigint[];
       RETURN;
     END IF;
-    IF taskmill.key_rate_room(v_space, t.concurrency_key)
-       < (SELECT s.rate_units FROM taskmill.type_settings(t.type) s) THEN
+    -- As a claim counts it: in starts of the space's dearest type.
+    v_rate_room := taskmill.key_rate_room(v_space, t.concurrency_key);
+    IF v_rate_room < taskmill.key_rate_units(v_space) THEN
+      v_opens_at := taskmill.key_rate_opens_at(v_space, t.concurrency_key);
       RETURN QUERY SELECT 'rate_limited', format(
         'key %s of key space %s is at its rate: %s units started in the last %s ms; the next '
-        'may start at %s', t.concurrency_key, t.key_space,
-        v_space.rate - taskmill.key_rate_room(v_space, t.concurrency_key), v_space.rate_period_ms,
-        taskmill.key_rate_opens_at(v_space, t.concurrency_key)),
-        taskmill.key_rate_opens_at(v_space, t.concurrency_key), NULL::bigint[];
+        'may start at %s', t.concurrency_key, t.key_space, v_space.rate - v_rate_room,
+        v_space.rate_period_ms, v_opens_at), v_opens_at, NULL::bigint[];
       RETURN;
     END IF;
   END IF;
