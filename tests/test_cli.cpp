@@ -483,7 +483,10 @@ BOOST_AUTO_TEST_CASE(jobs_put_list_show_next_trigger_firings_pause_delete) {
 }
 
 BOOST_AUTO_TEST_CASE(stats_and_nodes) {
-  start();
+  auto cfg = node_config();
+  // Peers are looked for every ten heartbeats.
+  cfg.heartbeat.interval = 200ms;
+  start(cfg);
   CHECK_RUN(run({"submit", "NOOP", "s", "--wait"}), 0);
   auto stats = run({"stats"});
   CHECK_RUN(stats, 0);

@@ -74,7 +74,12 @@ int main(int argc, char** argv) {
   taskmill::bench_options bench_opts;
   auto bench = app.add_subcommand(
       "bench", "Measure a node against the raw-SQL ceiling on the same PostgreSQL");
-  bench->add_flag("--quick", bench_opts.quick, "Smoke run: small sizes, one run each (about 80 s)");
+  bench->add_flag_callback(
+      "--quick", [&] { bench_opts.size = taskmill::bench_size::quick; },
+      "The same measurements smaller, one run each (about three minutes)");
+  bench->add_flag_callback(
+      "--smoke", [&] { bench_opts.size = taskmill::bench_size::smoke; },
+      "Check in about a minute that every measurement runs and loses nothing (the suite's run)");
   bench->add_option("--database", bench_opts.database,
                     "A PostgreSQL server to create a throwaway database on (default: start a "
                     "private server)");
@@ -83,7 +88,9 @@ int main(int argc, char** argv) {
   bench->add_option("--only", bench_opts.only, "Run only these phases (comma-separated)")
       ->delimiter(',')
       ->check(CLI::IsMember(taskmill::bench_phases));
-  bench->add_option("--runs", bench_opts.runs, "Runs of each measurement (default: 3, 1 quick)")
+  bench
+      ->add_option("--runs", bench_opts.runs,
+                   "Runs of each measurement (default: 3 full, 1 otherwise)")
       ->check(CLI::Range(1, 100));
   bench
       ->add_option("--node-binary", bench_opts.binary,

@@ -93,16 +93,35 @@ struct plan {
   double talking_seconds;
 };
 
-plan plan_for(bool quick) {
-  if (quick)
-    return {1,      1.0,       10'000,  3.0,     200,    100'000, 10'000, 10'000,
-            20'000, {100'000}, 100'000, 100'000, 20'000, 2'000,   20'000, 300,
-            3.0,    200'000,   64,      200,     2'000,  1'000,   5.0};
+plan plan_for(bench_size size) {
+  switch (size) {
+    case bench_size::smoke:
+      return {1,     0.5, 5'000,  2.0, 200, 20'000, 5'000, 5'000, 10'000, {20'000}, 20'000, 5'000,
+              5'000, 500, 20'000, 100, 2.0, 50'000, 64,    100,   500,    200,      3.0};
+    case bench_size::quick:
+      return {1,      1.0,       10'000,  3.0,     200,    100'000, 10'000, 10'000,
+              20'000, {100'000}, 100'000, 100'000, 20'000, 2'000,   20'000, 300,
+              3.0,    200'000,   64,      200,     2'000,  1'000,   5.0};
+    case bench_size::full:
+      break;
+  }
   return {3,         5.0,     100'000,   15.0,    200,
           1'000'000, 10'000,  10'000,    100'000, {100'000, 1'000'000},
           100'000,   100'000, 100'000,   10'000,  100'000,
           1'000,     10.0,    5'000'000, 64,      1'000,
           10'000,    1'000,   10.0};
+}
+
+const char* size_name(bench_size size) {
+  switch (size) {
+    case bench_size::smoke:
+      return "smoke";
+    case bench_size::quick:
+      return "quick";
+    case bench_size::full:
+      break;
+  }
+  return "full";
 }
 
 // -- the measurements --------------------------------------------------------------
@@ -231,7 +250,7 @@ json report_json(const bench_options& options, const std::string& where,
                        {"comparison", t.comparison},
                        {"bound", t.bound},
                        {"met", t.met()}});
-  return {{"quick", options.quick},
+  return {{"size", size_name(options.size)},
           {"database", where},
           {"cpus", std::thread::hardware_concurrency()},
           {"measurements", measurements},
@@ -239,7 +258,7 @@ json report_json(const bench_options& options, const std::string& where,
 }
 
 int measure(const bench_options& options) {
-  auto p = plan_for(options.quick);
+  auto p = plan_for(options.size);
   if (options.runs > 0) p.runs = options.runs;
   auto want = [&](const char* phase) {
     return options.only.empty() ||
@@ -493,7 +512,7 @@ int measure(const bench_options& options) {
   targets.insert(targets.end(), keys.targets.begin(), keys.targets.end());
   std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
   std::erase_if(targets, [](const target& t) { return t.measured.runs.empty(); });
-  std::printf("taskmill bench%s on %s, %u CPUs\n", options.quick ? " --quick" : "",
+  std::printf("taskmill bench (%s) on %s, %u CPUs\n", size_name(options.size),
               database.description().c_str(), std::thread::hardware_concurrency());
   print_table(rows, targets);
   if (!options.output.empty()) {

@@ -5,9 +5,14 @@
 
 namespace taskmill {
 
+/// How large a bench run is: the full one measures what the issues ask
+/// for; the quick one the same things smaller, one run each (about three
+/// minutes); the smoke one checks in about a minute that every measurement
+/// runs and loses nothing, with figures too small to mean much.
+enum class bench_size { full, quick, smoke };
+
 struct bench_options {
-  /// The smoke run: small sizes, one run per measurement, about 80 s.
-  bool quick = false;
+  bench_size size = bench_size::full;
   /// A server to create a throwaway database on; empty: start a private
   /// PostgreSQL in a temporary directory.
   std::string database;
@@ -17,7 +22,7 @@ struct bench_options {
   std::string binary;
   /// The phases to run (bench_phases); empty: all of them.
   std::vector<std::string> only;
-  /// Runs of each measurement; 0: the plan's (3, or 1 with --quick).
+  /// Runs of each measurement; 0: the plan's (3 full, 1 otherwise).
   int runs = 0;
 };
 
