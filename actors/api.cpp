@@ -3,6 +3,7 @@
 #include "actors/http/api_call.hpp"
 #include "actors/http/browser_guard.hpp"
 #include "actors/http/job_endpoints.hpp"
+#include "actors/http/key_endpoints.hpp"
 #include "actors/http/web_assets.hpp"
 #include "actors/http/workflow_endpoints.hpp"
 #include "actors/jobs/job_times.hpp"
@@ -549,6 +550,12 @@ const route routes[] = {
     {"POST", "/v1/jobs/{name}/resume", with_token, resume_job},
     {"GET", "/v1/jobs/{name}/firings", with_token, job_firings},
     {"GET", "/v1/jobs/{name}/next", with_token, next_fire_times},
+    {"GET", "/v1/key-spaces", with_token, list_key_spaces},
+    {"GET", "/v1/key-spaces/{name}", with_token, get_key_space},
+    {"PUT", "/v1/key-spaces/{name}", with_token, put_key_space},
+    {"DELETE", "/v1/key-spaces/{name}", with_token, delete_key_space},
+    {"GET", "/v1/key-spaces/{name}/keys", with_token, get_key},
+    {"GET", "/v1/key-spaces/{name}/keys/{key}", with_token, get_key},
 };
 
 /// How many literal segments of `pattern` name `path`: -1 when it does not

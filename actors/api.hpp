@@ -23,6 +23,7 @@ struct api_options {
   query_storage_actor storage;
   job_storage_actor jobs;
   workflow_storage_actor workflows;
+  key_storage_actor keys;
   inserter_actor inserter;
   dispatcher_actor dispatcher;
   progress_actor progress;

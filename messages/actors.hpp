@@ -190,6 +190,16 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::TaskLogRequest))
   CAF_ADD_ATOM(taskmill, taskmill, log_atom, "log")
   CAF_ADD_ATOM(taskmill, taskmill, read_log_atom, "read_log")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::KeySpace))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::KeyState))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::KeySpaceState))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::KeySpaceList))
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::KeySpacePutResult))
+  CAF_ADD_ATOM(taskmill, taskmill, key_spaces_atom, "key_spaces")
+  CAF_ADD_ATOM(taskmill, taskmill, key_space_atom, "key_space")
+  CAF_ADD_ATOM(taskmill, taskmill, put_key_space_atom, "put_keysp")
+  CAF_ADD_ATOM(taskmill, taskmill, drop_key_space_atom, "drop_keysp")
+  CAF_ADD_ATOM(taskmill, taskmill, key_atom, "key")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -376,6 +386,20 @@ using workflow_storage_actor = caf::typed_actor<
     // how many.
     caf::replies_to<retry_workflow_atom, int64_t>::with<int32_t>>;
 
+/// Reads and changes key spaces (SPEC §4 Keyed limits; the API's view).
+using key_storage_actor = caf::typed_actor<
+    caf::replies_to<key_spaces_atom>::with<pb::KeySpaceList>,
+    // A key space with the given number of keys running most and with most
+    // due tasks.
+    caf::replies_to<key_space_atom, std::string, int32_t>::with<pb::KeySpaceState>,
+    // Writes a key space; it holds at every node's next claim.
+    caf::replies_to<put_key_space_atom, pb::KeySpace>::with<pb::KeySpacePutResult>,
+    // Deletes a key space no type is keyed in (else a conflict naming them).
+    caf::replies_to<drop_key_space_atom, std::string>::with<bool>,
+    // A key of a space (space, key) with at most n of its running and n of
+    // its waiting tasks.
+    caf::replies_to<key_atom, std::string, std::string, int32_t>::with<pb::KeyState>>;
+
 /// Jobs due by now, and their planned firings (the cron actor's view).
 using cron_storage_actor = caf::typed_actor<
     // At most n due jobs, oldest first, and when the next one is due.
@@ -409,6 +433,7 @@ using storage_actor = submission_storage_actor
     ::extend_with<compensation_storage_actor>
     ::extend_with<job_storage_actor>
     ::extend_with<workflow_storage_actor>
+    ::extend_with<key_storage_actor>
     ::extend_with<cron_storage_actor>
     ::extend_with<alert_storage_actor>
     ::extend<

@@ -75,6 +75,18 @@ std::string encode_cancel(int64_t id, const std::string& type, const std::string
 /// The body an HTTP executor receives (SPEC §4).
 std::string encode_execution(const pb::Task& task);
 
+// -- key spaces (SPEC §4 Keyed limits; messages/key_json.cpp) ----------------
+
+/// PUT /v1/key-spaces/{name}.
+caf::expected<pb::KeySpace> decode_key_space(std::string_view body, const std::string& name);
+/// GET /v1/key-spaces.
+std::string encode(const pb::KeySpaceList& list);
+/// A key space with its top keys (GET /v1/key-spaces/{name}).
+std::string encode(const pb::KeySpaceState& space);
+std::string encode(const pb::KeySpacePutResult& result);
+/// GET /v1/key-spaces/{name}/keys/{key}.
+std::string encode(const pb::KeyState& key);
+
 // -- workflows (SPEC §10; messages/workflow_json.cpp) ------------------------
 
 /// POST /v1/workflows.

@@ -2,10 +2,7 @@
 
 #include "messages/names.hpp"
 #include "messages/time.hpp"
-
-#include <nlohmann/json.hpp>
-
-#include <map>
+#include "storage/key_rows.hpp"
 
 namespace taskmill::db {
 
@@ -171,19 +168,12 @@ param text_or_null(const std::string& text) {
 
 /// The key spaces as taskmill.put_key_spaces takes them.
 std::string key_spaces_json(const pb::TypeSettingsList& settings) {
-  auto spaces = nlohmann::json::array();
+  std::string out = "[";
   for (const auto& k : settings.key_spaces()) {
-    nlohmann::json space{{"name", k.name()}, {"limit", k.limit()}};
-    if (!k.keys().empty())
-      space["keys"] = std::map<std::string, int64_t>(k.keys().begin(), k.keys().end());
-    if (!k.class_path().empty()) space["class_path"] = k.class_path();
-    if (!k.classes().empty())
-      space["classes"] = std::map<std::string, int64_t>(k.classes().begin(), k.classes().end());
-    if (k.has_rate()) space["rate"] = k.rate();
-    if (k.has_period_ms()) space["period_ms"] = k.period_ms();
-    spaces.push_back(std::move(space));
+    if (out.size() > 1) out += ',';
+    out += key_space_json(k);
   }
-  return spaces.dump();
+  return out + "]";
 }
 
 }  // namespace

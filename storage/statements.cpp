@@ -293,6 +293,18 @@ std::string compensation_sql(const std::string& query) {
 
 // -- recurring jobs (storage/sql/jobs.sql) --------------------------------------
 
+// Key spaces (storage/sql/key_spaces.sql).
+const statement key_space_views{"key_space_views",
+                                "SELECT * FROM taskmill.key_space_views($1::text)"};
+const statement top_keys{"top_keys", "SELECT * FROM taskmill.top_keys($1::text, $2::int, $3::int)"};
+const statement key_view{"key_view", "SELECT * FROM taskmill.key_view($1::text, $2::text)"};
+const statement key_tasks{"key_tasks",
+                          "SELECT * FROM taskmill.key_tasks($1::text, $2::text, $3::int)"};
+const statement put_key_space{"put_key_space", "SELECT taskmill.put_key_space($1::jsonb)"};
+const statement delete_key_space{
+    "delete_key_space",
+    "SELECT deleted, array_to_string(types, ', ') FROM taskmill.delete_key_space($1::text)"};
+
 const statement put_job{
     "put_job",
     "SELECT p.created, (p.job).* FROM taskmill.put_job($1::text, $2::text, $3::text, $4::text, "
@@ -433,6 +445,12 @@ const std::vector<const statement*>& all() {
       &attempt_log,
       &task_status,
       &batch_records,
+      &key_space_views,
+      &top_keys,
+      &key_view,
+      &key_tasks,
+      &put_key_space,
+      &delete_key_space,
       &put_job,
       &put_job_problem,
       &get_job,

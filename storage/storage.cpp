@@ -469,6 +469,15 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](jobs_atom, caf::subscribe_atom, wake_listener_actor target) {
         subscribe(self, self->state.job_listener, "taskmill_jobs", target);
       },
+      [self](key_spaces_atom) { return list_key_spaces(self); },
+      [self](key_space_atom, const std::string& name, int32_t top) {
+        return get_key_space(self, name, top);
+      },
+      [self](put_key_space_atom, const pb::KeySpace& space) { return put_key_space(self, space); },
+      [self](drop_key_space_atom, const std::string& name) { return delete_key_space(self, name); },
+      [self](key_atom, const std::string& space, const std::string& key, int32_t tasks) {
+        return get_key(self, space, key, tasks);
+      },
       [self](alerts_atom, const pb::AlertCheck& c) { return alert_round(self, c); },
       [self](deliver_atom, const pb::DeliveryResults& r) {
         return ask_count(self,

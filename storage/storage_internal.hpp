@@ -207,6 +207,14 @@ caf::result<pb::JobMetrics> job_metrics(self_ptr self);
 caf::result<pb::DueJobs> due_jobs(self_ptr self, int32_t limit);
 caf::result<pb::FiringRound> fire_jobs(self_ptr self, const pb::JobPlans& plans);
 
+// -- key spaces (key_requests.cpp) -------------------------------------------------
+caf::result<pb::KeySpaceList> list_key_spaces(self_ptr self);
+caf::result<pb::KeySpaceState> get_key_space(self_ptr self, const std::string& name, int32_t top);
+caf::result<pb::KeySpacePutResult> put_key_space(self_ptr self, const pb::KeySpace& space);
+caf::result<bool> delete_key_space(self_ptr self, const std::string& name);
+caf::result<pb::KeyState> get_key(self_ptr self, const std::string& space, const std::string& key,
+                                  int32_t tasks);
+
 // -- alerts (alert_requests.cpp) ----------------------------------------------------
 caf::result<pb::AlertRound> alert_round(self_ptr self, const pb::AlertCheck& check);
 caf::result<pb::AlertList> list_alerts(self_ptr self, const pb::ListAlertsRequest& req);

@@ -29,9 +29,12 @@ struct api_fixture : test::nodes_fixture {
   std::string base;
   std::vector<std::pair<std::string, std::string>> headers;
 
-  explicit api_fixture(const std::string& token = "") : nodes_fixture("api") {
+  explicit api_fixture(const std::string& token = "",
+                       std::chrono::milliseconds poll_interval = 500ms)
+      : nodes_fixture("api") {
     auto cfg = test::test_node_config("api-node");
     cfg.api.token = token;
+    cfg.scheduling.poll_interval = poll_interval;
     cfg.api.max_body_bytes = 4 << 20;
     base = api_url(start(cfg));
   }
@@ -72,6 +75,12 @@ struct api_fixture : test::nodes_fixture {
 
 struct token_fixture : api_fixture {
   token_fixture() : api_fixture("s3cret") {}
+};
+
+/// A node that polls for due work only every 10 s: what it claims sooner,
+/// it claims because it was woken.
+struct slow_poll_fixture : api_fixture {
+  slow_poll_fixture() : api_fixture("", 10s) {}
 };
 
 }  // namespace
@@ -361,6 +370,105 @@ BOOST_AUTO_TEST_CASE(metrics_show_the_keys_running_most_and_the_rest_together) {
   BOOST_CHECK(metrics.find("key=\"k9\"") == std::string::npos);
 }
 
+// SPEC §4 Keyed limits: key spaces are read and changed through the API,
+// bad values refused naming the field with nothing changed.
+BOOST_AUTO_TEST_CASE(key_spaces_are_read_and_changed_through_the_api) {
+  db.exec(
+      "SELECT taskmill.put_type_settings('{HELD}', '{5000}', '{2}', '{fixed}', '{1}', '{1000}', "
+      "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"accounts\", \"limit\": 2, "
+      "\"keys\": {\"acme\": 3}}]', '{accounts}', '{NULL}', '{NULL}')");
+  // acme: 1 running, 3 due, 1 later; beta: 2 running, 1 due; "": 1 due.
+  db.exec(
+      "SELECT count(taskmill.submit('HELD', k || g, concurrency_key => k, execute_at => "
+      "CASE WHEN g = 5 THEN now() + interval '1 day' ELSE now() END)) "
+      "FROM (VALUES ('acme', 5), ('beta', 3), ('', 1)) v(k, n), generate_series(1, v.n) g");
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'running', attempt = 1, started_at = now(), "
+      "heartbeat_at = now(), picked_by = 'elsewhere' WHERE key IN ('acme1', 'beta1', 'beta2')");
+
+  auto list = call("GET", "/v1/key-spaces");
+  BOOST_REQUIRE_EQUAL(list.status, 200);
+  BOOST_REQUIRE_EQUAL(list.body["key_spaces"].size(), 1u);
+  const auto& space = list.body["key_spaces"][0];
+  BOOST_CHECK_EQUAL(space["name"], "accounts");
+  BOOST_CHECK_EQUAL(space["limit"], 2);
+  BOOST_CHECK_EQUAL(space["keys"]["acme"], 3);
+  BOOST_CHECK(space["rate"].is_null());
+  BOOST_CHECK_EQUAL(space["types"], json::array({"HELD"}));
+  BOOST_CHECK_EQUAL(space["running"], 3);
+  BOOST_CHECK_EQUAL(space["keys_running"], 2);
+  BOOST_CHECK(!space.contains("top_running"));
+
+  auto one = call("GET", "/v1/key-spaces/accounts?top=1").body;
+  BOOST_REQUIRE_EQUAL(one["top_running"].size(), 1u);
+  BOOST_CHECK_EQUAL(one["top_running"][0]["key"], "beta");
+  BOOST_CHECK_EQUAL(one["top_running"][0]["running"], 2);
+  BOOST_CHECK_EQUAL(one["top_running"][0]["limit"], 2);
+  BOOST_CHECK_EQUAL(one["top_running"][0]["limit_from"], "space");
+  BOOST_REQUIRE_EQUAL(one["top_due"].size(), 1u);
+  BOOST_CHECK_EQUAL(one["top_due"][0]["key"], "acme");
+  BOOST_CHECK_EQUAL(one["top_due"][0]["due"], 3);
+  BOOST_CHECK_EQUAL(one["top_due"][0]["limit"], 3);
+  BOOST_CHECK_EQUAL(one["top_due"][0]["limit_from"], "key");
+  BOOST_CHECK_EQUAL(one["due_capped"], false);
+  BOOST_CHECK_EQUAL(call("GET", "/v1/key-spaces/accounts").body["top_due"].size(), 3u);
+
+  auto acme = call("GET", "/v1/key-spaces/accounts/keys/acme?tasks=3").body;
+  BOOST_CHECK_EQUAL(acme["space"], "accounts");
+  BOOST_CHECK_EQUAL(acme["key"], "acme");
+  BOOST_CHECK_EQUAL(acme["running"], 1);
+  BOOST_CHECK_EQUAL(acme["due"], 3);
+  BOOST_CHECK_EQUAL(acme["later"], 1);
+  BOOST_CHECK(acme["rate_used"].is_null());
+  // Its running task, then its waiting ones in claim order, 3 of each at most.
+  BOOST_REQUIRE_EQUAL(acme["tasks"].size(), 4u);
+  BOOST_CHECK_EQUAL(acme["tasks"][0]["key"], "acme1");
+  BOOST_CHECK_EQUAL(acme["tasks"][0]["status"], "running");
+  BOOST_CHECK_EQUAL(acme["tasks"][1]["key"], "acme2");
+  auto shared = call("GET", "/v1/key-spaces/accounts/keys/").body;
+  BOOST_CHECK_EQUAL(shared["key"], "");
+  BOOST_CHECK_EQUAL(shared["due"], 1);
+
+  // Refused, naming the field; nothing changes.
+  for (const auto& [body, part] : std::vector<std::pair<std::string, std::string>>{
+           {R"({"limit": 0})", "key_spaces.accounts.limit must be a whole number"},
+           {R"({"limit": 2, "rate": 10})", "key_spaces.accounts: rate and period go together"},
+           {R"({"limit": 2, "rate": 10, "period_ms": 0})", "key_spaces.accounts.period"},
+           {R"({"limit": 2, "keys": {"acme": "x"}})", "keys.acme must be an integer"},
+           {R"({"limit": 2, "classes": {"pro": 5}})", "key_spaces.accounts.classes needs"},
+           {R"({"limit": 2, "class_path": "$$.["})", "key_spaces.accounts.class_path"},
+           {R"({"limit": 2, "bogus": 1})", "unknown field bogus"},
+           {R"({"keys": {}})", "limit is required"},
+           {R"({"name": "other", "limit": 2})", "differs from the name in the path"}})
+    expect_error(call("PUT", "/v1/key-spaces/accounts", body), 400, part);
+  BOOST_CHECK_EQUAL(call("GET", "/v1/key-spaces/accounts").body["limit"], 2);
+
+  auto changed = call("PUT", "/v1/key-spaces/accounts",
+                      R"({"limit": 4, "keys": {"acme": 1}, "rate": 10, "period_ms": 60000})");
+  BOOST_CHECK_EQUAL(changed.status, 200);
+  BOOST_CHECK_EQUAL(changed.body["created"], false);
+  BOOST_CHECK_EQUAL(changed.body["key_space"]["limit"], 4);
+  BOOST_CHECK_EQUAL(changed.body["key_space"]["rate"], 10);
+  BOOST_CHECK_EQUAL(changed.body["key_space"]["period_ms"], 60000);
+  acme = call("GET", "/v1/key-spaces/accounts/keys/acme").body;
+  BOOST_CHECK_EQUAL(acme["limit"], 1);
+  BOOST_CHECK_EQUAL(acme["rate_used"], 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT key_limit FROM taskmill.key_spaces WHERE name = 'accounts'"),
+                    "4");
+
+  BOOST_CHECK_EQUAL(call("PUT", "/v1/key-spaces/spare", R"({"limit": 1})").status, 201);
+  expect_error(call("DELETE", "/v1/key-spaces/accounts"), 409,
+               "key space accounts is the key "
+               "space of types HELD");
+  BOOST_CHECK_EQUAL(call("DELETE", "/v1/key-spaces/spare").status, 200);
+  expect_error(call("DELETE", "/v1/key-spaces/spare"), 404, "no key space spare");
+  expect_error(call("GET", "/v1/key-spaces/spare"), 404, "no key space spare");
+  expect_error(call("GET", "/v1/key-spaces/spare/keys/acme"), 404, "no key space spare");
+  expect_error(call("GET", "/v1/key-spaces/accounts?top=0"), 400, "top must be an integer");
+  expect_error(call("GET", "/v1/key-spaces/accounts/keys/acme?limit=3"), 400,
+               "unknown query parameter");
+}
+
 BOOST_AUTO_TEST_CASE(the_console_and_the_openapi_document_are_served) {
   auto page = call("GET", "/ui/");
   BOOST_CHECK_EQUAL(page.status, 200);
@@ -402,6 +510,49 @@ BOOST_AUTO_TEST_CASE(protobuf_bodies_work_like_json) {
   pb::Error err;
   BOOST_REQUIRE(err.ParseFromString(bad.raw));
   BOOST_CHECK_EQUAL(err.code(), "invalid_argument");
+}
+
+// SPEC §4 Keyed limits: a key's limit raised through the API holds at once
+// on a running node, and one lowered holds for the next starts.
+BOOST_FIXTURE_TEST_CASE(a_key_limit_changed_through_the_api_holds_on_running_nodes,
+                        slow_poll_fixture) {
+  db.exec(
+      "SELECT taskmill.put_type_settings('{SLEEP}', '{60000}', '{0}', '{fixed}', '{1}', '{1000}', "
+      "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"pool\", \"limit\": 1}]', "
+      "'{pool}', '{NULL}', '{NULL}')");
+  std::string tasks;
+  for (int i = 0; i < 6; ++i)
+    tasks += std::string{i > 0 ? "," : ""} + R"({"type": "SLEEP", "key": "s)" + std::to_string(i) +
+             R"(", "payload": {"ms": 30000}, "concurrency_key": "acme"})";
+  BOOST_REQUIRE_EQUAL(call("POST", "/v1/tasks", R"({"tasks": [)" + tasks + "]}").status, 200);
+  auto running = [&] {
+    return std::stoll(
+        db.scalar("SELECT count(*) FROM taskmill.tasks WHERE type = 'SLEEP' AND status = "
+                  "'running'"));
+  };
+  BOOST_REQUIRE(test::eventually([&] { return running() == 1; }));
+  std::this_thread::sleep_for(1200ms);
+  BOOST_CHECK_EQUAL(running(), 1);
+  auto raised_at = std::chrono::steady_clock::now();
+  BOOST_REQUIRE_EQUAL(call("PUT", "/v1/key-spaces/pool", R"({"limit": 3})").status, 200);
+  BOOST_REQUIRE(test::eventually([&] { return running() == 3; }, 12s));
+  auto took = std::chrono::steady_clock::now() - raised_at;
+  BOOST_TEST_MESSAGE("the raised limit held after "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(took).count()
+                     << " ms");
+  // Woken by the change, not by its next poll.
+  BOOST_CHECK_LT(took, 5s);
+  BOOST_REQUIRE_EQUAL(call("PUT", "/v1/key-spaces/pool", R"({"limit": 1})").status, 200);
+  auto cancel_running = [&] {
+    db.exec(
+        "SELECT count(taskmill.cancel('SLEEP', key)) FROM taskmill.tasks WHERE type = 'SLEEP' AND "
+        "status = 'running'");
+  };
+  cancel_running();
+  BOOST_REQUIRE(test::eventually([&] { return running() == 1; }));
+  std::this_thread::sleep_for(1200ms);
+  BOOST_CHECK_EQUAL(running(), 1);
+  db.exec("SELECT count(taskmill.cancel('SLEEP', key)) FROM taskmill.tasks WHERE type = 'SLEEP'");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

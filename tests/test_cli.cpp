@@ -482,6 +482,38 @@ BOOST_AUTO_TEST_CASE(jobs_put_list_show_next_trigger_firings_pause_delete) {
   BOOST_CHECK_EQUAL(gone.err, "error: no job nightly\n");
 }
 
+BOOST_AUTO_TEST_CASE(keys_put_list_show_key_delete) {
+  start();
+  CHECK_RUN(run({"keys", "put", "tenants", "--limit", "2", "--key-limit", "acme=5", "--rate", "10",
+                 "--period-ms", "60000"}),
+            0);
+  auto listed = run({"keys", "list"});
+  CHECK_RUN(listed, 0);
+  BOOST_CHECK_MESSAGE(contains(listed.out, "tenants"), listed);
+  auto space = run_json({"keys", "show", "tenants", "--top", "3"});
+  BOOST_CHECK_EQUAL(space["keys"]["acme"], 5);
+  BOOST_CHECK_EQUAL(space["rate"], 10);
+  BOOST_CHECK(space["top_running"].is_array());
+  auto shown = run({"keys", "show", "tenants"});
+  CHECK_RUN(shown, 0);
+  BOOST_CHECK_MESSAGE(contains(shown.out, "running most:"), shown);
+  auto key = run_json({"keys", "key", "tenants", "acme"});
+  BOOST_CHECK_EQUAL(key["limit"], 5);
+  BOOST_CHECK_EQUAL(key["limit_from"], "key");
+  BOOST_CHECK_EQUAL(key["rate_used"], 0);
+  auto bad = run({"keys", "put", "tenants", "--limit", "0"});
+  CHECK_RUN(bad, 1);
+  BOOST_CHECK_MESSAGE(contains(bad.err, "key_spaces.tenants.limit must be a whole number"), bad);
+  auto malformed = run({"keys", "put", "tenants", "--limit", "1", "--key-limit", "acme"});
+  BOOST_CHECK_NE(malformed.exit_code, 0);
+  BOOST_CHECK_MESSAGE(contains(malformed.err, "NAME=N"), malformed);
+  BOOST_CHECK_EQUAL(run_json({"keys", "show", "tenants"})["limit"], 2);
+  CHECK_RUN(run({"keys", "delete", "tenants"}), 0);
+  auto gone = run({"keys", "show", "tenants"});
+  CHECK_RUN(gone, 1);
+  BOOST_CHECK_MESSAGE(contains(gone.err, "no key space tenants"), gone);
+}
+
 BOOST_AUTO_TEST_CASE(stats_and_nodes) {
   auto cfg = node_config();
   // Peers are looked for every ten heartbeats.

@@ -499,6 +499,7 @@ void add_client_commands(CLI::App& app, client_command& chosen) {
                   "/v1/stats", print_stats);
   add_get_command(app, chosen, "nodes", "The nodes of the cluster", "/v1/nodes", print_nodes);
   add_job_commands(app, chosen);
+  add_key_commands(app, chosen);
   add_workflow_commands(app, chosen);
   add_log_command(app, chosen);
 }

@@ -20,6 +20,9 @@ void add_client_commands(CLI::App& app, client_command& chosen);
 /// Adds `taskmill jobs ...` and `taskmill alerts` (tools/job_commands.cpp).
 void add_job_commands(CLI::App& app, client_command& chosen);
 
+/// Adds `taskmill keys ...` (tools/key_commands.cpp).
+void add_key_commands(CLI::App& app, client_command& chosen);
+
 /// Adds `taskmill workflow ...` (tools/workflow_commands.cpp).
 void add_workflow_commands(CLI::App& app, client_command& chosen);
 

@@ -3,7 +3,7 @@
  * Plain ES2020, no libraries: the files are embedded into the node binary.
  *
  * Stable data-test names, for UI tests:
- *   shell     nav-overview nav-tasks nav-batches nav-jobs nav-nodes nav-alerts
+ *   shell     nav-overview nav-tasks nav-batches nav-jobs nav-keys nav-nodes nav-alerts
  *             live (polling indicator)  page-title (each page's <h2>)
  *             error (banner, role=alert, data-code=<API code>)  error-dismiss
  *             change-token  token-form token-input token-save token-forget token-close
@@ -26,13 +26,18 @@
  *             trigger-payload  trigger-error  trigger  next-fire (<li>)
  *             firing-row (data-batch)  rerun-failed (data-batch, one per firing)
  *   nodes     node-row (data-name)  role  heartbeat-age  node-link  link-row  executor-row
+ *   keys      space-row (data-name)  space-running
+ *   key space field (data-field)  top-running-row top-due-row (data-key)  key-running key-due
+ *             due-capped
+ *   key       field (data-field)  key-task-row (data-id)
  *   alerts    alert-row (data-id)
  *
  * Every mutating button (retry, cancel, reschedule, rerun-failed, pause,
  * resume, trigger) opens the dialog first; click data-test=confirm to go on
  * (or dismiss / Escape to back out). Pages live at #/overview, #/tasks?type=&key=
  * &status=&batch=&limit=&page_token=, #/tasks/<id>, #/batches/<batch>,
- * #/jobs/<name>, #/workflows, #/workflows/<id>, #/nodes, #/alerts. window.taskmillConsole.refreshNow() polls
+ * #/jobs/<name>, #/workflows, #/workflows/<id>, #/keys, #/keys/<space>,
+ * #/keys/<space>?key=<key>, #/nodes, #/alerts. window.taskmillConsole.refreshNow() polls
  * at once; describeSchedule(expr) is the cron describer.
  */
 'use strict';
@@ -143,6 +148,10 @@
     : 'none');
   const jobPath = (name) => `/v1/jobs/${encodeURIComponent(name)}`;
   const workflowHref = (id) => `#/workflows/${encodeURIComponent(String(id))}`;
+  const keySpaceHref = (space) => `#/keys/${encodeURIComponent(space)}`;
+  // A key goes in the query: the key "" (tasks given none) is a key too.
+  const keyHref = (space, key) => `${keySpaceHref(space)}?${new URLSearchParams({ key })}`;
+  const keyName = (key) => (key === '' ? h('span', { class: 'muted' }, '"" (given none)') : key);
 
   function statusBadge(status, attrs) {
     return h('span', { class: `badge st-${status}`, 'data-test': 'status', ...attrs }, status);
@@ -743,6 +752,7 @@
     ['priority', 'Priority'], ['execute_at', 'Execute at'], ['attempt', 'Attempt'],
     ['retry_count', 'Retry count'], ['max_retries', 'Max retries'], ['timeout_ms', 'Timeout (ms)'],
     ['backoff', 'Backoff'], ['picked_by', 'Picked by'], ['batch', 'Batch'], ['shard_index', 'Shard'],
+    ['key_space', 'Key space'], ['concurrency_key', 'Concurrency key'], ['key_class', 'Key class'],
     ['trace_id', 'Trace ID'], ['heartbeat_at', 'Heartbeat at'], ['started_at', 'Started at'],
     ['created_at', 'Created at'], ['updated_at', 'Updated at'], ['progress', 'Progress'],
     ['parents', 'After (parents)'], ['children', 'Before (children)'],
@@ -753,6 +763,8 @@
     const v = t[name];
     if (name === 'status') return statusBadge(v, { 'data-test': null });
     if (name === 'batch') return v ? h('a', { href: batchHref(v) }, v) : null;
+    if (name === 'key_space') return v ? h('a', { href: keySpaceHref(v) }, v) : null;
+    if (name === 'concurrency_key') return t.key_space ? h('a', { href: keyHref(t.key_space, v) }, keyName(v)) : null;
     if (name === 'parents' || name === 'children') {
       if (!v || !v.length) return null;
       return v.flatMap((task, i) => [i ? ', ' : null, h('a', { href: taskHref(task) }, String(task))]);
@@ -1129,6 +1141,103 @@
     };
   }
 
+  // -- keyed limits (SPEC §4): the key spaces, a space's top keys, one key.
+
+  const rateSpan = (ms) => (ms % 1000 ? `${ms} ms` : span(ms / 1000));
+
+  function keysPage(root, params, query, ctx) {
+    if (params.length && query.has('key')) return keyPage(root, params[0], query.get('key'), ctx);
+    if (params.length) return keySpacePage(root, params[0], ctx);
+    const list = region();
+    root.append(pageHead('Keys'), list,
+      h('p', { class: 'muted' }, 'Key spaces hold how much of one customer\'s, account\'s or downstream\'s ',
+        'work runs at once and how often it starts. Change one with ', h('code', null, 'PUT /v1/key-spaces/{name}'),
+        ' or ', h('code', null, '[key_spaces]'), ' in the config.'));
+    return async () => {
+      const res = await api('GET', '/v1/key-spaces');
+      if (!ctx.alive()) return;
+      fill(list, res.key_spaces, (spaces) => (spaces && spaces.length
+        ? tableOf('Key spaces', ['Name', 'Limit a key', 'Rate a key', 'Types', 'Running', 'Keys running'], spaces.map((s) => h('tr',
+          { 'data-test': 'space-row', 'data-name': s.name },
+          h('td', null, h('a', { href: keySpaceHref(s.name) }, s.name)),
+          h('td', { class: 'n' }, String(num(s.limit))),
+          h('td', null, s.rate != null ? `${s.rate} per ${rateSpan(num(s.period_ms))}` : h('span', { class: 'muted' }, 'none')),
+          h('td', null, (s.types || []).flatMap((t, i) => [i ? ', ' : '', h('a', { href: hashFor('tasks', { type: t }) }, t)])),
+          h('td', { class: 'n', 'data-test': 'space-running' }, String(num(s.running) ?? 0)),
+          h('td', { class: 'n' }, String(num(s.keys_running) ?? 0)))))
+        : h('p', { class: 'muted' }, 'No key spaces.')));
+    };
+  }
+
+  function limitText(k) {
+    const from = { key: 'its own', class: `class ${k.key_class}`, space: 'the space\'s' }[k.limit_from] || k.limit_from;
+    return `${num(k.limit)} (${from})`;
+  }
+
+  function keyRows(space, keys, test) {
+    return keys.map((k) => h('tr', { 'data-test': test, 'data-key': k.key },
+      h('td', null, h('a', { href: keyHref(space, k.key) }, keyName(k.key))),
+      h('td', null, k.key_class || h('span', { class: 'muted' }, '—')),
+      h('td', { class: 'n', 'data-test': 'key-running' }, String(num(k.running))),
+      h('td', { class: 'n' }, limitText(k)),
+      h('td', { class: 'n', 'data-test': 'key-due' }, String(num(k.due)))));
+  }
+
+  function keySpacePage(root, space, ctx) {
+    const fields = region(); const running = region(); const due = region();
+    root.append(pageHead(`Key space ${space}`), card('Settings and use', fields),
+      h('div', { class: 'grid' }, card('Keys running most', running), card('Keys with most due tasks', due)));
+    const headers = ['Key', 'Class', 'Running', 'Limit', 'Due'];
+    return async () => {
+      const s = await api('GET', `/v1/key-spaces/${encodeURIComponent(space)}?top=20`);
+      if (!ctx.alive()) return;
+      fill(fields, s, (x) => fieldList([
+        ['limit', 'Limit a key', String(num(x.limit))],
+        ['keys', 'Keys\' own limits', Object.keys(x.keys || {}).length ? JSON.stringify(x.keys) : null],
+        ['class_path', 'Class path', x.class_path],
+        ['classes', 'Classes\' limits', Object.keys(x.classes || {}).length ? JSON.stringify(x.classes) : null],
+        ['rate', 'Rate a key', x.rate != null ? `${x.rate} units per ${rateSpan(num(x.period_ms))}` : 'none'],
+        ['types', 'Types keyed here', (x.types || []).join(', ')],
+        ['running', 'Running', `${num(x.running) ?? 0} tasks under ${num(x.keys_running) ?? 0} keys`],
+        ['updated_at', 'Changed', timeEl(x.updated_at, true)]]));
+      fill(running, s.top_running, (keys) => (keys && keys.length
+        ? tableOf('Keys running most', headers, keyRows(space, keys, 'top-running-row'))
+        : h('p', { class: 'muted' }, 'No key runs a task.')));
+      fill(due, [s.top_due, s.due_capped], ([keys, capped]) => [keys && keys.length
+        ? tableOf('Keys with most due tasks', headers, keyRows(space, keys, 'top-due-row'))
+        : h('p', { class: 'muted' }, 'No key has due tasks.'),
+      capped ? h('p', { class: 'muted small', 'data-test': 'due-capped' }, 'Counted among the first 100,000 waiting tasks.') : null]);
+    };
+  }
+
+  function keyPage(root, space, key, ctx) {
+    const fields = region(); const tasks = region();
+    root.append(pageHead(`Key ${key === '' ? '""' : key} of ${space}`),
+      h('p', null, h('a', { href: keySpaceHref(space) }, `Key space ${space}`)),
+      card('Limit and use', fields), card('Its running tasks, then its waiting ones in the order they start', tasks));
+    return async () => {
+      const k = await api('GET', `/v1/key-spaces/${encodeURIComponent(space)}/keys/${encodeURIComponent(key)}?tasks=50`);
+      if (!ctx.alive()) return;
+      const { tasks: list, ...head } = k;
+      fill(fields, head, (x) => fieldList([
+        ['key_class', 'Class', x.key_class],
+        ['limit', 'Limit', limitText(x)],
+        ['running', 'Running', String(num(x.running))],
+        ['due', 'Due', String(num(x.due))],
+        ['later', 'Due later', String(num(x.later))],
+        ['rate_used', 'Rate used', x.rate_used != null ? `${x.rate_used} units in the period now ending` : 'no rate'],
+        ['rate_opens_at', 'Next unit frees', x.rate_opens_at ? timeEl(x.rate_opens_at, true) : null]]), true);
+      fill(tasks, list, (ts) => (ts && ts.length
+        ? tableOf('Tasks of the key', ['Id', 'Type', 'Key', 'Status', 'Priority', 'Due', 'Started'], ts.map((t) => h('tr',
+          { 'data-test': 'key-task-row', 'data-id': t.id },
+          h('td', { class: 'n' }, h('a', { href: taskHref(t.id) }, String(t.id))),
+          h('td', null, t.type), h('td', null, t.key), h('td', null, statusBadge(t.status)),
+          h('td', { class: 'n' }, String(num(t.priority))), h('td', null, timeEl(t.execute_at, true)),
+          h('td', null, t.started_at ? timeEl(t.started_at, true) : '—'))))
+        : h('p', { class: 'muted' }, 'No running or waiting tasks.')), true);
+    };
+  }
+
   function workflowsPage(root, params, query, ctx) {
     const list = region();
     root.append(pageHead('Workflows'), list,
@@ -1284,7 +1393,7 @@
     const rest = parts.slice(1);
     const pages = { overview: overviewPage, tasks: rest.length ? taskPage : tasksPage, batches: batchesPage,
       jobs: rest.length ? jobPage : jobsPage, workflows: rest.length ? workflowPage : workflowsPage,
-      nodes: nodesPage, alerts: alertsPage };
+      keys: keysPage, nodes: nodesPage, alerts: alertsPage };
     const page = pages[section] || notFoundPage;
     clearError();
     view.replaceChildren();

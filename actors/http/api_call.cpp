@@ -4,6 +4,8 @@
 
 #include <prometheus/counter.h>
 
+#include <charconv>
+
 namespace taskmill::api_call {
 
 namespace {
@@ -75,6 +77,21 @@ void fail_task_read(self_ptr self, const call& c, const caf::error& err) {
   why.set_reason("storage_unavailable");
   why.set_message("PostgreSQL cannot be reached: no node claims or runs a task until it is back");
   fail(self, c, err, {}, &why);
+}
+
+caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
+                                       int32_t max) {
+  for (const auto& [key, value] : c.query) {
+    if (key != name)
+      return make_error(errc::invalid_argument, "unknown query parameter " + quote_input(key));
+    int32_t n = 0;
+    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+    if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > max)
+      return make_error(errc::invalid_argument,
+                        std::string{name} + " must be an integer from 1 to " + std::to_string(max));
+    return n;
+  }
+  return fallback;
 }
 
 }  // namespace taskmill::api_call

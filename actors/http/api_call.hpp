@@ -46,6 +46,11 @@ struct call {
 
 using call_ptr = std::shared_ptr<call>;
 
+/// Query parameter `name`, the only one the call may have, as an integer
+/// from 1 to `max`, or `fallback` when absent.
+caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
+                                       int32_t max);
+
 /// The HTTP status of an error.
 int status_of(const caf::error& err);
 

@@ -5,27 +5,9 @@
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
 
-#include <charconv>
-
 namespace taskmill::api_call {
 
 // -- recurring jobs (SPEC §6) --------------------------------------------------------
-
-/// A query parameter `name` from 1 to `max`, or `fallback` when absent.
-static caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
-                                              int32_t max) {
-  for (const auto& [key, value] : c.query) {
-    if (key != name)
-      return make_error(errc::invalid_argument, "unknown query parameter " + quote_input(key));
-    int32_t n = 0;
-    auto [end, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (ec != std::errc{} || end != value.data() + value.size() || n < 1 || n > max)
-      return make_error(errc::invalid_argument,
-                        std::string{name} + " must be an integer from 1 to " + std::to_string(max));
-    return n;
-  }
-  return fallback;
-}
 
 void put_job(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;

@@ -1020,6 +1020,62 @@ def check_workflows(c, run, st):
     c.call("(unknown)", "POST", WI + "/retry", {"id": 999999999}, expect=404)
 
 
+def check_key_spaces(c, run, st):
+    """The node runs KEYED (--keyed-type) keyed in space --key-space, its key
+    given at submit, one running a key."""
+    K, KN = "/v1/key-spaces", "/v1/key-spaces/{name}"
+    KK, KS = KN + "/keys/{key}", KN + "/keys"
+    space, spare = c.args.key_space, "oa-spare-" + run
+    key = "oa-" + run
+    for i in range(3):
+        c.call("(keyed)", "POST", "/v1/tasks", expect=200, body={
+            "type": c.args.keyed_type, "key": "%s-%d" % (key, i), "concurrency_key": key,
+            "payload": {"ms": 60000}})
+    c.call("(given no key)", "POST", "/v1/tasks", expect=200, body={
+        "type": c.args.keyed_type, "key": key + "-shared", "payload": {"ms": 60000}})
+    ans = c.call("", "GET", K, expect=200)
+    names = [s.get("name") for s in ans.get("key_spaces", default=[])]
+    c.check(space in names, "the key space list holds the config's space", names)
+    ans = c.call("(top 5)", "GET", KN, {"name": space}, query={"top": 5}, expect=200)
+    c.check(any(k.get("key") == key for k in ans.get("top_due", default=[])),
+            "the key with due tasks is among the top due")
+    c.call("(top 0)", "GET", KN, {"name": space}, query={"top": 0}, expect=400)
+    c.call("(unknown)", "GET", KN, {"name": "oa-none-" + run}, expect=404)
+    deadline = time.time() + c.args.wait
+    ans = None
+    while time.time() < deadline:
+        ans = c.http("GET", c.fill(KK, {"name": space, "key": key}))
+        if ans.status == 200 and ans.get("running") == 1:
+            break
+        time.sleep(0.2)
+    ans = c.call("", "GET", KK, {"name": space, "key": key}, query={"tasks": 2}, expect=200)
+    c.check(ans.get("running") == 1 and ans.get("due") == 2,
+            "a key limited to 1 runs one task, two due", [short(json.dumps(ans.json))])
+    c.call("(tasks 101)", "GET", KK, {"name": space, "key": key}, query={"tasks": 101},
+           expect=400)
+    ans = c.call("(the key \"\")", "GET", KS, {"name": space}, expect=200)
+    c.check(ans.get("key") == "" and ans.get("running", default=0) + ans.get("due", default=0) == 1,
+            "the key \"\" is its own key")
+    ans = c.call("(new)", "PUT", KN, {"name": spare}, expect=201,
+                 body={"limit": 3, "keys": {"acme": 10}, "rate": 100, "period_ms": 60000})
+    c.check(ans.get("created") is True, "PUT of a new key space: created")
+    ans = c.call("(again)", "PUT", KN, {"name": spare}, expect=200, body={"limit": "4"})
+    c.check(ans.get("created") is False and ans.get("key_space", "limit") == 4
+            and ans.get("key_space", "rate") is None,
+            "PUT of an existing key space: changed, the rate it no longer names gone")
+    c.call("(limit 0)", "PUT", KN, {"name": spare}, expect=400, body={"limit": 0})
+    c.call("(rate without period)", "PUT", KN, {"name": spare}, expect=400,
+           body={"limit": 1, "rate": 5})
+    c.call("(unknown field)", "PUT", KN, {"name": spare}, expect=400, body={"limit": 1, "x": 1})
+    c.call("(not JSON)", "PUT", KN, {"name": spare}, expect=400, body="{")
+    c.call("(a type is keyed in it)", "DELETE", KN, {"name": space}, expect=409)
+    c.call("", "DELETE", KN, {"name": spare}, expect=200)
+    c.call("(again)", "DELETE", KN, {"name": spare}, expect=404)
+    for suffix in ("-0", "-1", "-2", "-shared"):
+        c.call("(cleanup)", "POST", "/v1/tasks/cancel", expect=200,
+               body={"type": c.args.keyed_type, "key": key + suffix})
+
+
 def check_coverage(c):
     for template, item in c.doc["paths"].items():
         for method in item:
@@ -1038,6 +1094,9 @@ def main():
     p.add_argument("--doc", required=True, help="messages/openapi.json")
     p.add_argument("--noop-type", default="NOOP", help="a type the node runs with `noop`")
     p.add_argument("--slow-type", default="SLOW", help="a type the node runs with `sleep`")
+    p.add_argument("--keyed-type", default="KEYED",
+                   help="a type the node runs with `sleep`, keyed as given in --key-space")
+    p.add_argument("--key-space", default="oa-tenants", help="a key space with a limit of 1")
     p.add_argument("--max-payload-bytes", type=int, default=1 << 20,
                    help="the node's api.max_payload_bytes")
     p.add_argument("--max-body-bytes", type=int, default=64 << 20,
@@ -1063,6 +1122,7 @@ def main():
             check_cluster(c, run, st)
             check_jobs(c, run, st)
             check_workflows(c, run, st)
+            check_key_spaces(c, run, st)
             check_coverage(c)
     except Exception as e:  # a crash of the checker is a failure, not a silent stop
         import traceback

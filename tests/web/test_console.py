@@ -118,6 +118,11 @@ def arrange(node):
     status, ack = node.call("POST", "/v1/tasks/%d/progress" % ingest["id"],
                             {"attempt": 1, "processed": 200, "failed": 10})
     assert status == 200 and ack["accepted"], (status, ack)
+    # Keyed tasks: acme runs 3 (its own limit) with 2 due, beta 2 with 1 due.
+    for tenant, n in (("acme", 5), ("beta", 3)):
+        for i in range(n):
+            submit({"type": "KEYED", "key": "%s-%d" % (tenant, i),
+                    "payload": {"tenant": tenant, "ms": 120000}})
     # More tasks than a page of the task list reads (50,000), due long after
     # the test, so that a filter matching none of them comes back short.
     for b in range(55):
@@ -347,6 +352,28 @@ def walk(console, node, doomed, later, unwanted, child, shots):
           console.text("role"))
     check("nodes: heartbeat age", console.find("heartbeat-age") is not None)
 
+    # Keys: the key spaces, a space's top keys, a key's page and its tasks.
+    console.click("nav-keys")
+    check("keys: a space with its running tasks",
+          eventually(lambda: console.text("space-running", ).strip() == "5"),
+          console.text("space-running"))
+    console.follow("space-row", name="tenants")
+    check("key space: the key running most",
+          eventually(lambda: console.text("key-running", ).strip() == "3"),
+          console.text("top-running-row", key="acme"))
+    due = console.fresh(lambda e: e.find_element(By.CSS_SELECTOR, sel("key-due")).text,
+                        "top-due-row", key="acme")
+    check("key space: the key with most due tasks", due.strip() == "2", due)
+    driver.save_screenshot(os.path.join(shots, "console-keys.png"))
+    console.follow("top-running-row", key="acme")
+    limit = console.text("field", field="limit")
+    check("key: its own limit", limit.startswith("3 (its own)"), limit)
+    rows = lambda: driver.find_elements(By.CSS_SELECTOR, sel("key-task-row"))  # noqa: E731
+    check("key: its running and waiting tasks", eventually(lambda: len(rows()) == 5), len(rows()))
+    console.follow("key-task-row")
+    key = console.text("field", field="concurrency_key")
+    check("task: its key links back", key == "acme", key)
+
     # An API error is shown, not swallowed.
     console.open("/tasks/999999999")
     check("an API error is shown", eventually(lambda: "999999999" in console.banner()), console.banner())
@@ -376,7 +403,8 @@ def phone(node, shots):
         console.find("token-input").send_keys(TOKEN)
         console.click("token-save")
         console.find("count", type="NOOP", status="succeeded")
-        for route in ("/overview", "/tasks", "/jobs/hourly-report", "/workflows", "/nodes"):
+        for route in ("/overview", "/tasks", "/jobs/hourly-report", "/workflows", "/keys/tenants",
+                      "/nodes"):
             console.open(route)
             console.find("page-title")
             time.sleep(0.3)
@@ -394,7 +422,10 @@ def main():
     args = parser.parse_args()
     os.makedirs(args.screenshots, exist_ok=True)
     options = ["types.NOOP.executor=noop", "types.SLOW.executor=sleep",
-               "types.FAIL.executor=fail", "alerts.interval=500ms"]
+               "types.FAIL.executor=fail", "alerts.interval=500ms",
+               "types.KEYED.executor=sleep", "types.KEYED.timeout=300s",
+               "types.KEYED.key_space=tenants", "types.KEYED.key_path=$.tenant",
+               "key_spaces.tenants.limit=2", "key_spaces.tenants.keys.acme=3"]
     with running_node("console", token=TOKEN, options=options) as node:
         doomed, later, unwanted, child = arrange(node)
         driver = browser(1280, 900)

@@ -423,6 +423,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.storage = node.storage;
   api_opts.jobs = node.storage;
   api_opts.workflows = node.storage;
+  api_opts.keys = node.storage;
   api_opts.inserter = node.inserter;
   api_opts.dispatcher = node.dispatcher;
   api_opts.progress = node.progress;
