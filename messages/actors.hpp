@@ -394,7 +394,8 @@ using key_storage_actor = caf::typed_actor<
     caf::replies_to<key_space_atom, std::string, int32_t>::with<pb::KeySpaceState>,
     // Writes a key space; it holds at every node's next claim.
     caf::replies_to<put_key_space_atom, pb::KeySpace>::with<pb::KeySpacePutResult>,
-    // Deletes a key space no type is keyed in (else a conflict naming them).
+    // Deletes a key space no type is keyed in (else a conflict naming
+    // them); answers whether there was one.
     caf::replies_to<drop_key_space_atom, std::string>::with<bool>,
     // A key of a space (space, key) with at most n of its running and n of
     // its waiting tasks.

@@ -15,8 +15,10 @@ void read_limits(object_reader& r, const char* field,
   if (!v) return;
   if (!v->is_object()) return r.fail(r.path(field) + " must be an object of limits");
   object_reader limits{*v, r.path(field)};
-  for (const auto& [name, value] : v->items())
+  for (const auto& [name, value] : v->items()) {
+    if (value.is_null()) limits.fail(limits.path(name) + " must be an integer");
     if (auto limit = limits.integer(name.c_str(), INT64_MIN, INT64_MAX)) out[name] = *limit;
+  }
   if (auto err = limits.error()) r.fail(error_message(err));
 }
 
@@ -55,6 +57,7 @@ json space_json(const pb::KeySpaceState& state, bool with_top_keys) {
     out["top_running"] = keys_json(state.top_running());
     out["top_due"] = keys_json(state.top_due());
     out["due_capped"] = state.due_capped();
+    out["due_counted_up_to"] = state.due_counted_up_to();
   }
   return out;
 }
@@ -102,6 +105,8 @@ std::string encode(const pb::KeyState& key) {
   auto head = key_json(key);
   head["space"] = key.space();
   head["later"] = key.later();
+  head["waiting_capped"] = key.waiting_capped();
+  head["counted_up_to"] = key.counted_up_to();
   head["rate_used"] = key.has_rate_used() ? json(key.rate_used()) : json(nullptr);
   head["rate_opens_at"] = time_or_null(key.rate_opens_at(), key.has_rate_opens_at());
   auto out = dump(head);

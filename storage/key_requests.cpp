@@ -9,9 +9,10 @@ namespace taskmill::storage_internal {
 
 namespace {
 
-/// Due tasks of a space counted for its top keys: enough to rank the keys
-/// of any backlog a console shows, bounded for one that is not.
-constexpr int32_t due_scan = 100'000;
+/// Waiting tasks of a space counted for its top keys, and of a key for its
+/// counts: read from the index alone, so that a console polling them costs
+/// a bounded time whatever the backlog.
+constexpr int32_t counted_up_to = 100'000;
 
 caf::error no_space(const std::string& name) {
   return make_error(errc::not_found, "no key space " + name);
@@ -33,12 +34,13 @@ caf::result<pb::KeySpaceState> get_key_space(self_ptr self, const std::string& n
   return ask_db<pb::KeySpaceState>(
       self,
       {db::call{&db::sql::key_space_views, {name}},
-       db::call{&db::sql::top_keys, {name, std::to_string(top), std::to_string(due_scan)}}},
+       db::call{&db::sql::top_keys, {name, std::to_string(top), std::to_string(counted_up_to)}}},
       [name](results& rs) -> caf::expected<pb::KeySpaceState> {
         if (rs[0]->rows() == 0) return no_space(name);
         pb::KeySpaceState out;
         db::read_key_space_state(*rs[0], 0, &out);
         db::read_top_keys(*rs[1], name, &out);
+        out.set_due_counted_up_to(counted_up_to);
         return out;
       });
 }
@@ -64,20 +66,22 @@ caf::result<bool> delete_key_space(self_ptr self, const std::string& name) {
                           return make_error(errc::conflict,
                                             "key space " + name + " is the key space of types " +
                                                 types + ": key them elsewhere first");
-                        if (!rs[0]->boolean(0, 0)) return no_space(name);
-                        return true;
+                        return rs[0]->boolean(0, 0);
                       });
 }
 
 caf::result<pb::KeyState> get_key(self_ptr self, const std::string& space, const std::string& key,
                                   int32_t tasks) {
-  return ask_db<pb::KeyState>(self,
-                              {db::call{&db::sql::key_view, {space, key}},
-                               db::call{&db::sql::key_tasks, {space, key, std::to_string(tasks)}}},
-                              [space, key](results& rs) -> caf::expected<pb::KeyState> {
-                                if (rs[0]->rows() == 0) return no_space(space);
-                                return db::read_key_state(*rs[0], *rs[1], space, key);
-                              });
+  return ask_db<pb::KeyState>(
+      self,
+      {db::call{&db::sql::key_view, {space, key, std::to_string(counted_up_to)}},
+       db::call{&db::sql::key_tasks, {space, key, std::to_string(tasks)}}},
+      [space, key](results& rs) -> caf::expected<pb::KeyState> {
+        if (rs[0]->rows() == 0) return no_space(space);
+        auto out = db::read_key_state(*rs[0], *rs[1], space, key);
+        out.set_counted_up_to(counted_up_to);
+        return out;
+      });
 }
 
 }  // namespace taskmill::storage_internal

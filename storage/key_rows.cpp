@@ -69,11 +69,12 @@ void read_key_space_state(const result& res, int row, pb::KeySpaceState* out) {
 
 void read_top_keys(const result& res, const std::string& space, pb::KeySpaceState* out) {
   for (int row = 0; row < res.rows(); ++row) {
-    auto* key = res.text(row, res.column("ranked_by")) == "running" ? out->add_top_running()
-                                                                    : out->add_top_due();
+    if (res.boolean(row, res.column("due_capped"))) out->set_due_capped(true);
+    auto ranked_by = res.column("ranked_by");
+    if (res.is_null(row, ranked_by)) continue;  // no key to show
+    auto* key = res.text(row, ranked_by) == "running" ? out->add_top_running() : out->add_top_due();
     key->set_key(res.string(row, res.column("key")));
     read_key(res, row, space, key);
-    if (res.boolean(row, res.column("due_capped"))) out->set_due_capped(true);
   }
 }
 
@@ -83,6 +84,7 @@ pb::KeyState read_key_state(const result& view, const result& tasks, const std::
   out.set_key(key);
   read_key(view, 0, space, &out);
   out.set_later(view.int64(0, view.column("later")));
+  out.set_waiting_capped(view.boolean(0, view.column("capped")));
   if (auto c = view.column("rate_used"); !view.is_null(0, c)) out.set_rate_used(view.int64(0, c));
   if (auto c = view.column("rate_opens_at"); !view.is_null(0, c))
     set_micros(out.mutable_rate_opens_at(), view.micros(0, c));

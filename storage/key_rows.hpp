@@ -3,7 +3,7 @@
 // Converting between the messages of key spaces (SPEC §4 Keyed limits) and
 // statement rows and parameters.
 
-#include "node.pb.h"
+#include "taskmill.pb.h"
 #include "storage/pg.hpp"
 
 #include <string>

@@ -376,7 +376,7 @@ BOOST_AUTO_TEST_CASE(key_spaces_are_read_and_changed_through_the_api) {
   db.exec(
       "SELECT taskmill.put_type_settings('{HELD}', '{5000}', '{2}', '{fixed}', '{1}', '{1000}', "
       "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"accounts\", \"limit\": 2, "
-      "\"keys\": {\"acme\": 3}}]', '{accounts}', '{NULL}', '{NULL}')");
+      "\"keys\": {\"acme\": 3}}]', '{accounts}', '{NULL}', '{NULL}', '{2}')");
   // acme: 1 running, 3 due, 1 later; beta: 2 running, 1 due; "": 1 due.
   db.exec(
       "SELECT count(taskmill.submit('HELD', k || g, concurrency_key => k, execute_at => "
@@ -430,18 +430,26 @@ BOOST_AUTO_TEST_CASE(key_spaces_are_read_and_changed_through_the_api) {
   BOOST_CHECK_EQUAL(shared["due"], 1);
 
   // Refused, naming the field; nothing changes.
+  auto before = call("GET", "/v1/key-spaces/accounts").raw;
   for (const auto& [body, part] : std::vector<std::pair<std::string, std::string>>{
            {R"({"limit": 0})", "key_spaces.accounts.limit must be a whole number"},
-           {R"({"limit": 2, "rate": 10})", "key_spaces.accounts: rate and period go together"},
+           {R"({"limit": 2, "rate": 10})",
+            "key_spaces.accounts: rate and period (period_ms) go together"},
            {R"({"limit": 2, "rate": 10, "period_ms": 0})", "key_spaces.accounts.period"},
            {R"({"limit": 2, "keys": {"acme": "x"}})", "keys.acme must be an integer"},
            {R"({"limit": 2, "classes": {"pro": 5}})", "key_spaces.accounts.classes needs"},
            {R"({"limit": 2, "class_path": "$$.["})", "key_spaces.accounts.class_path"},
            {R"({"limit": 2, "bogus": 1})", "unknown field bogus"},
            {R"({"keys": {}})", "limit is required"},
-           {R"({"name": "other", "limit": 2})", "differs from the name in the path"}})
+           {R"({"name": "other", "limit": 2})", "differs from the name in the path"},
+           {R"({"limit": 3, "keys": {"acme": null}})", "keys.acme must be an integer"},
+           {R"({"limit": 3, "rate": 1, "period_ms": 1000})",
+            "key_spaces.accounts.rate must be at least the rate_units of type HELD keyed in it "
+            "(2)"}})
     expect_error(call("PUT", "/v1/key-spaces/accounts", body), 400, part);
-  BOOST_CHECK_EQUAL(call("GET", "/v1/key-spaces/accounts").body["limit"], 2);
+  expect_error(call("PUT", "/v1/key-spaces/accounts?force=1", R"({"limit": 3})"), 400,
+               "unknown query parameter");
+  BOOST_CHECK_EQUAL(call("GET", "/v1/key-spaces/accounts").raw, before);
 
   auto changed = call("PUT", "/v1/key-spaces/accounts",
                       R"({"limit": 4, "keys": {"acme": 1}, "rate": 10, "period_ms": 60000})");

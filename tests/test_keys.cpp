@@ -132,7 +132,7 @@ BOOST_AUTO_TEST_CASE(bad_rates_are_refused_naming_the_field) {
           "key_spaces.s.rate must be");
   refused(R"({"name": "s", "limit": 5, "rate": 5})", "NULL", "key_spaces.s: rate and period");
   refused(R"({"name": "s", "limit": 5, "rate": 5, "period_ms": 0})", "NULL",
-          "key_spaces.s.period must be");
+          "key_spaces.s.period (period_ms) must be");
   refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "4",
           "task type \"T\": rate_units must be from 1 to the rate of key space s (3)");
   refused(R"({"name": "s", "limit": 5, "rate": 3, "period_ms": 1000})", "0", "rate_units");

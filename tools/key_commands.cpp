@@ -37,10 +37,11 @@ void print_top_keys(const char* title, const json& keys) {
 void print_space(const json& space) {
   print_limits(space);
   print_top_keys("running most:", array_field(space, "top_running"));
-  print_top_keys(field(space, "due_capped").get<bool>()
-                     ? "most due (among the first 100,000 waiting tasks):"
-                     : "most due:",
-                 array_field(space, "top_due"));
+  auto title = std::string{"most due"};
+  if (field(space, "due_capped").get<bool>())
+    title += " (among the first " + shown(field(space, "due_counted_up_to")) +
+             " waiting tasks by level and key)";
+  print_top_keys((title + ":").c_str(), array_field(space, "top_due"));
 }
 
 void print_spaces(const json& doc) {
@@ -60,7 +61,7 @@ void print_put(const json& doc) {
 void print_key(const json& key) {
   table listing;
   for (const char* name : {"space", "key", "key_class", "limit", "limit_from", "running", "due",
-                           "later", "rate_used", "rate_opens_at"})
+                           "later", "waiting_capped", "rate_used", "rate_opens_at"})
     listing.add({std::string{name} + ":", shorten(shown(field(key, name)), value_chars)});
   listing.print(std::cout);
   std::cout << "\n";
@@ -129,36 +130,34 @@ json space_body(const key_options& o) {
   return body;
 }
 
-/// `taskmill keys ACTION SPACE [KEY]`: one call and its printer.
+/// `taskmill keys ACTION SPACE ...`: one call and its printer, with the
+/// options `add_options` adds.
 void add_key_action(CLI::App& keys, client_command& chosen, const char* action,
-                    const char* description,
+                    const char* description, void (*add_options)(CLI::App&, key_options&),
                     std::optional<answer> (*call)(const api_client&, const key_options&),
                     void (*print)(const json&)) {
   auto o = std::make_shared<key_options>();
   auto sub = keys.add_subcommand(action, description);
   add_common_options(*sub, o->common);
   sub->add_option("SPACE", o->space, "Key space name")->required();
-  std::string name = action;
-  if (name == "show")
-    sub->add_option("--top", o->count, "Keys in each ranking (1 to 100, default 10)");
-  if (name == "key") {
-    sub->add_option("KEY", o->key, "The key (\"\": that of tasks given none)")->required();
-    sub->add_option("--tasks", o->count, "Running and waiting tasks shown (1 to 100 of each)");
-  }
-  if (name == "put") {
-    sub->add_option("--limit", o->limit, "Running tasks per key (1 to 1000000)")->required();
-    CLI::Validator named{named_limit_problem, "NAME=N"};
-    sub->add_option("--key-limit", o->key_limits, "A named key's own limit: KEY=N (repeatable)")
-        ->check(named);
-    sub->add_option("--class-path", o->class_path, "A payload path whose value is a task's class");
-    sub->add_option("--class-limit", o->class_limits, "A class's limit: CLASS=N (repeatable)")
-        ->check(named);
-    sub->add_option("--rate", o->rate, "Units a key may start in any window of the period");
-    sub->add_option("--period-ms", o->period_ms, "The rate's window, in milliseconds");
-  }
+  add_options(*sub, *o);
   on_parsed(sub, chosen, [o, call, print] {
     return answer_of(o->common, call(api_client{o->common.server}, *o), print);
   });
+}
+
+void no_options(CLI::App&, key_options&) {}
+
+void put_options(CLI::App& sub, key_options& o) {
+  sub.add_option("--limit", o.limit, "Running tasks per key (1 to 1000000)")->required();
+  CLI::Validator named{named_limit_problem, "NAME=N"};
+  sub.add_option("--key-limit", o.key_limits, "A named key's own limit: KEY=N (repeatable)")
+      ->check(named);
+  sub.add_option("--class-path", o.class_path, "A payload path whose value is a task's class");
+  sub.add_option("--class-limit", o.class_limits, "A class's limit: CLASS=N (repeatable)")
+      ->check(named);
+  sub.add_option("--rate", o.rate, "Units a key may start in any window of the period");
+  sub.add_option("--period-ms", o.period_ms, "The rate's window, in milliseconds");
 }
 
 }  // namespace
@@ -175,6 +174,9 @@ void add_key_commands(CLI::App& app, client_command& chosen) {
   });
   add_key_action(
       *keys, chosen, "show", "A key space with its keys running most and with most due tasks",
+      [](CLI::App& sub, key_options& o) {
+        sub.add_option("--top", o.count, "Keys in each ranking (1 to 100, default 10)");
+      },
       [](const api_client& api, const key_options& o) {
         auto query = o.count ? "?top=" + std::to_string(*o.count) : std::string{};
         return api.get(space_path(o) + query);
@@ -182,6 +184,10 @@ void add_key_commands(CLI::App& app, client_command& chosen) {
       print_space);
   add_key_action(
       *keys, chosen, "key", "One key: its limit, use, rate and tasks",
+      [](CLI::App& sub, key_options& o) {
+        sub.add_option("KEY", o.key, "The key (\"\": that of tasks given none)")->required();
+        sub.add_option("--tasks", o.count, "Running and waiting tasks shown (1 to 100 of each)");
+      },
       [](const api_client& api, const key_options& o) {
         auto query = o.count ? "?tasks=" + std::to_string(*o.count) : std::string{};
         return api.get(space_path(o) + "/keys/" + percent_encode(o.key) + query);
@@ -189,12 +195,13 @@ void add_key_commands(CLI::App& app, client_command& chosen) {
       print_key);
   add_key_action(
       *keys, chosen, "put", "Create or change a key space (a change holds at once on every node)",
+      put_options,
       [](const api_client& api, const key_options& o) {
         return api.put(space_path(o), space_body(o));
       },
       print_put);
   add_key_action(
-      *keys, chosen, "delete", "Delete a key space no type is keyed in",
+      *keys, chosen, "delete", "Delete a key space no type is keyed in", no_options,
       [](const api_client& api, const key_options& o) { return api.del(space_path(o)); },
       print_deleted);
 }

@@ -148,7 +148,9 @@
     : 'none');
   const jobPath = (name) => `/v1/jobs/${encodeURIComponent(name)}`;
   const workflowHref = (id) => `#/workflows/${encodeURIComponent(String(id))}`;
-  const keySpaceHref = (space) => `#/keys/${encodeURIComponent(space)}`;
+  // A path segment "." or ".." would be taken as a step up or in place.
+  const segment = (s) => (s === '.' || s === '..' ? s.replace(/\./g, '%2E') : encodeURIComponent(s));
+  const keySpaceHref = (space) => `#/keys/${segment(space)}`;
   // A key goes in the query: the key "" (tasks given none) is a key too.
   const keyHref = (space, key) => `${keySpaceHref(space)}?${new URLSearchParams({ key })}`;
   const keyName = (key) => (key === '' ? h('span', { class: 'muted' }, '"" (given none)') : key);
@@ -1143,7 +1145,12 @@
 
   // -- keyed limits (SPEC §4): the key spaces, a space's top keys, one key.
 
-  const rateSpan = (ms) => (ms % 1000 ? `${ms} ms` : span(ms / 1000));
+  function rateSpan(ms) {
+    for (const [unit, size] of [['h', 3600000], ['min', 60000], ['s', 1000]]) {
+      if (ms % size === 0) return `${ms / size} ${unit}`;
+    }
+    return `${ms} ms`;
+  }
 
   function keysPage(root, params, query, ctx) {
     if (params.length && query.has('key')) return keyPage(root, params[0], query.get('key'), ctx);
@@ -1189,7 +1196,7 @@
       h('div', { class: 'grid' }, card('Keys running most', running), card('Keys with most due tasks', due)));
     const headers = ['Key', 'Class', 'Running', 'Limit', 'Due'];
     return async () => {
-      const s = await api('GET', `/v1/key-spaces/${encodeURIComponent(space)}?top=20`);
+      const s = await api('GET', `/v1/key-spaces/${segment(space)}?top=20`);
       if (!ctx.alive()) return;
       fill(fields, s, (x) => fieldList([
         ['limit', 'Limit a key', String(num(x.limit))],
@@ -1203,10 +1210,11 @@
       fill(running, s.top_running, (keys) => (keys && keys.length
         ? tableOf('Keys running most', headers, keyRows(space, keys, 'top-running-row'))
         : h('p', { class: 'muted' }, 'No key runs a task.')));
-      fill(due, [s.top_due, s.due_capped], ([keys, capped]) => [keys && keys.length
+      fill(due, [s.top_due, s.due_capped, s.due_counted_up_to], ([keys, capped, upTo]) => [keys && keys.length
         ? tableOf('Keys with most due tasks', headers, keyRows(space, keys, 'top-due-row'))
         : h('p', { class: 'muted' }, 'No key has due tasks.'),
-      capped ? h('p', { class: 'muted small', 'data-test': 'due-capped' }, 'Counted among the first 100,000 waiting tasks.') : null]);
+      capped ? h('p', { class: 'muted small', 'data-test': 'due-capped' },
+        `Counted among the space's first ${Number(upTo).toLocaleString('en')} waiting tasks, by level and key: keys after them are not shown.`) : null]);
     };
   }
 
@@ -1216,14 +1224,14 @@
       h('p', null, h('a', { href: keySpaceHref(space) }, `Key space ${space}`)),
       card('Limit and use', fields), card('Its running tasks, then its waiting ones in the order they start', tasks));
     return async () => {
-      const k = await api('GET', `/v1/key-spaces/${encodeURIComponent(space)}/keys/${encodeURIComponent(key)}?tasks=50`);
+      const k = await api('GET', `/v1/key-spaces/${segment(space)}/keys/${segment(key)}?tasks=50`);
       if (!ctx.alive()) return;
       const { tasks: list, ...head } = k;
       fill(fields, head, (x) => fieldList([
         ['key_class', 'Class', x.key_class],
         ['limit', 'Limit', limitText(x)],
         ['running', 'Running', String(num(x.running))],
-        ['due', 'Due', String(num(x.due))],
+        ['due', 'Due', `${num(x.due)}${x.waiting_capped ? ` (among its first ${Number(x.counted_up_to).toLocaleString('en')} waiting)` : ''}`],
         ['later', 'Due later', String(num(x.later))],
         ['rate_used', 'Rate used', x.rate_used != null ? `${x.rate_used} units in the period now ending` : 'no rate'],
         ['rate_opens_at', 'Next unit frees', x.rate_opens_at ? timeEl(x.rate_opens_at, true) : null]]), true);

@@ -79,6 +79,12 @@ void fail_task_read(self_ptr self, const call& c, const caf::error& err) {
   fail(self, c, err, {}, &why);
 }
 
+caf::error no_query_parameters(const call& c) {
+  if (c.query.empty()) return caf::none;
+  return make_error(errc::invalid_argument,
+                    "unknown query parameter " + quote_input(c.query.begin()->first));
+}
+
 caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
                                        int32_t max) {
   for (const auto& [key, value] : c.query) {

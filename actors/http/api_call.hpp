@@ -51,6 +51,9 @@ using call_ptr = std::shared_ptr<call>;
 caf::expected<int32_t> count_parameter(const call& c, const char* name, int32_t fallback,
                                        int32_t max);
 
+/// An error naming the call's first query parameter, if it has any.
+caf::error no_query_parameters(const call& c);
+
 /// The HTTP status of an error.
 int status_of(const caf::error& err);
 

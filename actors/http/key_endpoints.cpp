@@ -3,10 +3,7 @@
 namespace taskmill::api_call {
 
 void list_key_spaces(self_ptr self, call_ptr c) {
-  if (!c->query.empty())
-    return fail(self, *c,
-                make_error(errc::invalid_argument,
-                           "unknown query parameter " + quote_input(c->query.begin()->first)));
+  if (auto err = no_query_parameters(*c)) return fail(self, *c, err);
   ask<pb::KeySpaceList>(
       self, c, self->state.options.keys,
       [self](const call& c, const pb::KeySpaceList& l) { answer(self, c, l); }, key_spaces_atom_v);
@@ -22,10 +19,15 @@ void get_key_space(self_ptr self, call_ptr c) {
 }
 
 void put_key_space(self_ptr self, call_ptr c) {
+  if (auto err = no_query_parameters(*c)) return fail(self, *c, err);
   const auto& name = c->path[2];
   auto space = c->protobuf_in ? decode_protobuf<pb::KeySpace>(*c)
                               : json::decode_key_space(c->req.body, name);
   if (!space) return fail(self, *c, space.error());
+  if (!space->name().empty() && space->name() != name)
+    return fail(self, *c,
+                make_error(errc::invalid_argument, "name " + quote_input(space->name()) +
+                                                       " differs from the name in the path"));
   space->set_name(name);
   ask<pb::KeySpacePutResult>(
       self, c, self->state.options.keys,
@@ -38,12 +40,15 @@ void put_key_space(self_ptr self, call_ptr c) {
 }
 
 void delete_key_space(self_ptr self, call_ptr c) {
+  if (auto err = no_query_parameters(*c)) return fail(self, *c, err);
+  const auto& name = c->path[2];
   ask<bool>(
       self, c, self->state.options.keys,
-      [self](const call& c, bool) {
+      [self, name](const call& c, bool deleted) {
+        if (!deleted) return fail(self, c, make_error(errc::not_found, "no key space " + name));
         send(self, c, http_response{200, "application/json", R"({"deleted":true})"});
       },
-      drop_key_space_atom_v, c->path[2]);
+      drop_key_space_atom_v, name);
 }
 
 void get_key(self_ptr self, call_ptr c) {

@@ -50,11 +50,11 @@ BEGIN
                   'a higher rate is one over a shorter period)', v_name);
   END IF;
   IF (p_space ? 'rate') <> (p_space ? 'period_ms') THEN
-    RETURN format('key_spaces.%s: rate and period go together', v_name);
+    RETURN format('key_spaces.%s: rate and period (period_ms) go together', v_name);
   END IF;
   IF p_space ? 'period_ms' AND (jsonb_typeof(p_space -> 'period_ms') IS DISTINCT FROM 'number'
                                 OR (p_space ->> 'period_ms')::numeric NOT BETWEEN 1 AND 86400000) THEN
-    RETURN format('key_spaces.%s.period must be from 1 ms to 1 day', v_name);
+    RETURN format('key_spaces.%s.period (period_ms) must be from 1 ms to 1 day', v_name);
   END IF;
   IF p_space ? 'classes' AND p_space -> 'classes' <> '{}' AND NOT p_space ? 'class_path' THEN
     RETURN format('key_spaces.%s.classes needs a class_path', v_name);

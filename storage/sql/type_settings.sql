@@ -47,6 +47,10 @@ DECLARE
   v_rekeyed text[];
 BEGIN
   PERFORM taskmill.put_key_spaces(p_key_spaces);
+  -- The spaces its types are keyed in stay while it commits: a delete of
+  -- one (taskmill.delete_key_space) waits, then finds them keyed.
+  PERFORM 1 FROM taskmill.key_spaces k WHERE k.name = ANY (p_type_key_spaces)
+   ORDER BY k.name FOR KEY SHARE;
   IF p_type_key_spaces IS NOT NULL THEN
     SELECT p INTO v_problem
       FROM unnest(p_types, p_type_key_spaces, p_key_paths, p_key_separators)
