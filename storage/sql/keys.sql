@@ -452,15 +452,19 @@ BEGIN
            WITH ORDINALITY AS k(key, room, asked, row_at, head_taken, n)
      WHERE k.asked > 0
   ),
+  -- Each row by its own key (a row whose place another key's task took
+  -- since is passed over): one lookup a row, not a search of every key.
   locked AS (
-    SELECT d.id, d.type, d.concurrency_key AS key FROM taskmill.tasks d
-     WHERE d.ctid = ANY (ARRAY(SELECT a.row_at FROM asked a WHERE a.head_only))
-       AND d.concurrency_key = ANY (ARRAY(SELECT a.key FROM asked a WHERE a.head_only))
-       AND d.key_space = p_space AND d.status IN ('pending', 'failed')
-       AND d.priority = p_level AND d.execute_at <= now()
-       AND (p_types IS NULL OR d.type = ANY (p_types))
-       AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
-       FOR UPDATE SKIP LOCKED
+    SELECT x.id, x.type, a.key FROM asked a
+     CROSS JOIN LATERAL (
+       SELECT d.id, d.type FROM taskmill.tasks d
+        WHERE d.ctid = a.row_at AND d.concurrency_key = a.key
+          AND d.key_space = p_space AND d.status IN ('pending', 'failed')
+          AND d.priority = p_level AND d.execute_at <= now()
+          AND (p_types IS NULL OR d.type = ANY (p_types))
+          AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+          FOR UPDATE SKIP LOCKED) x
+     WHERE a.head_only
   ),
   locked_more AS (
     SELECT x.id, x.type, a.key, a.asked, a.room FROM asked a
