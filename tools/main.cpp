@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   // At most one here; "none" is checked after parsing, so that a misspelt
   // command is reported as not expected rather than as a missing one.
   app.require_subcommand(0, 1);
+  app.set_version_flag("--version", std::string{"taskmill "} + TASKMILL_VERSION);
 
   std::string config_file;
   std::vector<std::string> overrides;
