@@ -3,8 +3,8 @@
 // Converting between the messages of key spaces (SPEC §4 Keyed limits) and
 // statement rows and parameters.
 
-#include "taskmill.pb.h"
 #include "storage/pg.hpp"
+#include "taskmill.pb.h"
 
 #include <string>
 

@@ -298,7 +298,7 @@ const statement key_space_views{"key_space_views",
                                 "SELECT * FROM taskmill.key_space_views($1::text)"};
 const statement top_keys{"top_keys", "SELECT * FROM taskmill.top_keys($1::text, $2::int, $3::int)"};
 const statement key_view{"key_view",
-                          "SELECT * FROM taskmill.key_view($1::text, $2::text, $3::int)"};
+                         "SELECT * FROM taskmill.key_view($1::text, $2::text, $3::int)"};
 const statement key_tasks{"key_tasks",
                           "SELECT * FROM taskmill.key_tasks($1::text, $2::text, $3::int)"};
 const statement put_key_space{"put_key_space", "SELECT taskmill.put_key_space($1::jsonb)"};
