@@ -77,8 +77,8 @@ std::string encode_execution(const pb::Task& task);
 
 // -- key spaces (SPEC §4 Keyed limits; messages/key_json.cpp) ----------------
 
-/// PUT /v1/key-spaces/{name}.
-caf::expected<pb::KeySpace> decode_key_space(std::string_view body, const std::string& name);
+/// PUT /v1/key-spaces/{name} (its name, if given, as the body says).
+caf::expected<pb::KeySpace> decode_key_space(std::string_view body);
 /// GET /v1/key-spaces.
 std::string encode(const pb::KeySpaceList& list);
 /// A key space with its top keys (GET /v1/key-spaces/{name}).

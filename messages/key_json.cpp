@@ -66,14 +66,12 @@ json space_json(const pb::KeySpaceState& state, bool with_top_keys) {
 
 // The rules on the values are taskmill.key_space_problem's
 // (storage/sql/keys.sql), which names the field of the config they share.
-caf::expected<pb::KeySpace> decode_key_space(std::string_view body, const std::string& name) {
+caf::expected<pb::KeySpace> decode_key_space(std::string_view body) {
   auto doc = parse_body(body);
   if (!doc) return doc.error();
   object_reader r{*doc, ""};
   pb::KeySpace out;
-  out.set_name(name);
-  if (auto v = r.text("name"); v && *v != name)
-    r.fail("name " + quote_input(*v) + " differs from the name in the path");
+  if (auto v = r.text("name")) out.set_name(*v);
   auto limit = r.integer("limit", INT64_MIN, INT64_MAX);
   if (limit) out.set_limit(*limit);
   read_limits(r, "keys", *out.mutable_keys());

@@ -60,17 +60,6 @@ void print_outcome(const json& doc) {
   listing.print(std::cout);
 }
 
-void print_tasks(const json& doc) {
-  table rows{{"ID", "TYPE", "KEY", "STATUS", "PRIORITY", "ATTEMPT", "EXECUTE_AT", "PAYLOAD"}};
-  for (const auto& task : array_field(doc, "tasks"))
-    rows.add({shown(field(task, "id")), shorten(shown(field(task, "type")), cell_chars),
-              shorten(shown(field(task, "key")), cell_chars), shown(field(task, "status")),
-              shown(field(task, "priority")), shown(field(task, "attempt")),
-              shown(field(task, "execute_at")),
-              shorten(shown(field(task, "payload")), cell_chars)});
-  rows.print(std::cout);
-}
-
 void print_attempts(const json& doc) {
   table rows{{"ATTEMPT", "NODE", "STARTED_AT", "FINISHED_AT", "DURATION_MS", "OUTCOME", "ERROR"}};
   for (const auto& a : array_field(doc, "attempts"))

@@ -155,4 +155,19 @@ void on_parsed(CLI::App* sub, client_command& chosen, client_command run) {
   sub->callback([&chosen, run = std::move(run)] { chosen = run; });
 }
 
+void print_tasks(const json& doc) {
+  table rows{{"ID", "TYPE", "KEY", "STATUS", "PRIORITY", "ATTEMPT", "EXECUTE_AT", "PAYLOAD"}};
+  for (const auto& task : array_field(doc, "tasks"))
+    rows.add({shown(field(task, "id")), shorten(shown(field(task, "type")), cell_chars),
+              shorten(shown(field(task, "key")), cell_chars), shown(field(task, "status")),
+              shown(field(task, "priority")), shown(field(task, "attempt")),
+              shown(field(task, "execute_at")),
+              shorten(shown(field(task, "payload")), cell_chars)});
+  rows.print(std::cout);
+}
+
+void print_deleted(const json&) {
+  std::cout << "deleted\n";
+}
+
 }  // namespace taskmill::client

@@ -96,6 +96,11 @@ struct answer {
 std::string percent_encode(std::string_view text);
 /// The API's own message when it sent one; the raw answer otherwise.
 std::string failure_message(const fetched& res, const json& doc, const std::string& server);
+/// The tasks of an answer ({"tasks": [...]}) as a table.
+void print_tasks(const json& doc);
+/// A deletion's answer.
+void print_deleted(const json& doc);
+
 /// Why a task is not running, as an error answer may tell (the task's read
 /// while PostgreSQL is away).
 void print_waiting(std::ostream& out, const json& waiting);

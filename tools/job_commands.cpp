@@ -97,10 +97,6 @@ void print_times(const json& doc) {
   for (const auto& t : array_field(doc, "times")) std::cout << shown(t) << "\n";
 }
 
-void print_deleted(const json&) {
-  std::cout << "deleted\n";
-}
-
 struct job_options {
   common_options common;
   std::string name;

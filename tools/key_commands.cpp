@@ -65,17 +65,7 @@ void print_key(const json& key) {
     listing.add({std::string{name} + ":", shorten(shown(field(key, name)), value_chars)});
   listing.print(std::cout);
   std::cout << "\n";
-  table rows{{"ID", "TYPE", "KEY", "STATUS", "PRIORITY", "EXECUTE_AT", "STARTED_AT"}};
-  for (const auto& t : array_field(key, "tasks"))
-    rows.add({shown(field(t, "id")), shorten(shown(field(t, "type")), cell_chars),
-              shorten(shown(field(t, "key")), cell_chars), shown(field(t, "status")),
-              shown(field(t, "priority")), shown(field(t, "execute_at")),
-              shown(field(t, "started_at"))});
-  rows.print(std::cout);
-}
-
-void print_deleted(const json&) {
-  std::cout << "deleted\n";
+  print_tasks(key);
 }
 
 struct key_options {

@@ -21,8 +21,8 @@ void get_key_space(self_ptr self, call_ptr c) {
 void put_key_space(self_ptr self, call_ptr c) {
   if (auto err = no_query_parameters(*c)) return fail(self, *c, err);
   const auto& name = c->path[2];
-  auto space = c->protobuf_in ? decode_protobuf<pb::KeySpace>(*c)
-                              : json::decode_key_space(c->req.body, name);
+  auto space =
+      c->protobuf_in ? decode_protobuf<pb::KeySpace>(*c) : json::decode_key_space(c->req.body);
   if (!space) return fail(self, *c, space.error());
   if (!space->name().empty() && space->name() != name)
     return fail(self, *c,

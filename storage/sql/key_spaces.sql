@@ -24,15 +24,6 @@ LANGUAGE sql STABLE AS $$
    ORDER BY k.name
 $$;
 
--- Where a key's limit comes from: its own, its class's, or the space's.
-CREATE FUNCTION taskmill.key_limit_source(p_space taskmill.key_spaces, p_key text, p_class text)
-RETURNS text
-LANGUAGE sql IMMUTABLE AS $$
-  SELECT CASE WHEN p_space.key_limits ? p_key THEN 'key'
-              WHEN p_class IS NOT NULL AND p_space.class_limits ? p_class THEN 'class'
-              ELSE 'space' END
-$$;
-
 -- The class of key p_key of space p_name: that of one of its running or
 -- waiting tasks (a class is taken as a task is submitted), through the
 -- keys' indexes; NULL when it has none.

@@ -294,6 +294,16 @@ LANGUAGE sql IMMUTABLE AS $$
                   (p_space.class_limits ->> p_class)::integer, p_space.key_limit)
 $$;
 
+-- Where key_limit's answer comes from, in its order: the key's own limit,
+-- its class's, or the space's.
+CREATE FUNCTION taskmill.key_limit_source(p_space taskmill.key_spaces, p_key text, p_class text)
+RETURNS text
+LANGUAGE sql IMMUTABLE AS $$
+  SELECT CASE WHEN p_space.key_limits ? p_key THEN 'key'
+              WHEN p_class IS NOT NULL AND p_space.class_limits ? p_class THEN 'class'
+              ELSE 'space' END
+$$;
+
 -- The keys of space p_space with waiting tasks at level p_level in key
 -- order from p_from, around to where it began, each with its room (0 when
 -- none of its tasks is due; within its rate, at p_units a start: see
