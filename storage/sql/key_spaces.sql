@@ -154,9 +154,12 @@ CREATE FUNCTION taskmill.put_key_space(p_space jsonb) RETURNS boolean
 LANGUAGE plpgsql AS $$
 DECLARE
   v_name text := p_space ->> 'name';
-  v_existed boolean := EXISTS (SELECT 1 FROM taskmill.key_spaces k WHERE k.name = v_name);
+  v_existed boolean;
   v_costly record;
 BEGIN
+  -- Puts of one name take turns, so that of two creating it one says so.
+  PERFORM taskmill.lock_unit('taskmill.key_spaces', v_name);
+  v_existed := EXISTS (SELECT 1 FROM taskmill.key_spaces k WHERE k.name = v_name);
   PERFORM taskmill.put_key_spaces(jsonb_build_array(p_space));
   SELECT s.type, s.rate_units INTO v_costly FROM taskmill.task_types s
    WHERE s.key_space = v_name AND p_space ? 'rate'

@@ -307,25 +307,27 @@ $$;
 -- The keys of space p_space with waiting tasks at level p_level in key
 -- order from p_from, around to where it began, each with its room (0 when
 -- none of its tasks is due; within its rate, at p_units a start: see
--- storage/sql/key_rates.sql), where its oldest task's row is and whether
--- p_node may take that task (of p_types, NULL: any; not pinned elsewhere),
--- until
--- p_want of them have room or p_visits were walked; p_held of each of
--- p_held_keys are locked for the caller's claim and not running yet. One
--- index entry a key: the next key's first (in bytes, the first text after a
--- key is the key followed by chr(1)).
+-- storage/sql/key_rates.sql), how many it can give (its room, or fewer when
+-- its first p_turn tasks show all it has that p_node may take: of p_types,
+-- NULL: any, not pinned elsewhere), where its oldest task's row is and
+-- whether p_node may take that task; until the keys can give p_want, up to
+-- p_turn each, or p_visits were walked. p_held of each of p_held_keys are
+-- locked for the caller's claim and not running yet. Two index descents a
+-- key: the next key's first entry (in bytes, the first text after a key is
+-- the key followed by chr(1)), and its first p_turn.
 CREATE FUNCTION taskmill.walk_keys(p_space taskmill.key_spaces, p_level integer, p_from text,
-                                   p_want integer, p_visits integer, p_held_keys text[],
-                                   p_held integer[], p_types text[], p_node text, p_units integer,
-                                   OUT keys text[], OUT rooms integer[], OUT rows_at tid[],
+                                   p_want integer, p_visits integer, p_turn integer,
+                                   p_held_keys text[], p_held integer[], p_types text[],
+                                   p_node text, p_units integer, OUT keys text[],
+                                   OUT rooms integer[], OUT gives integer[], OUT rows_at tid[],
                                    OUT heads_taken boolean[])
 LANGUAGE plpgsql STABLE AS $$
 BEGIN
-  WITH RECURSIVE walk(n, roomy, wrapped, key, room, row_at, head_taken) AS (
-    SELECT 0, 0, false, NULL::text COLLATE "C", 0, NULL::tid, false
+  WITH RECURSIVE walk(n, given, wrapped, key, room, gives, row_at, head_taken) AS (
+    SELECT 0, 0, false, NULL::text COLLATE "C", 0, 0, NULL::tid, false
     UNION ALL
-    SELECT w.n + 1, w.roomy + (f.room > 0)::integer, f.wrapped, f.key, f.room, f.row_at,
-           f.head_taken
+    SELECT w.n + 1, w.given + least(g.gives, p_turn), f.wrapped, f.key, f.room, g.gives,
+           f.row_at, f.head_taken
       FROM walk w
      CROSS JOIN LATERAL (
        -- A key's rate is read only where the space has one and the key room
@@ -370,25 +372,44 @@ BEGIN
                -- Kept apart, so that the room is counted once, not for each use.
                OFFSET 0) y
         OFFSET 0) f
-     WHERE w.n < p_visits AND w.roomy < p_want
+     -- Its first p_turn tasks tell all it has when they are fewer or end in
+     -- tasks due later; past them, it may have more for this node.
+     CROSS JOIN LATERAL (
+       SELECT CASE WHEN f.room <= 0 THEN 0
+                   WHEN count(*) < p_turn OR bool_or(t.execute_at > now())
+                     THEN least(f.room, count(*) FILTER (
+                                  WHERE t.execute_at <= now()
+                                    AND (p_types IS NULL OR t.type = ANY (p_types))
+                                    AND (t.pinned_node IS NULL OR t.pinned_node = p_node)))::integer
+                   ELSE f.room
+              END AS gives
+         FROM (SELECT d.execute_at, d.type, d.pinned_node FROM taskmill.tasks d
+                WHERE f.room > 0 AND d.key_space = p_space.name
+                  AND d.status IN ('pending', 'failed') AND d.priority = p_level
+                  AND d.concurrency_key = f.key
+                ORDER BY d.key_space, d.priority, d.concurrency_key, d.execute_at, d.id
+                LIMIT p_turn) t) g
+     WHERE w.n < p_visits AND w.given < p_want
        AND NOT (f.wrapped AND f.key >= p_from COLLATE "C")
   )
   SELECT coalesce(array_agg(w.key ORDER BY w.n), '{}'), coalesce(array_agg(w.room ORDER BY w.n), '{}'),
+         coalesce(array_agg(w.gives ORDER BY w.n), '{}'),
          coalesce(array_agg(w.row_at ORDER BY w.n), '{}'),
          coalesce(array_agg(w.head_taken ORDER BY w.n), '{}')
-    INTO keys, rooms, rows_at, heads_taken
+    INTO keys, rooms, gives, rows_at, heads_taken
     FROM walk w WHERE w.n > 0;
 END
 $$;
 
 -- Up to p_want due tasks of key space p_space at level p_level, of p_types
 -- (NULL: any) that p_node may run, locked: the keys with room in turn from
--- the one after the space's last served, each up to its room and an even
--- share of p_want, oldest first; p_held of each of p_held_keys are locked
--- for the claim already (at another level). Answers their ids, types and
--- keys, and whether more may be due (it found all it wanted, or stopped walking keys early).
--- Runs under the limits' lock: the rooms counted hold until the claim
--- commits.
+-- the one after the space's last served, each up to its room and a turn of
+-- 5 tasks (more when the keys with due tasks cannot fill the claim so),
+-- oldest first; p_held of each of p_held_keys are locked for the claim
+-- already (at another level). Answers their ids, types and keys, and
+-- whether more may be due (it found all it wanted, or stopped walking keys
+-- early). Runs under the limits' lock: the rooms counted hold until the
+-- claim commits.
 CREATE FUNCTION taskmill.lock_keyed(p_space text, p_types text[], p_level integer, p_node text,
                                     p_want integer, p_held_keys text[], p_held integer[],
                                     OUT ids bigint[], OUT types text[], OUT keys text[],
@@ -397,11 +418,15 @@ LANGUAGE plpgsql AS $$
 DECLARE
   v_space taskmill.key_spaces;
   v_last text;
+  -- A key's turn: a backlog delays another key's task by at most this many
+  -- of its own a claim, and a claim walks a fifth as many keys as it takes
+  -- tasks where keys have that many due.
+  v_turn constant integer := 5;
   -- Keys walked past without room are walked again at the next claim: a
   -- bound on them bounds a claim's cost whatever the number of keys.
   v_visits integer := 2 * p_want + 32;
   v_walk record;
-  v_roomy integer;
+  v_giving integer;
   v_share integer;
   v_asked integer[] := '{}';
   v_left integer;
@@ -420,21 +445,22 @@ BEGIN
   SELECT k.last_key INTO v_last FROM taskmill.key_turns k
    WHERE k.space = p_space AND k.priority = p_level;
   v_walk := taskmill.walk_keys(v_space, p_level, coalesce(v_last || chr(1), ''), p_want,
-                               v_visits, p_held_keys, p_held, p_types, p_node,
+                               v_visits, v_turn, p_held_keys, p_held, p_types, p_node,
                                CASE WHEN v_space.rate IS NULL THEN 1
                                     ELSE taskmill.key_rate_units(v_space) END);
   IF cardinality(v_walk.keys) = 0 THEN
     RETURN;
   END IF;
   more := cardinality(v_walk.keys) >= v_visits;
-  v_roomy := (SELECT count(*) FROM unnest(v_walk.rooms) r WHERE r > 0);
-  -- What each key is asked for: its room, at most an even share, until the
-  -- claim has all it wants; the keys cut off take the next turns.
-  v_share := ceil(p_want::numeric / greatest(v_roomy, 1))::integer;
+  v_giving := (SELECT count(*) FROM unnest(v_walk.gives) g WHERE g > 0);
+  -- What each key is asked for: what it can give, at most a turn, or an
+  -- even share when the keys giving cannot fill the claim with turns; until
+  -- the claim has all it wants, the keys cut off taking the next turns.
+  v_share := greatest(v_turn, ceil(p_want::numeric / greatest(v_giving, 1))::integer);
   v_left := p_want;
   v_last := v_walk.keys[cardinality(v_walk.keys)];
   FOR i IN 1..cardinality(v_walk.keys) LOOP
-    v_asked[i] := greatest(0, least(v_walk.rooms[i], v_share, v_left));
+    v_asked[i] := greatest(0, least(v_walk.gives[i], v_share, v_left));
     v_left := v_left - v_asked[i];
     IF v_left = 0 THEN
       v_last := v_walk.keys[i];
@@ -449,7 +475,7 @@ BEGIN
   VALUES (p_space, p_level, v_last, v_opens_at)
   ON CONFLICT (space, priority) DO UPDATE
      SET last_key = excluded.last_key, rate_opens_at = excluded.rate_opens_at;
-  IF v_roomy = 0 THEN
+  IF v_giving = 0 THEN
     RETURN;
   END IF;
   -- A key asked for one task gives the oldest the walk saw, if this node may
