@@ -121,47 +121,17 @@ void list_alerts(self_ptr self, call_ptr c) {
       std::move(*req));
 }
 
-/// The answers /readyz still waits for, and the first problem found.
-struct readiness {
-  size_t waiting = 0;
-  std::string problem;
-};
-
-void answer_readiness(self_ptr self, const call& c, const readiness& r) {
-  http_response res;
-  res.status = r.problem.empty() ? 200 : 503;
-  res.body = r.problem.empty() ? R"({"ready":true})" : json::encode_error("unavailable", r.problem);
-  send(self, c, std::move(res));
-}
-
 void ready(self_ptr self, call_ptr c) {
   constexpr auto patience = std::chrono::seconds{2};
-  const auto& o = self->state.options;
-  auto r = std::make_shared<readiness>();
-  r->waiting = o.storages.size() + o.pingables.size();
-  auto done = [self, c, r](std::string problem) {
-    if (r->problem.empty()) r->problem = std::move(problem);
-    if (--r->waiting == 0) answer_readiness(self, *c, *r);
+  auto answer = [self, c](const std::string& problem) {
+    http_response res;
+    res.status = problem.empty() ? 200 : 503;
+    res.body = problem.empty() ? R"({"ready":true})" : json::encode_error("unavailable", problem);
+    send(self, *c, std::move(res));
   };
-  for (const auto& [name, storage] : o.storages)
-    self->request(storage, patience, status_atom_v)
-        .then(
-            [done, name = name](const pb::StorageStatus& status) {
-              if (!status.connected())
-                return done("PostgreSQL is not connected (" + name + "): " + status.last_error());
-              if (!status.schema_current()) return done("migrations are not applied");
-              done({});
-            },
-            [done, name = name](const caf::error&) {
-              done("the " + name + " actor does not answer");
-            });
-  for (const auto& [name, actor] : o.pingables)
-    self->request(actor, patience, ping_atom_v)
-        .then([done](caf::ok_atom) { done({}); },
-              [done, name = name](const caf::error&) {
-                done("the " + name + " actor does not answer");
-              });
-  if (r->waiting == 0) answer_readiness(self, *c, *r);
+  self->request(self->state.options.readiness, patience + std::chrono::seconds{1}, ready_atom_v,
+                caf::timespan{patience})
+      .then(answer, [answer](const caf::error&) { answer("the readiness actor does not answer"); });
 }
 
 /// /metrics, last: live tasks per type and the use of the limits.
@@ -199,8 +169,7 @@ void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
 
 void metrics(self_ptr self, call_ptr c) {
   const auto& o = self->state.options;
-  // The first storage is the node's main connection.
-  self->request(o.storages.front().second, local_request_timeout, status_atom_v)
+  self->request(o.storage_status, local_request_timeout, status_atom_v)
       .then(
           [self, c](const pb::StorageStatus& status) {
             const auto& o = self->state.options;

@@ -30,11 +30,10 @@ struct api_options {
   limiter_actor limiter;
   wake_listener_actor pusher;
   peers_actor peers;
-  /// What /readyz asks: every storage connection must be up and migrated
-  /// (the first is the node's main one, which /metrics reports), every other
-  /// actor must answer a ping.
-  std::vector<std::pair<std::string, storage_status_actor>> storages;
-  std::vector<std::pair<std::string, pingable_actor>> pingables;
+  /// The main connection's status, which /metrics reports.
+  storage_status_actor storage_status;
+  /// What /readyz asks.
+  readiness_actor readiness;
 };
 
 api_actor spawn_api(caf::actor_system& sys, api_options options);

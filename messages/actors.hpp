@@ -200,6 +200,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, put_key_space_atom, "put_keysp")
   CAF_ADD_ATOM(taskmill, taskmill, drop_key_space_atom, "drop_keysp")
   CAF_ADD_ATOM(taskmill, taskmill, key_atom, "key")
+  CAF_ADD_ATOM(taskmill, taskmill, ready_atom, "ready")
+  CAF_ADD_ATOM(taskmill, taskmill, alive_atom, "alive")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -536,9 +538,26 @@ using alerter_actor = periodic_duty_actor::extend<
     // Internal: a webhook answered (alert id, url, error; empty: delivered).
     caf::reacts_to<deliver_atom, int64_t, std::string, std::string>>;
 
-/// The HTTP API (SPEC §8)/// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
+/// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.
 using api_actor = caf::typed_actor<caf::reacts_to<http_atom, http_exchange>>;
+
+/// Whether the node is ready (/readyz, the service manager's READY) or alive
+/// (the service manager's watchdog), asking every actor within the patience
+/// given: answers the first problem found, empty when none.
+using readiness_actor = caf::typed_actor<
+    // Ready: every actor answers, every storage connection is up and migrated.
+    caf::replies_to<ready_atom, caf::timespan>::with<std::string>,
+    // Alive: every actor answers, connected to PostgreSQL or not.
+    caf::replies_to<alive_atom, caf::timespan>::with<std::string>>;
+
+/// Tells the service manager (systemd's notify protocol) when the node is
+/// ready, and pets its watchdog while the node is alive.
+using service_notifier_actor = caf::typed_actor<
+    // Internal: see whether the node is ready yet.
+    caf::reacts_to<ready_atom>,
+    // Internal: see whether the node is alive, and pet the watchdog if so.
+    caf::reacts_to<alive_atom>>;
 
 /// Watches every actor of a node (see actors/supervisor.hpp): one that ends
 /// while the node runs fails the node.

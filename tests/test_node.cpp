@@ -12,6 +12,12 @@
 
 #include <caf/send.hpp>
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <deque>
 #include <set>
 #include <thread>
@@ -442,6 +448,7 @@ std::vector<std::pair<std::string, caf::actor>> actors_of(const node_actors& n) 
           {"watcher", untyped(n.watcher)},
           {"reconciler", untyped(n.reconciler)},
           {"cluster", untyped(n.cluster)},
+          {"readiness", untyped(n.readiness)},
           {"api", untyped(n.api)}};
 }
 
@@ -493,6 +500,115 @@ BOOST_AUTO_TEST_CASE(a_node_asked_to_stop_stops_with_status_0) {
   int asked = 0;
   BOOST_CHECK_EQUAL(run_until_stopped(*sys, node, [&] { return ++asked > 3; }), 0);
   BOOST_CHECK(!health->failed());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A service manager's end of the notify protocol (sd_notify(3)): a
+/// datagram socket named by $NOTIFY_SOCKET, with $WATCHDOG_USEC and
+/// $WATCHDOG_PID for this process, all unset again at the end.
+class service_manager {
+ public:
+  explicit service_manager(std::chrono::microseconds watchdog)
+      : path_{"/tmp/taskmill-notify-" + std::to_string(getpid()) + ".sock"} {
+    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    BOOST_REQUIRE(fd_ >= 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::snprintf(addr.sun_path, sizeof addr.sun_path, "%s", path_.c_str());
+    unlink(path_.c_str());
+    BOOST_REQUIRE(bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    setenv("NOTIFY_SOCKET", path_.c_str(), 1);
+    setenv("WATCHDOG_USEC", std::to_string(watchdog.count()).c_str(), 1);
+    setenv("WATCHDOG_PID", std::to_string(getpid()).c_str(), 1);
+  }
+  ~service_manager() {
+    unsetenv("NOTIFY_SOCKET");
+    unsetenv("WATCHDOG_USEC");
+    unsetenv("WATCHDOG_PID");
+    close(fd_);
+    unlink(path_.c_str());
+  }
+
+  /// The next notification, or empty after `timeout`.
+  std::string next(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, static_cast<int>(timeout.count())) <= 0) return {};
+    char buf[4096];
+    auto n = recv(fd_, buf, sizeof buf, 0);
+    return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string{};
+  }
+
+  /// The notifications received within `span`.
+  std::vector<std::string> during(std::chrono::milliseconds span) {
+    std::vector<std::string> out;
+    auto end = std::chrono::steady_clock::now() + span;
+    for (auto now = std::chrono::steady_clock::now(); now < end;
+         now = std::chrono::steady_clock::now()) {
+      auto m = next(std::chrono::duration_cast<std::chrono::milliseconds>(end - now));
+      if (!m.empty()) out.push_back(m);
+    }
+    return out;
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
+long pets(const std::vector<std::string>& notifications) {
+  return std::count(notifications.begin(), notifications.end(), "WATCHDOG=1");
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(service_manager_protocol, node_fixture)
+
+// Ready as /readyz says, then told alive every quarter of the watchdog's
+// 800 ms while every actor answers: not while a storage connection is stuck
+// behind a lock (as a wedged node would be), again once it is released;
+// stopping, it says so.
+BOOST_AUTO_TEST_CASE(a_node_says_ready_alive_while_it_is_and_stopping) {
+  service_manager manager{800ms};
+  auto cfg = test_node_config("n1");
+  cfg.database.lock_timeout = 30s;
+  auto& node = start(cfg);
+  BOOST_REQUIRE(node.service_notifier);
+  std::string ready;
+  auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (ready.find("READY=1") == std::string::npos && std::chrono::steady_clock::now() < deadline)
+    ready = manager.next(1s);
+  BOOST_REQUIRE_MESSAGE(ready.find("READY=1") != std::string::npos, "no READY=1 within 20 s");
+  BOOST_CHECK_EQUAL(http_fetch("GET", api_url(node) + "/readyz")->status, 200);
+
+  auto alive = manager.during(2s);
+  BOOST_TEST_MESSAGE("told alive " << pets(alive) << " times in 2 s");
+  BOOST_CHECK_GE(pets(alive), 5);
+
+  auto locker = db.connect();
+  BOOST_REQUIRE(locker.exec("BEGIN"));
+  BOOST_REQUIRE(locker.exec("LOCK TABLE taskmill.tasks IN ACCESS EXCLUSIVE MODE"));
+  // The claims' poll (every 500 ms) waits on the lock; a check under way
+  // when it began may still pass.
+  manager.during(1500ms);
+  auto stuck = manager.during(2s);
+  BOOST_CHECK_MESSAGE(pets(stuck) == 0, "told alive " << pets(stuck) << " times while stuck");
+  BOOST_REQUIRE(locker.exec("ROLLBACK"));
+  auto again = manager.during(2s);
+  BOOST_CHECK_GE(pets(again), 3);
+
+  stop_nodes();
+  auto last = manager.during(500ms);
+  BOOST_CHECK_MESSAGE(std::any_of(last.begin(), last.end(),
+                                  [](const std::string& m) { return m.find("STOPPING=1") == 0; }),
+                      "no STOPPING=1 as the node stopped");
+}
+
+BOOST_AUTO_TEST_CASE(without_a_service_manager_nothing_is_told) {
+  auto& node = start(test_node_config("n1"));
+  BOOST_CHECK(!node.service_notifier);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

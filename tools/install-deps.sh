@@ -8,6 +8,8 @@ packages=(
   libcaf-dev libssl-dev
   libprotobuf-dev protobuf-compiler
   libpq-dev postgresql
+  # sd_notify for the systemd unit; systemd-analyze checks the unit.
+  libsystemd-dev systemd
   # Tests behind a connection pooler in transaction mode.
   pgbouncer
   libboost-dev libboost-test-dev

@@ -1,3 +1,4 @@
+#include "actors/service_notifier.hpp"
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
 #include "tools/commands.hpp"
@@ -79,8 +80,12 @@ int run_node(const config& cfg) {
     caf::actor_system sys{sys_cfg};
     auto shared_cfg = std::make_shared<const config>(cfg);
     // PostgreSQL may take its time to come up: the node waits until it does
-    // or it is told to stop.
-    auto node = start_node(sys, shared_cfg, conninfo, [] { return !stop_signal_within(500ms); });
+    // or it is told to stop, waiting all the same as far as a service
+    // manager's watchdog is concerned.
+    auto node = start_node(sys, shared_cfg, conninfo, [] {
+      notify_service_manager("WATCHDOG=1");
+      return !stop_signal_within(500ms);
+    });
     if (!node) {
       spdlog::error("node {}: {}", cfg.node.name, error_message(node.error()));
       exit_code = 1;

@@ -14,7 +14,9 @@
 #include "actors/peers.hpp"
 #include "actors/progress.hpp"
 #include "actors/pusher.hpp"
+#include "actors/readiness.hpp"
 #include "actors/reconciler.hpp"
+#include "actors/service_notifier.hpp"
 #include "actors/supervisor.hpp"
 #include "actors/watcher.hpp"
 #include "messages/cluster_port.hpp"
@@ -65,6 +67,7 @@ caf::error wait_until_ready(caf::actor_system& sys, const storage_actor& storage
     auto why = failure ? error_message(failure) : status.last_error();
     if (!announced) {
       spdlog::info("node: waiting for PostgreSQL ({})", why);
+      notify_service_manager("STATUS=waiting for PostgreSQL: " + why);
       announced = true;
     }
     if (!keep_waiting())
@@ -430,19 +433,24 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.limiter = node.limiter;
   api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
   api_opts.peers = node.peers;
-  api_opts.storages = {{"storage", node.storage},
-                       {"submit storage", node.submit_storage},
-                       {"claim storage", node.claim_storage},
-                       {"outcome storage", node.outcome_storage},
-                       {"lease storage", node.lease_storage}};
+  readiness_options readiness_opts;
+  readiness_opts.storages = {{"storage", node.storage},
+                             {"submit storage", node.submit_storage},
+                             {"claim storage", node.claim_storage},
+                             {"outcome storage", node.outcome_storage},
+                             {"lease storage", node.lease_storage}};
   auto pingable = [](const auto& actor) { return caf::actor_cast<pingable_actor>(actor); };
-  api_opts.pingables = {
+  readiness_opts.pingables = {
       {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
       {"pusher", pingable(node.pusher)},     {"dispatcher", pingable(node.dispatcher)},
       {"watcher", pingable(node.watcher)},   {"reconciler", pingable(node.reconciler)},
       {"cron", pingable(node.cron)},         {"alerter", pingable(node.alerter)},
       {"peers", pingable(node.peers)},       {"cluster", pingable(node.cluster)},
       {"progress", pingable(node.progress)}};
+  node.readiness = spawn_readiness(sys, std::move(readiness_opts));
+  watch("readiness", node.readiness);
+  api_opts.storage_status = node.storage;
+  api_opts.readiness = node.readiness;
   node.api = spawn_api(sys, api_opts);
   watch("api", node.api);
   auto listen = parse_listen_address(cfg->api.listen, "api.listen");
@@ -460,6 +468,10 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     return server.error();
   }
   node.server = std::move(*server);
+  if (under_service_manager()) {
+    node.service_notifier = spawn_service_notifier(sys, {node.readiness, cfg->node.name});
+    watch("service notifier", node.service_notifier);
+  }
   return node;
 }
 
@@ -539,8 +551,10 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
     self->wait_for(handle);
     handle = nullptr;
   };
+  notify_service_manager("STOPPING=1\nSTATUS=stopping: draining what runs here");
   // Actors end on purpose from here on.
   stop(node.supervisor);
+  stop(node.service_notifier);
   // Claiming and the leader's duties end first; the heartbeat goes on until
   // the node has handed back its work, so nobody takes it meanwhile.
   stop(node.pusher);
@@ -561,6 +575,7 @@ void stop_node(caf::actor_system& sys, node_actors& node) {
   stop(node.alerter);
   stop(node.api);
   node.server.reset();
+  stop(node.readiness);
   stop(node.progress);
   if (node.dispatcher && node.storage && node.cfg) {
     auto grace = node.cfg->node.shutdown_grace;

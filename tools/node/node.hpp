@@ -57,6 +57,9 @@ struct node_actors {
   /// The cluster port's guard (messages/cluster_port.hpp; 0: none).
   int cluster_watch = 0;
   cluster_actor cluster;
+  readiness_actor readiness;
+  /// Only under a service manager (actors/service_notifier.hpp).
+  service_notifier_actor service_notifier;
   api_actor api;
   std::unique_ptr<http_server> server;
   std::shared_ptr<const config> cfg;

@@ -1,0 +1,76 @@
+#include "actors/readiness.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <memory>
+
+namespace taskmill {
+
+namespace {
+
+using self_ptr = readiness_actor::pointer;
+
+/// Answers the first problem the checks report, once all of them did.
+class checks {
+ public:
+  checks(caf::typed_response_promise<std::string> promise, size_t waiting)
+      : promise_{std::move(promise)}, waiting_{waiting} {
+    if (waiting_ == 0) promise_.deliver(std::string{});
+  }
+
+  void done(std::string problem) {
+    if (problem_.empty()) problem_ = std::move(problem);
+    if (--waiting_ == 0) promise_.deliver(problem_);
+  }
+
+ private:
+  caf::typed_response_promise<std::string> promise_;
+  size_t waiting_;
+  std::string problem_;
+};
+
+/// Asks every actor of `o` within `patience`; `connected_too` also wants
+/// every storage connected and migrated.
+caf::result<std::string> check(self_ptr self, const readiness_options& o, caf::timespan patience,
+                               bool connected_too) {
+  auto promise = self->make_response_promise<std::string>();
+  auto c = std::make_shared<checks>(promise, o.storages.size() + o.pingables.size());
+  for (const auto& [name, storage] : o.storages)
+    self->request(storage, patience, status_atom_v)
+        .then(
+            [c, name = name, connected_too](const pb::StorageStatus& status) {
+              if (connected_too && !status.connected())
+                return c->done("PostgreSQL is not connected (" + name +
+                               "): " + status.last_error());
+              if (connected_too && !status.schema_current())
+                return c->done("migrations are not applied");
+              c->done({});
+            },
+            [c, name = name](const caf::error&) {
+              c->done("the " + name + " actor does not answer");
+            });
+  for (const auto& [name, actor] : o.pingables)
+    self->request(actor, patience, ping_atom_v)
+        .then([c](caf::ok_atom) { c->done({}); },
+              [c, name = name](const caf::error&) {
+                c->done("the " + name + " actor does not answer");
+              });
+  return promise;
+}
+
+readiness_actor::behavior_type readiness(self_ptr self, readiness_options options) {
+  auto o = std::make_shared<const readiness_options>(std::move(options));
+  return {
+      [self, o](ready_atom, caf::timespan patience) { return check(self, *o, patience, true); },
+      [self, o](alive_atom, caf::timespan patience) { return check(self, *o, patience, false); },
+  };
+}
+
+}  // namespace
+
+readiness_actor spawn_readiness(caf::actor_system& sys, readiness_options options) {
+  return sys.spawn(readiness, std::move(options));
+}
+
+}  // namespace taskmill
