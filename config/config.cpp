@@ -117,13 +117,13 @@ std::string json_of(const toml::node& node, const std::string& path, std::string
 }
 
 void read_names(table_reader& r, const char* key, std::vector<std::string>& out) {
-  auto list = r.array(key);
-  if (!list) return;
-  for (const auto& item : *list) {
-    auto name = item.value<std::string>();
-    if (!name) return r.fail(key, "must be a list of job names");
-    out.push_back(*name);
-  }
+  if (auto list = r.array(key))
+    for (const auto& item : *list) {
+      auto name = item.value<std::string>();
+      if (!name) return r.fail(key, "must be a list of job names");
+      out.push_back(*name);
+    }
+  r.echo_list(key, out);
 }
 
 /// The first cycle the config's jobs close through their children, as
@@ -164,9 +164,7 @@ std::string child_jobs_cycle(const std::vector<job_config>& jobs) {
 
 /// One [[jobs]] entry; the schedule and zone are checked here, so that a bad
 /// one stops the node before it starts.
-std::string read_job(const toml::node& node, const std::string& prefix, job_config& job) {
-  if (!node.is_table()) return "'" + prefix + "' must be a table";
-  table_reader r{node.as_table(), prefix};
+void read_job(table_reader& r, job_config& job) {
   r.read("name", job.name);
   r.read("schedule", job.schedule);
   r.read("dialect", job.dialect);
@@ -175,8 +173,14 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   for (auto [key, out] :
        {std::pair{"payload", &job.payload}, std::pair{"on_finish", &job.on_finish},
         std::pair{"on_success", &job.on_success}})
-    if (auto node = r.node(key))
-      if (auto problem = json_of(*node, r.path(key), *out); !problem.empty()) return problem;
+    if (auto node = r.node(key)) {
+      if (auto problem = json_of(*node, r.path(key), *out); !problem.empty())
+        r.add_problem(problem);
+      else if (auto table = node->as_table())
+        r.echo(key, *table);
+      else if (auto array = node->as_array())
+        r.echo(key, *array);
+    }
   // Their ranges are the database's (taskmill.job_problem), which refuses
   // the job at start naming the field.
   r.read("priority", job.priority);
@@ -195,12 +199,11 @@ std::string read_job(const toml::node& node, const std::string& prefix, job_conf
   if (job.type.empty()) r.fail("type", "is required");
   if (job.schedule.empty()) r.fail("schedule", "is required");
   r.reject_unknown_keys();
-  if (!r.error().empty()) return r.error();
+  if (!r.problems().empty()) return;
   if (auto schedule = cron::parse(job.schedule, job.dialect); !schedule)
-    return "'" + prefix + "' " + error_message(schedule.error());
-  if (auto zone = cron::find_zone(job.time_zone); !zone)
-    return "'" + prefix + "' " + error_message(zone.error());
-  return {};
+    r.add_problem("'" + r.prefix() + "' " + error_message(schedule.error()));
+  else if (auto zone = cron::find_zone(job.time_zone); !zone)
+    r.add_problem("'" + r.prefix() + "' " + error_message(zone.error()));
 }
 
 /// One alert rule: the defaults of [alerts], or [alerts.types.X] or
@@ -233,8 +236,8 @@ void read_alert_rule(table_reader& r, alert_rule& rule, rule_scope scope) {
   }
 }
 
-std::string read_alerts(table_reader& top, config::alerts_section& alerts) {
-  table_reader r{top.table("alerts"), "alerts"};
+void read_alerts(table_reader& top, config::alerts_section& alerts) {
+  auto r = top.child("alerts");
   if (auto hooks = r.array("webhooks")) {
     for (const auto& hook : *hooks) {
       auto url = hook.value<std::string>();
@@ -245,6 +248,7 @@ std::string read_alerts(table_reader& top, config::alerts_section& alerts) {
       alerts.webhooks.push_back(*url);
     }
   }
+  r.echo_list("webhooks", alerts.webhooks);
   r.read("interval", alerts.interval, milliseconds{10});
   r.read("overdue_check_interval", alerts.overdue_check_interval, milliseconds{10});
   r.read("delivery_timeout", alerts.delivery_timeout, milliseconds{1}, max_int32_ms);
@@ -254,31 +258,26 @@ std::string read_alerts(table_reader& top, config::alerts_section& alerts) {
   read_alert_rule(r, alerts.defaults, rule_scope::defaults);
   auto read_rules = [&](const char* key, rule_scope scope, std::map<std::string, alert_rule>& out) {
     auto table = r.table(key);
-    if (!table) return std::string{};
+    if (!table) return;
     for (auto&& [name, node] : *table) {
-      auto prefix = "alerts." + std::string{key} + "." + std::string{name.str()};
-      if (!node.is_table()) return "'" + prefix + "' must be a table";
-      table_reader rr{node.as_table(), prefix};
+      auto rr = r.entry(key, node, std::string{name.str()});
       alert_rule rule;
       read_alert_rule(rr, rule, scope);
       rr.reject_unknown_keys();
-      if (!rr.error().empty()) return rr.error();
+      r.add_problems(rr.problems());
       out.emplace(std::string{name.str()}, rule);
     }
-    return std::string{};
   };
-  if (auto problem = read_rules("types", rule_scope::type, alerts.types); !problem.empty())
-    return problem;
-  if (auto problem = read_rules("jobs", rule_scope::job, alerts.jobs); !problem.empty())
-    return problem;
+  read_rules("types", rule_scope::type, alerts.types);
+  read_rules("jobs", rule_scope::job, alerts.jobs);
   r.reject_unknown_keys();
-  return r.error();
+  top.add_problems(r.problems());
 }
 
-std::string read_sections(const toml::table& root, config& cfg) {
-  table_reader top{&root, ""};
+std::vector<std::string> read_sections(const toml::table& root, config& cfg, toml::table* echo) {
+  table_reader top{&root, "", echo};
   {
-    table_reader r{top.table("node"), "node"};
+    auto r = top.child("node");
     r.read("name", cfg.node.name);
     // Hand-off notifications end their first line with the node's name.
     if (std::any_of(cfg.node.name.begin(), cfg.node.name.end(),
@@ -291,10 +290,10 @@ std::string read_sections(const toml::table& root, config& cfg) {
     if (!levels.count(cfg.node.log_level))
       r.fail("log_level", "must be one of trace, debug, info, warn, error, off");
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("database"), "database"};
+    auto r = top.child("database");
     r.read("url", cfg.database.url);
     r.read("listen", cfg.database.listen);
     r.read("pooler", cfg.database.pooler);
@@ -307,17 +306,17 @@ std::string read_sections(const toml::table& root, config& cfg) {
     r.read("reconnect_min", cfg.database.reconnect_min, milliseconds{1});
     r.read("reconnect_max", cfg.database.reconnect_max, milliseconds{1});
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("embedded"), "embedded"};
+    auto r = top.child("embedded");
     r.read("bin_dir", cfg.embedded.bin_dir);
     r.read("user", cfg.embedded.user);
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("api"), "api"};
+    auto r = top.child("api");
     r.read("listen", cfg.api.listen);
     r.read("token", cfg.api.token);
     r.read("max_payload_bytes", cfg.api.max_payload_bytes, 2, int64_t{1} << 30);
@@ -344,11 +343,13 @@ std::string read_sections(const toml::table& root, config& cfg) {
         }
         cfg.api.allowed_origins.push_back(*origin);
       }
+    r.echo_list("allowed_hosts", cfg.api.allowed_hosts);
+    r.echo_list("allowed_origins", cfg.api.allowed_origins);
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("cluster"), "cluster"};
+    auto r = top.child("cluster");
     auto& c = cfg.cluster;
     r.read("listen", c.listen);
     r.read("advertise", c.advertise);
@@ -372,6 +373,7 @@ std::string read_sections(const toml::table& root, config& cfg) {
         }
         c.seeds.push_back(*text);
       }
+    r.echo_list("seeds", c.seeds);
     auto addr = parse_listen_address(c.listen, "cluster.listen");
     if (!addr) r.fail("listen", "must be host:port");
     if (!c.advertise.empty() && !parse_listen_address(c.advertise, "cluster.advertise"))
@@ -384,10 +386,10 @@ std::string read_sections(const toml::table& root, config& cfg) {
     if (addr && c.advertise.empty() && (addr->first == "0.0.0.0" || addr->first == "::"))
       r.fail("advertise", "is required when cluster.listen is a wildcard address");
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("scheduling"), "scheduling"};
+    auto r = top.child("scheduling");
     auto& s = cfg.scheduling;
     r.read("batch_size", s.batch_size, 1, 10'000);
     r.read("node_limit", s.node_limit, 1, 1'000'000);
@@ -404,33 +406,32 @@ std::string read_sections(const toml::table& root, config& cfg) {
           s.weights[i] = static_cast<int>(*w);
       }
     }
+    r.echo_list("weights", std::vector<int64_t>(s.weights.begin(), s.weights.end()));
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("heartbeat"), "heartbeat"};
+    auto r = top.child("heartbeat");
     r.read("interval", cfg.heartbeat.interval, milliseconds{10});
     r.read("missed", cfg.heartbeat.missed, 2, 1000);
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("watcher"), "watcher"};
+    auto r = top.child("watcher");
     r.read("interval", cfg.watcher.interval, milliseconds{10});
     r.read("success_retention", cfg.watcher.success_retention);
     r.read("purge_retention", cfg.watcher.purge_retention);
     r.read("batch_size", cfg.watcher.batch_size, 1, 100'000);
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("reconciler"), "reconciler"};
+    auto r = top.child("reconciler");
     r.read("interval", cfg.reconciler.interval, milliseconds{10});
     if (auto rules = r.array("rules")) {
       for (size_t i = 0; i < rules->size(); ++i) {
-        auto prefix = "reconciler.rules[" + std::to_string(i) + "]";
-        if (!(*rules)[i].is_table()) return "'" + prefix + "' must be a table";
-        table_reader rr{(*rules)[i].as_table(), prefix};
+        auto rr = r.element("rules", (*rules)[i], i);
         compensation_rule rule;
         rr.read("name", rule.name);
         rr.read("type", rule.type);
@@ -439,53 +440,52 @@ std::string read_sections(const toml::table& root, config& cfg) {
         if (rule.query.empty()) rr.fail("query", "is required");
         if (rule.name.empty()) rule.name = rule.type;
         rr.reject_unknown_keys();
-        if (!rr.error().empty()) return rr.error();
+        r.add_problems(rr.problems());
         cfg.reconciler.rules.push_back(std::move(rule));
       }
     }
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   {
-    table_reader r{top.table("cron"), "cron"};
+    auto r = top.child("cron");
     r.read("misfire_after", cfg.cron.misfire_after, milliseconds{1});
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
-  if (auto problem = read_alerts(top, cfg.alerts); !problem.empty()) return problem;
+  read_alerts(top, cfg.alerts);
   if (auto jobs = top.array("jobs")) {
     for (size_t i = 0; i < jobs->size(); ++i) {
       job_config job;
-      auto problem = read_job((*jobs)[i], "jobs[" + std::to_string(i) + "]", job);
-      if (!problem.empty()) return problem;
+      auto r = top.element("jobs", (*jobs)[i], i);
+      read_job(r, job);
+      top.add_problems(r.problems());
       cfg.jobs.push_back(std::move(job));
     }
-    if (auto cycle = child_jobs_cycle(cfg.jobs); !cycle.empty()) return cycle;
+    if (auto cycle = child_jobs_cycle(cfg.jobs); !cycle.empty()) top.add_problem(cycle);
   }
   {
-    table_reader r{top.table("defaults"), "defaults"};
+    auto r = top.child("defaults");
     read_type(r, cfg.default_type);
     r.reject_unknown_keys();
-    if (!r.error().empty()) return r.error();
+    top.add_problems(r.problems());
   }
   if (auto types = top.table("types")) {
     for (auto&& [key, node] : *types) {
       std::string name{key.str()};
-      if (!node.is_table()) return "'types." + name + "' must be a table";
-      table_reader r{node.as_table(), "types." + name};
+      auto r = top.entry("types", node, name);
       task_type_config t = cfg.default_type;
       t.name = name;
       read_type(r, t);
       r.reject_unknown_keys();
-      if (!r.error().empty()) return r.error();
+      top.add_problems(r.problems());
       cfg.types.emplace(name, std::move(t));
     }
   }
   if (auto spaces = top.table("key_spaces")) {
     for (auto&& [key, node] : *spaces) {
       std::string name{key.str()};
-      if (!node.is_table()) return "'key_spaces." + name + "' must be a table";
-      table_reader r{node.as_table(), "key_spaces." + name};
+      auto r = top.entry("key_spaces", node, name);
       key_space_config space;
       space.name = name;
       r.read("limit", space.limit, std::numeric_limits<int64_t>::min(),
@@ -497,12 +497,12 @@ std::string read_sections(const toml::table& root, config& cfg) {
       r.read("rate", space.rate);
       r.read("period", space.period);
       r.reject_unknown_keys();
-      if (!r.error().empty()) return r.error();
+      top.add_problems(r.problems());
       cfg.key_spaces.emplace(name, std::move(space));
     }
   }
   top.reject_unknown_keys();
-  return top.error();
+  return top.problems();
 }
 
 /// Parses the value of an override as TOML; a bare word is taken as a string.
@@ -639,8 +639,28 @@ caf::expected<std::pair<std::string, uint16_t>> parse_listen_address(const std::
   return std::pair{text.substr(0, colon), static_cast<uint16_t>(port)};
 }
 
+namespace {
+
+/// The options read (`shown`) as TOML, with the name the node takes and its
+/// secrets masked.
+std::string effective_toml(toml::table& shown, const config& cfg) {
+  auto set = [&](const char* section, const char* key, const std::string& value) {
+    if (auto table = shown.get_as<toml::table>(section)) table->insert_or_assign(key, value);
+  };
+  set("node", "name", cfg.node.name);
+  set("database", "url", redact_conninfo(cfg.database.url));
+  if (!cfg.api.token.empty()) set("api", "token", "***");
+  if (!cfg.cluster.secret.empty()) set("cluster", "secret", "***");
+  std::ostringstream out;
+  out << shown << "\n";
+  return out.str();
+}
+
+}  // namespace
+
 caf::expected<config> load_config(const std::string& path,
-                                  const std::vector<std::string>& overrides) {
+                                  const std::vector<std::string>& overrides,
+                                  std::string* effective) {
   toml::table root;
   std::string where = path.empty() ? "defaults" : path;
   if (!path.empty()) {
@@ -661,9 +681,15 @@ caf::expected<config> load_config(const std::string& path,
   for (const auto& o : overrides)
     if (auto err = apply_override(root, o)) return err;
   config cfg;
-  if (auto problem = read_sections(root, cfg); !problem.empty())
-    return config_error(where, problem);
+  toml::table shown;
+  if (auto problems = read_sections(root, cfg, effective ? &shown : nullptr); !problems.empty()) {
+    std::string all;
+    for (const auto& problem : problems)
+      all += (all.empty() ? "" : "\nconfig: " + where + ": ") + problem;
+    return config_error(where, all);
+  }
   if (cfg.node.name.empty()) cfg.node.name = default_node_name(cfg);
+  if (effective) *effective = effective_toml(shown, cfg);
   return cfg;
 }
 

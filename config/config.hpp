@@ -246,10 +246,14 @@ struct config {
 };
 
 /// Reads `path` (none: defaults only), applies `overrides` ("section.key=value",
-/// the value in TOML syntax or a bare string), then the environment. Errors
-/// name the file, the key and what is wrong.
+/// the value in TOML syntax or a bare string), then the environment. The
+/// error lists every problem, one a line, each naming the file, the key and
+/// what is wrong. Given `effective`, writes there the configuration as the
+/// node uses it, as TOML: every option, read or defaulted, with the secrets
+/// (api.token, cluster.secret, database.url's password) masked.
 caf::expected<config> load_config(const std::string& path,
-                                  const std::vector<std::string>& overrides);
+                                  const std::vector<std::string>& overrides,
+                                  std::string* effective = nullptr);
 
 /// The alert rules as storage/sql/alerts.sql reads them (JSON).
 std::string alert_rules_json(const config::alerts_section& alerts);

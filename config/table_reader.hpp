@@ -13,17 +13,65 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace taskmill {
 
 /// Reads the keys of one TOML table into fields, remembering which keys it
-/// consumed so that misspelled options are reported instead of ignored.
+/// consumed so that misspelled options are reported instead of ignored, and
+/// every problem it found. Given an echo table, it writes each option there
+/// as the node will use it, read or defaulted (what --print-config shows).
 class table_reader {
  public:
-  table_reader(const toml::table* table, std::string prefix)
-      : table_(table), prefix_(std::move(prefix)) {}
+  table_reader(const toml::table* table, std::string prefix, toml::table* echo = nullptr)
+      : table_(table), prefix_(std::move(prefix)), echo_(echo) {}
 
-  const std::string& error() const { return error_; }
+  /// The first problem found, or empty.
+  std::string error() const { return problems_.empty() ? std::string{} : problems_.front(); }
+  const std::vector<std::string>& problems() const { return problems_; }
+
+  /// The reader of sub-table `key`.
+  table_reader child(const char* key) { return {table(key), path(key), echo_table(key)}; }
+
+  /// The reader of `node` (which must be a table), found by hand under `key`
+  /// of sub-table `parent`: an entry of a map of tables.
+  table_reader entry(const char* parent, const toml::node& node, const std::string& key) {
+    if (!node.is_table()) fail(std::string{parent} + "." + key, "must be a table");
+    toml::table* echo = nullptr;
+    if (auto map = echo_table(parent)) {
+      map->insert_or_assign(key, toml::table{});
+      echo = map->get_as<toml::table>(key);
+    }
+    return {node.as_table(), path(std::string{parent} + "." + key), echo};
+  }
+
+  /// The reader of `node`, the `index`th table of the array `key`.
+  table_reader element(const char* key, const toml::node& node, size_t index) {
+    auto where = std::string{key} + "[" + std::to_string(index) + "]";
+    if (!node.is_table()) fail(where, "must be a table");
+    toml::table* echo = nullptr;
+    if (echo_) {
+      if (!echo_->contains(key)) echo_->insert(key, toml::array{});
+      auto list = echo_->get_as<toml::array>(key);
+      list->push_back(toml::table{});
+      echo = list->back().as_table();
+    }
+    return {node.as_table(), path(where), echo};
+  }
+
+  /// Shows `value` as option `key` (one read by hand).
+  template <class Value>
+  void echo(const char* key, Value&& value) {
+    if (echo_) echo_->insert_or_assign(key, std::forward<Value>(value));
+  }
+
+  /// Shows `values` as the array option `key`.
+  template <class T>
+  void echo_list(const char* key, const std::vector<T>& values) {
+    toml::array list;
+    for (const auto& v : values) list.push_back(v);
+    echo(key, std::move(list));
+  }
 
   void read(const char* key, std::string& out) {
     if (auto node = take(key)) {
@@ -32,6 +80,7 @@ class table_reader {
       else
         fail(key, "must be a string");
     }
+    echo(key, out);
   }
 
   void read(const char* key, bool& out) {
@@ -41,6 +90,7 @@ class table_reader {
       else
         fail(key, "must be true or false");
     }
+    echo(key, out);
   }
 
   void read(const char* key, int& out, int min, int max) {
@@ -76,6 +126,7 @@ class table_reader {
       else
         out = *v;
     }
+    echo(key, out);
   }
 
   void read(const char* key, double& out, double min, double max) {
@@ -86,12 +137,13 @@ class table_reader {
       else
         out = *v;
     }
+    echo(key, out);
   }
 
   void read(const char* key, milliseconds& out, milliseconds min = milliseconds{0},
             milliseconds max = max_duration) {
     auto node = take(key);
-    if (!node) return;
+    if (!node) return echo(key, duration_text(out));
     caf::expected<milliseconds> parsed = caf::error{};
     if (auto text = node->value<std::string>())
       parsed = parse_duration(*text);
@@ -103,6 +155,7 @@ class table_reader {
       return;
     }
     out = *parsed;
+    echo(key, duration_text(out));
   }
 
   const toml::table* table(const char* key) {
@@ -128,27 +181,35 @@ class table_reader {
       if (!v) return fail(std::string{key} + "." + std::string{name.str()}, "must be an integer");
       out[std::string{name.str()}] = *v;
     }
+    toml::table shown;
+    for (const auto& [name, limit] : out) shown.insert(name, limit);
+    echo(key, std::move(shown));
   }
+
+  const std::string& prefix() const { return prefix_; }
 
   std::string path(const std::string& key) const {
     return prefix_.empty() ? key : prefix_ + "." + key;
   }
 
-  /// Reports the first key nobody read.
+  /// Reports each key nobody read.
   void reject_unknown_keys() {
-    if (!table_ || !error_.empty()) return;
+    if (!table_) return;
     for (auto&& [key, value] : *table_) {
       std::string name{key.str()};
-      if (!seen_.count(name)) {
-        error_ = "unknown option '" + path(name) + "'";
-        return;
-      }
+      if (!seen_.count(name)) problems_.push_back("unknown option '" + path(name) + "'");
     }
   }
 
   void fail(const std::string& key, const std::string& what) {
-    if (error_.empty()) error_ = "'" + path(key) + "' " + what;
+    problems_.push_back("'" + path(key) + "' " + what);
   }
+
+  /// Adds the problems another reader found (or one found by hand).
+  void add_problems(const std::vector<std::string>& problems) {
+    problems_.insert(problems_.end(), problems.begin(), problems.end());
+  }
+  void add_problem(std::string problem) { problems_.push_back(std::move(problem)); }
 
   /// The option as it is, or nullptr when absent.
   const toml::node* node(const char* key) { return take(key); }
@@ -160,10 +221,26 @@ class table_reader {
     return table_->get(key);
   }
 
+  toml::table* echo_table(const char* key) {
+    if (!echo_) return nullptr;
+    if (!echo_->contains(key)) echo_->insert(key, toml::table{});
+    return echo_->get_as<toml::table>(key);
+  }
+
+  /// A duration as the config writes it: "250ms", "5s", "2m", "24h", "7d".
+  static std::string duration_text(milliseconds d) {
+    auto ms = d.count();
+    for (auto [unit, size] :
+         {std::pair{"d", 86'400'000LL}, {"h", 3'600'000LL}, {"m", 60'000LL}, {"s", 1'000LL}})
+      if (ms != 0 && ms % size == 0) return std::to_string(ms / size) + unit;
+    return std::to_string(ms) + "ms";
+  }
+
   const toml::table* table_;
   std::string prefix_;
+  toml::table* echo_;
   std::set<std::string> seen_;
-  std::string error_;
+  std::vector<std::string> problems_;
 };
 
 }  // namespace taskmill

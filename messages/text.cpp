@@ -1,5 +1,7 @@
 #include "messages/text.hpp"
 
+#include <regex>
+
 namespace taskmill {
 
 namespace {
@@ -65,6 +67,13 @@ std::string quote_input(std::string_view text, std::size_t max_bytes) {
   }
   out += '"';
   return out;
+}
+
+std::string redact_conninfo(const std::string& conninfo) {
+  static const std::regex url_password{R"((://[^:/@]*):[^@]*@)"};
+  static const std::regex kv_password{R"(password\s*=\s*('[^']*'|\S+))"};
+  auto s = std::regex_replace(conninfo, url_password, "$1:***@");
+  return std::regex_replace(s, kv_password, "password=***");
 }
 
 }  // namespace taskmill

@@ -23,4 +23,8 @@ const char* text_problem(std::string_view text);
 /// `max_bytes` is cut off with "...".
 std::string quote_input(std::string_view text, std::size_t max_bytes = 80);
 
+/// A PostgreSQL connection string (URL or key=value) with its password
+/// blanked, for logs and the printed config.
+std::string redact_conninfo(const std::string& conninfo);
+
 }  // namespace taskmill

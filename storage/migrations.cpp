@@ -226,7 +226,8 @@ std::string definitions_checksum(const std::vector<definitions>& definitions) {
 }
 
 caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
-                                    const std::vector<definitions>& definitions, int generation) {
+                                    const std::vector<definitions>& definitions, int generation,
+                                    bool keep_open) {
   // All of it one transaction: it happens whole or not at all, whoever dies
   // on the way. Another node may hold the lock for as long as its
   // migrations take.
@@ -237,7 +238,7 @@ caf::expected<int> apply_migrations(connection& conn, const std::vector<migratio
   auto locked = conn.exec(lock_sql);
   auto version = locked ? apply_locked(conn, migrations, definitions, generation)
                         : caf::expected<int>{locked.error()};
-  if (version)
+  if (version && !keep_open)
     if (auto committed = conn.exec("COMMIT"); !committed) return committed.error();
   if (!version) conn.exec("ROLLBACK");
   return version;

@@ -57,9 +57,12 @@ const std::vector<definitions>& all_definitions();
 /// they changed, unless the database holds those of a newer generation;
 /// returns the schema version. Fails if an applied migration no longer
 /// matches its file. A database made by the releases before the baseline
-/// (migrations 1 to 8, all applied) is taken over in place.
+/// (migrations 1 to 8, all applied) is taken over in place. With
+/// `keep_open`, the transaction it runs in is left open, for the caller to
+/// work in and roll back (a dry run).
 caf::expected<int> apply_migrations(connection& conn, const std::vector<migration>& migrations,
                                     const std::vector<definitions>& definitions = all_definitions(),
-                                    int generation = current_generation.number);
+                                    int generation = current_generation.number,
+                                    bool keep_open = false);
 
 }  // namespace taskmill::db

@@ -10,7 +10,6 @@
 #include <charconv>
 #include <cstdlib>
 #include <random>
-#include <regex>
 
 namespace taskmill::db {
 
@@ -519,13 +518,6 @@ std::string array_literal(const std::vector<param>& values) {
   }
   out += '}';
   return out;
-}
-
-std::string redact_conninfo(const std::string& conninfo) {
-  static const std::regex url_password{R"((://[^:/@]*):[^@]*@)"};
-  static const std::regex kv_password{R"(password\s*=\s*('[^']*'|\S+))"};
-  auto s = std::regex_replace(conninfo, url_password, "$1:***@");
-  return std::regex_replace(s, kv_password, "password=***");
 }
 
 }  // namespace taskmill::db

@@ -177,7 +177,4 @@ param optional_array_of(const Range& range, Fn&& to_param) {
   return {};
 }
 
-/// The connection string with secrets blanked, for logs.
-std::string redact_conninfo(const std::string& conninfo);
-
 }  // namespace taskmill::db

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
 #include "messages/names.hpp"
+#include "messages/text.hpp"
 #include "messages/time.hpp"
 #include "messages/validate.hpp"
 #include "storage/alert_rows.hpp"
@@ -98,8 +99,8 @@ bool connect(self_ptr self) {
   st.status.set_schema_current(*version >= db::all_migrations().back().version);
   st.status.clear_last_error();
   st.reconnect_delay = std::chrono::milliseconds{0};
-  spdlog::info("storage: connected to {}, schema version {}",
-               db::redact_conninfo(st.options.conninfo), *version);
+  spdlog::info("storage: connected to {}, schema version {}", redact_conninfo(st.options.conninfo),
+               *version);
   return true;
 }
 

@@ -4,6 +4,7 @@
 #define BOOST_TEST_MODULE cli
 #include <boost/test/unit_test.hpp>
 
+#include "tests/support/certificates.hpp"
 #include "tests/support/nodes.hpp"
 #include "tools/http_fetch.hpp"
 #include "tools/node_process.hpp"
@@ -713,6 +714,144 @@ BOOST_AUTO_TEST_CASE(a_configured_token_is_required_and_sent) {
   auto submitted = run({"submit", "NOOP", "t", "--wait"}, {"TASKMILL_API_TOKEN=s3cret"});
   CHECK_RUN(submitted, 0);
   BOOST_CHECK_EQUAL(listing(submitted.out)["status"], "succeeded");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(node_config)
+
+namespace {
+
+/// `text` in a file of its own, removed with it.
+struct config_file {
+  explicit config_file(const std::string& text)
+      : path{std::filesystem::temp_directory_path() /
+             ("taskmill-config-" + std::to_string(getpid()) + "-" + std::to_string(counter++) +
+              ".toml")} {
+    std::ofstream{path} << text;
+  }
+  ~config_file() { std::filesystem::remove(path); }
+  std::filesystem::path path;
+  static inline int counter = 0;
+};
+
+/// What a node start writes: type settings and jobs, and the migrations.
+std::string stored_settings(const test::task_database& db) {
+  return db.scalar(
+      "SELECT concat_ws(' | ', (SELECT string_agg(type || ':' || max_retries, ',' ORDER BY type) "
+      "FROM taskmill.task_types), (SELECT string_agg(name, ',' ORDER BY name) FROM "
+      "taskmill.jobs), (SELECT max(version) FROM taskmill.schema_migrations))");
+}
+
+}  // namespace
+
+// Every problem a start would refuse, each named, the database's included
+// (types, jobs, reconciler queries, in a transaction rolled back): nothing
+// stored changes; a sound config passes, and says what it checked.
+BOOST_AUTO_TEST_CASE(check_config_names_every_problem_and_changes_nothing) {
+  test::task_database db{"checkconfig"};
+  auto before = stored_settings(db);
+  config_file unreadable{R"(
+[node]
+log_level = "loud"
+bogus = 1
+[api]
+listen = "nope"
+)"};
+  auto r = run_binary({"node", "--check-config", "--config", unreadable.path.string()});
+  BOOST_CHECK_MESSAGE(r.exit_code == 1, r);
+  for (auto problem : {"'node.log_level' must be one of", "unknown option 'node.bogus'",
+                       "'api.listen' must be host:port"})
+    BOOST_CHECK_MESSAGE(r.out.find(problem) != std::string::npos, problem << " in\n" << r);
+
+  auto tls = test::make_certificates("check");
+  config_file refused{R"(
+[cluster]
+tls_cert = ")" + tls.cert +
+                      R"("
+tls_key = ")" + tls.dir.string() +
+                      R"(/ca.key"
+tls_ca = "/etc/hostname"
+[types.A]
+executor = "noop"
+max_retries = -5
+[reconciler]
+rules = [{ type = "A", query = "SELECT key FROM nowhere" }]
+[[jobs]]
+name = "j"
+schedule = "* * * * *"
+type = "A"
+priority = 9
+)"};
+  r = run_binary(
+      {"node", "--check-config", "--config", refused.path.string(), "--database", db.conninfo()});
+  BOOST_CHECK_MESSAGE(r.exit_code == 1, r);
+  for (auto problem :
+       {"problem: cluster.tls_key: " + tls.dir.string() + "/ca.key is not the key of",
+        std::string{"problem: cluster.tls_ca: /etc/hostname holds no PEM"},
+        std::string{"problem: jobs: j: priority must be between 1 and 5"},
+        std::string{"problem: [defaults] or [types.*]: task type \"A\": max_retries"},
+        std::string{"problem: reconciler.rules[0] (A): PostgreSQL: relation "
+                    "\"nowhere\" does not exist"},
+        std::string{"5 problems"}})
+    BOOST_CHECK_MESSAGE(r.out.find(problem) != std::string::npos, problem << " in\n" << r);
+  BOOST_CHECK_EQUAL(stored_settings(db), before);
+
+  config_file sound{R"(
+[cluster]
+tls_cert = ")" + tls.cert +
+                    R"("
+tls_key = ")" + tls.key +
+                    R"("
+tls_ca = ")" + tls.ca +
+                    R"("
+[types.A]
+executor = "noop"
+max_retries = 7
+[reconciler]
+rules = [{ type = "A", query = "SELECT 'k' AS key, now() AS execute_at, '{}'::jsonb AS payload" }]
+[[jobs]]
+name = "j"
+schedule = "* * * * *"
+type = "A"
+)"};
+  r = run_binary(
+      {"node", "--check-config", "--config", sound.path.string(), "--database", db.conninfo()});
+  BOOST_CHECK_MESSAGE(r.exit_code == 0, r);
+  BOOST_CHECK_MESSAGE(r.out.find(": OK (node ") != std::string::npos, r);
+  BOOST_CHECK_MESSAGE(r.out.find("in a transaction rolled back") != std::string::npos, r);
+  BOOST_CHECK_EQUAL(stored_settings(db), before);
+
+  // Without a reachable database, what depends on it is said unchecked.
+  r = run_binary({"node", "--check-config", "--config", sound.path.string(), "--database",
+                  "host=127.0.0.1 port=1 dbname=none"});
+  BOOST_CHECK_MESSAGE(r.exit_code == 0, r);
+  BOOST_CHECK_MESSAGE(r.out.find("note: database: not reachable") != std::string::npos, r);
+  std::filesystem::remove_all(tls.dir);
+}
+
+BOOST_AUTO_TEST_CASE(print_config_shows_every_option_as_used_secrets_masked) {
+  config_file given{R"(
+[database]
+url = "postgresql://scheduler:hunter2@db.example/tasks"
+statement_timeout = "45s"
+[types.A]
+executor = "noop"
+)"};
+  auto r = run_binary(
+      {"node", "--print-config", "--config", given.path.string(), "--set", "api.token=sesame"},
+      {"TASKMILL_CLUSTER_SECRET=opensesame"});
+  BOOST_CHECK_MESSAGE(r.exit_code == 0, r);
+  for (auto shown : {"statement_timeout = '45s'", "lock_timeout = '2s'", "[types.A]",
+                     "executor = 'noop'", "max_retries = 3", "token = '***'", "secret = '***'",
+                     "url = 'postgresql://scheduler:***@db.example/tasks'", "[scheduling]",
+                     "weights = [ 16, 8, 4, 2, 1 ]"})
+    BOOST_CHECK_MESSAGE(r.out.find(shown) != std::string::npos, shown << " in\n" << r);
+  for (auto secret : {"hunter2", "sesame'", "opensesame"})
+    BOOST_CHECK_MESSAGE(r.out.find(secret) == std::string::npos, secret << " shown in\n" << r);
+  r = run_binary({"node", "--print-config", "--set", "scheduling.batch_size=0"});
+  BOOST_CHECK_MESSAGE(r.exit_code == 2, r);
+  BOOST_CHECK_MESSAGE(r.err.find("scheduling.batch_size") != std::string::npos, r);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -4,10 +4,23 @@
 
 #include "config/config.hpp"
 
+#include <string>
+#include <vector>
+
 namespace taskmill {
 
 /// `taskmill node`: runs a node until SIGINT or SIGTERM; returns the exit code.
 int run_node(const config& cfg);
+
+/// `taskmill node --check-config`: reads the config from `file` and
+/// `overrides` as a start would, checks what a start would refuse
+/// (tools/node/config_check.hpp), prints each problem and what was not
+/// checked; returns 0 when there is no problem, 1 otherwise.
+int check_node_config(const std::string& file, const std::vector<std::string>& overrides);
+
+/// `taskmill node --print-config`: prints the configuration a node would
+/// run with, every option with its value or default, secrets masked.
+int print_node_config(const std::string& file, const std::vector<std::string>& overrides);
 
 /// Sets up logging to stderr at `level` (trace .. off).
 void setup_logging(const std::string& level);

@@ -45,6 +45,14 @@ int main(int argc, char** argv) {
   node->add_option("-s,--set", overrides, "Override an option: section.key=value (repeatable)");
   node->add_option("--database", database_url, "PostgreSQL connection string (database.url)");
   node->add_option("--data-dir", data_dir, "Data directory (node.data_dir)");
+  bool check_config = false;
+  bool print_config = false;
+  node->add_flag("--check-config", check_config,
+                 "Check everything a start would (through the database, in a transaction rolled "
+                 "back), print each problem, exit 1 if there is one");
+  node->add_flag("--print-config", print_config,
+                 "Print the configuration a node would run with, defaults filled in, secrets "
+                 "masked");
 
   std::string executor_listen = "127.0.0.1:8490";
   std::string executor_callback = "http://127.0.0.1:8480";
@@ -151,6 +159,11 @@ int main(int argc, char** argv) {
     // A value that is not TOML is taken as a bare string.
     if (!database_url.empty()) overrides.push_back("database.url=" + database_url);
     if (!data_dir.empty()) overrides.push_back("node.data_dir=" + data_dir);
+    if (check_config) {
+      taskmill::setup_logging("off");
+      return taskmill::check_node_config(config_file, overrides);
+    }
+    if (print_config) return taskmill::print_node_config(config_file, overrides);
     auto cfg = taskmill::load_config(config_file, overrides);
     if (!cfg) {
       std::cerr << taskmill::error_message(cfg.error()) << "\n";

@@ -2,6 +2,7 @@
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
 #include "tools/commands.hpp"
+#include "tools/node/config_check.hpp"
 #include "tools/node/node.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 
@@ -13,6 +14,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <iostream>
 #include <optional>
 #include <thread>
 
@@ -41,6 +43,36 @@ std::optional<int> stop_signal_within(std::chrono::milliseconds timeout) {
 }
 
 }  // namespace
+
+int check_node_config(const std::string& file, const std::vector<std::string>& overrides) {
+  auto cfg = load_config(file, overrides);
+  if (!cfg) {
+    std::cout << error_message(cfg.error()) << "\n";
+    return 1;
+  }
+  auto check = check_config(*cfg);
+  for (const auto& note : check.notes) std::cout << "note: " << note << "\n";
+  for (const auto& problem : check.problems) std::cout << "problem: " << problem << "\n";
+  auto where = file.empty() ? std::string{"the defaults"} : file;
+  if (!check.problems.empty()) {
+    std::cout << where << ": " << check.problems.size() << " problem"
+              << (check.problems.size() == 1 ? "" : "s") << "\n";
+    return 1;
+  }
+  std::cout << where << ": OK (node " << cfg->node.name << ")\n";
+  return 0;
+}
+
+int print_node_config(const std::string& file, const std::vector<std::string>& overrides) {
+  std::string effective;
+  auto cfg = load_config(file, overrides, &effective);
+  if (!cfg) {
+    std::cerr << error_message(cfg.error()) << "\n";
+    return 2;
+  }
+  std::cout << effective;
+  return 0;
+}
 
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("taskmill");

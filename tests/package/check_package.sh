@@ -69,6 +69,10 @@ version=$("$root/usr/bin/taskmill" --version)
 pass "the packaged binary says: $version"
 
 psql -X -q "$server" -c "CREATE DATABASE $database" >/dev/null
+checked=$("$root/usr/bin/taskmill" node --check-config --config "$root/etc/taskmill/taskmill.toml" \
+  --database "${server/dbname=postgres/dbname=$database}") || fail "--check-config: $checked"
+grep -q ": OK (node " <<<"$checked" || fail "--check-config said: $checked"
+pass "the packaged config passes --check-config against the test PostgreSQL"
 port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 # What systemd would hear from it (sd_notify's datagrams), one a line.
 python3 -c '

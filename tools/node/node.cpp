@@ -128,24 +128,15 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
   const auto& cfg = *node.cfg;
   // Every job is checked before anything is written, so that a bad one
   // leaves the database as it was.
-  std::vector<pb::Job> jobs;
-  for (const auto& j : cfg.jobs) {
-    auto job = job_of(j);
-    // Children may be jobs of the config written after this one.
-    if (!j.child_jobs.empty() || !j.child_jobs_on_failure.empty())
-      for (const auto& other : cfg.jobs) job.add_known_jobs(other.name);
-    auto err = schedule_job(job, seconds_now());
-    if (!err) {
-      auto problem = ask_patiently<std::string>(
-          sys, node.storage, keep_waiting, "checking the config's jobs", check_job_atom_v, job);
-      if (!problem)
-        err = problem.error();
-      else if (!problem->empty())
-        err = make_error(errc::invalid_argument, *problem);
-    }
-    if (err)
-      return make_error(errc::invalid_argument, "jobs: " + j.name + ": " + error_message(err));
-    jobs.push_back(std::move(job));
+  auto jobs = config_jobs(cfg);
+  if (!jobs) return jobs.error();
+  for (const auto& job : *jobs) {
+    auto problem = ask_patiently<std::string>(sys, node.storage, keep_waiting,
+                                              "checking the config's jobs", check_job_atom_v, job);
+    if (!problem || !problem->empty())
+      return make_error(
+          errc::invalid_argument,
+          "jobs: " + job.name() + ": " + (problem ? *problem : error_message(problem.error())));
   }
   auto configured =
       ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
@@ -156,7 +147,7 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
     return make_error(errc::invalid_argument,
                       "[defaults] or [types.*]: " + error_message(configured.error()));
   if (!configured) return configured.error();
-  for (const auto& job : jobs) {
+  for (const auto& job : *jobs) {
     auto put = ask_patiently<pb::JobPutResult>(sys, node.storage, keep_waiting,
                                                "writing the config's jobs", job_atom_v, job);
     if (!put)
@@ -223,6 +214,20 @@ void configure_actor_system(caf::actor_system_config& cfg, const config::cluster
   cfg.set("openssl.certificate", cluster.tls_cert);
   cfg.set("openssl.key", cluster.tls_key);
   cfg.set("openssl.cafile", cluster.tls_ca);
+}
+
+caf::expected<std::vector<pb::Job>> config_jobs(const config& cfg) {
+  std::vector<pb::Job> jobs;
+  for (const auto& j : cfg.jobs) {
+    auto job = job_of(j);
+    // Children may be jobs of the config written after this one.
+    if (!j.child_jobs.empty() || !j.child_jobs_on_failure.empty())
+      for (const auto& other : cfg.jobs) job.add_known_jobs(other.name);
+    if (auto err = schedule_job(job, seconds_now()))
+      return make_error(errc::invalid_argument, "jobs: " + j.name + ": " + error_message(err));
+    jobs.push_back(std::move(job));
+  }
+  return jobs;
 }
 
 pb::TypeSettingsList type_settings(const config& cfg) {

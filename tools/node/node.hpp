@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace taskmill {
 
@@ -101,5 +102,10 @@ void configure_actor_system(caf::actor_system_config& cfg, const config::cluster
 
 /// The per-type settings of `cfg` as written to the database.
 pb::TypeSettingsList type_settings(const config& cfg);
+
+/// The config's jobs as a start writes them: each scheduled from now, with
+/// the config's other jobs it may name as children; or the first job's
+/// problem.
+caf::expected<std::vector<pb::Job>> config_jobs(const config& cfg);
 
 }  // namespace taskmill

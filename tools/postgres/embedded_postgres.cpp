@@ -35,25 +35,6 @@ caf::error fail(const std::string& what) {
   return make_error(errc::storage_unavailable, "embedded PostgreSQL: " + what);
 }
 
-caf::expected<std::string> find_bin_dir(const std::string& configured) {
-  if (!configured.empty()) {
-    if (fs::exists(fs::path{configured} / "pg_ctl")) return configured;
-    return fail("no pg_ctl in " + configured + " (embedded.bin_dir)");
-  }
-  std::vector<std::pair<int, std::string>> found;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator{"/usr/lib/postgresql", ec}) {
-    auto bin = entry.path() / "bin";
-    if (!fs::exists(bin / "initdb") || !fs::exists(bin / "pg_ctl")) continue;
-    found.emplace_back(std::atoi(entry.path().filename().c_str()), bin.string());
-  }
-  if (found.empty())
-    return fail(
-        "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql), "
-        "or set embedded.bin_dir or database.url");
-  return std::max_element(found.begin(), found.end())->second;
-}
-
 /// The user that runs the server: nobody to switch to unless we are root.
 caf::expected<std::optional<server_user>> resolve_user(const std::string& name) {
   if (geteuid() != 0) return std::optional<server_user>{};
@@ -279,6 +260,25 @@ caf::error ensure_database(const std::string& server_conninfo) {
 }
 
 }  // namespace
+
+caf::expected<std::string> find_bin_dir(const std::string& configured) {
+  if (!configured.empty()) {
+    if (fs::exists(fs::path{configured} / "pg_ctl")) return configured;
+    return fail("no pg_ctl in " + configured + " (embedded.bin_dir)");
+  }
+  std::vector<std::pair<int, std::string>> found;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator{"/usr/lib/postgresql", ec}) {
+    auto bin = entry.path() / "bin";
+    if (!fs::exists(bin / "initdb") || !fs::exists(bin / "pg_ctl")) continue;
+    found.emplace_back(std::atoi(entry.path().filename().c_str()), bin.string());
+  }
+  if (found.empty())
+    return fail(
+        "no PostgreSQL server binaries under /usr/lib/postgresql (apt-get install postgresql), "
+        "or set embedded.bin_dir or database.url");
+  return std::max_element(found.begin(), found.end())->second;
+}
 
 embedded_postgres::embedded_postgres(embedded_postgres&& other) noexcept
     : options_(std::move(other.options_)),

@@ -80,6 +80,10 @@ class embedded_postgres {
   bool running_ = false;
 };
 
+/// Where the server's programs are: `configured` (embedded.bin_dir), or the
+/// newest /usr/lib/postgresql/*/bin.
+caf::expected<std::string> find_bin_dir(const std::string& configured);
+
 /// Stops the server of a cluster directory made by `embedded_postgres`.
 caf::error stop_embedded_postgres(const embedded_postgres_options& options);
 
