@@ -150,6 +150,7 @@ alerter_actor::behavior_type alerter(self_ptr self, alerter_options options) {
       [self](deliver_atom, int64_t alert_id, const std::string& url, const std::string& error) {
         on_delivered(self, alert_id, url, error);
       },
+      [self](reload_atom, std::string& rules) { self->state.options.rules = std::move(rules); },
   };
 }
 

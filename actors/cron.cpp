@@ -1,5 +1,7 @@
 #include "actors/cron.hpp"
 
+#include "actors/logging/log_format.hpp"
+
 #include "config/config.hpp"
 
 #include "messages/errors.hpp"
@@ -59,6 +61,7 @@ std::chrono::milliseconds next_due(self_ptr self, const Answer& answer) {
 void log_firings(const pb::JobFirings& firings) {
   int fired = 0;
   for (const auto& f : firings.firings()) {
+    log_scope about{log_fields::of_job(f.job())};
     if (f.outcome() == "fired") {
       ++fired;
       spdlog::debug("cron: job {} fired ({})", f.job(), f.batch());
@@ -86,6 +89,7 @@ void fire(self_ptr self, const pb::DueJobs& due) {
     }
     // Its schedule or zone no longer parses (say, a zone gone from the tz
     // database): it stops firing until it is put again.
+    log_scope about{log_fields::of_job(job.name())};
     spdlog::error("cron: job {} stops firing: {}", job.name(), error_message(plan.error()));
     auto stop = plans.add_jobs();
     stop->set_job(job.name());

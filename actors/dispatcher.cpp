@@ -1,5 +1,7 @@
 #include "actors/dispatcher.hpp"
 
+#include "actors/logging/log_format.hpp"
+
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/caf_executors.hpp"
 #include "actors/executors/http_executor.hpp"
@@ -348,6 +350,7 @@ bool stop(self_ptr self, const pb::CancelNotice& cancel) {
             caf::anon_send(storage, cancels_told_atom_v, std::move(heard));
             return;
           }
+          log_scope about{log_fields::of_attempt(cancel.task_id(), cancel.attempt())};
           spdlog::warn(
               "dispatcher: the cancel of task {} attempt {} went unheard ({}); it is "
               "sent again later",

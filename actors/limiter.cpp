@@ -105,6 +105,11 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
       [self](caf::subscribe_atom, wake_listener_actor target) {
         self->state.subscribers.push_back(std::move(target));
       },
+      [self](reload_atom, const pb::TypeSettingsList& settings) {
+        set_limits(self->state.options, settings);
+        // A limit raised may let claims take more now.
+        for (const auto& target : self->state.subscribers) self->send(target, wake_atom_v);
+      },
   };
 }
 
@@ -113,15 +118,22 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
 limiter_options limiter_options_from(const config& cfg) {
   limiter_options o;
   o.node_limit = cfg.scheduling.node_limit;
-  o.global_limit = cfg.scheduling.global_limit;
-  for (const auto& [name, t] : cfg.types)
-    if (t.running_limit > 0) o.type_limits.emplace(name, t.running_limit);
-  o.keyed = std::any_of(cfg.types.begin(), cfg.types.end(),
-                        [](const auto& type) { return !type.second.key_space.empty(); });
   auto run_here = types_run_here(cfg);
   o.any_type = run_here.any;
   o.types = run_here.types;
   return o;
+}
+
+void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) {
+  options.global_limit = settings.global_limit();
+  options.type_limits.clear();
+  options.keyed = false;
+  for (const auto& t : settings.types()) {
+    // The defaults' entry ("") is no type.
+    if (t.type().empty()) continue;
+    if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
+    options.keyed = options.keyed || !t.key_space().empty();
+  }
 }
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options) {

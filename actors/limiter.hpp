@@ -25,8 +25,13 @@ struct limiter_options {
   std::vector<std::string> types;
 };
 
-/// The options of its config; the handles are the caller's to set.
+/// The options of its config but the limits (set_limits); the handles are
+/// the caller's to set.
 limiter_options limiter_options_from(const config& cfg);
+
+/// The cluster-wide running limits of `settings` (the type settings as
+/// written to the database), and whether they key a type.
+void set_limits(limiter_options& options, const pb::TypeSettingsList& settings);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);
 

@@ -289,6 +289,9 @@ std::vector<std::string> read_sections(const toml::table& root, config& cfg, tom
     static const std::set<std::string> levels{"trace", "debug", "info", "warn", "error", "off"};
     if (!levels.count(cfg.node.log_level))
       r.fail("log_level", "must be one of trace, debug, info, warn, error, off");
+    r.read("log_format", cfg.node.log_format);
+    if (cfg.node.log_format != "text" && cfg.node.log_format != "json")
+      r.fail("log_format", "must be text or json");
     r.reject_unknown_keys();
     top.add_problems(r.problems());
   }

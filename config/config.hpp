@@ -131,6 +131,8 @@ struct config {
     std::string data_dir = "taskmill-data";
     milliseconds shutdown_grace{5000};
     std::string log_level = "info";
+    /// "text" or "json" (actors/logging/log_format.hpp).
+    std::string log_format = "text";
   } node;
 
   struct database_section {

@@ -202,6 +202,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, key_atom, "key")
   CAF_ADD_ATOM(taskmill, taskmill, ready_atom, "ready")
   CAF_ADD_ATOM(taskmill, taskmill, alive_atom, "alive")
+  CAF_ADD_ATOM(taskmill, taskmill, reload_atom, "reload")
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -475,7 +476,10 @@ using limiter_actor = pingable_actor::extend<
     // This node's executors of a type can take this many tasks at a time.
     caf::reacts_to<capacity_atom, std::string, int32_t>,
     // Who to wake when permits come back.
-    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>>;
+    caf::reacts_to<caf::subscribe_atom, wake_listener_actor>,
+    // The config was reloaded: the running limits of these settings (as the
+    // database has them) hold from now on.
+    caf::reacts_to<reload_atom, pb::TypeSettingsList>>;
 
 /// Decides when to claim (a wake-up, its timer, permits coming back), claims
 /// due tasks in weighted-fair batches and hands them to the dispatcher.
@@ -536,7 +540,10 @@ using alerter_actor = periodic_duty_actor::extend<
     // Internal: the timer, with the generation it was set in.
     caf::reacts_to<caf::tick_atom, uint64_t>,
     // Internal: a webhook answered (alert id, url, error; empty: delivered).
-    caf::reacts_to<deliver_atom, int64_t, std::string, std::string>>;
+    caf::reacts_to<deliver_atom, int64_t, std::string, std::string>,
+    // The config was reloaded: these rules (config's alert_rules_json) hold
+    // from the next pass on.
+    caf::reacts_to<reload_atom, std::string>>;
 
 /// The HTTP API (SPEC §8): routes requests, decodes and encodes JSON and
 /// protobuf bodies, checks the token, asks the other actors.

@@ -25,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -852,6 +853,106 @@ executor = "noop"
   r = run_binary({"node", "--print-config", "--set", "scheduling.batch_size=0"});
   BOOST_CHECK_MESSAGE(r.exit_code == 2, r);
   BOOST_CHECK_MESSAGE(r.err.find("scheduling.batch_size") != std::string::npos, r);
+}
+
+// Every line a JSON object with the time, level, node, actor and message.
+BOOST_AUTO_TEST_CASE(a_node_told_to_logs_json_lines) {
+  test::task_database db{"jsonlog"};
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  auto port = std::to_string(free_loopback_port());
+  node_process node{
+      binary,
+      "json1",
+      db.conninfo(),
+      {"node.log_format=json", "api.listen=127.0.0.1:" + port, "cluster.listen=127.0.0.1:0"}};
+  BOOST_REQUIRE(test::eventually([&] {
+    return run_binary({"stats", "--server", "http://127.0.0.1:" + port}).exit_code == 0;
+  }));
+  BOOST_CHECK_EQUAL(node.stop(), 0);
+  std::ifstream in{node.log_file()};
+  std::set<std::string> actors;
+  int lines = 0;
+  for (std::string line; std::getline(in, line); ++lines) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    BOOST_REQUIRE_MESSAGE(j.is_object(), "not JSON: " << line);
+    BOOST_CHECK_EQUAL(j["node"], "json1");
+    for (auto key : {"time", "level", "message"})
+      BOOST_CHECK_MESSAGE(j.contains(key), key << " missing in " << line);
+    if (j.contains("actor")) actors.insert(j["actor"]);
+  }
+  BOOST_TEST_MESSAGE(lines << " lines from " << actors.size() << " actors");
+  for (auto actor : {"node", "storage", "cluster"})
+    BOOST_CHECK_MESSAGE(actors.count(actor), "no line of the " << actor);
+}
+
+// A type's running limit raised by SIGHUP holds at once (three tasks run
+// where one did), a job and an alert rule are taken, a listen address is
+// named as needing a restart; a config refused changes nothing.
+BOOST_AUTO_TEST_CASE(sighup_takes_what_a_running_node_can_and_names_the_rest) {
+  test::task_database db{"sighup"};
+  const char* binary = std::getenv("TASKMILL_BINARY");
+  BOOST_REQUIRE(binary);
+  auto server = "http://127.0.0.1:" + std::to_string(free_loopback_port());
+  auto write = [](const std::filesystem::path& path, const std::string& text) {
+    std::ofstream{path} << text;
+  };
+  const std::string sleepy = R"(
+[types.S]
+executor = "sleep"
+timeout = "30s"
+)";
+  config_file file{sleepy + "running_limit = 1\n"};
+  node_process node{
+      binary, "hup", db.conninfo(), {"api.listen=" + server.substr(7)}, file.path.string()};
+  BOOST_REQUIRE(test::eventually([&] {
+    return run_binary({"stats", "--server", server}).exit_code == 0;
+  }));
+  for (int i = 0; i < 4; ++i)
+    BOOST_REQUIRE_EQUAL(run_binary({"submit", "S", "k" + std::to_string(i), "--payload", "6000",
+                                    "--server", server})
+                            .exit_code,
+                        0);
+  auto running = [&] {
+    return std::stoi(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE status = 'running'"));
+  };
+  BOOST_REQUIRE(test::eventually([&] { return running() == 1; }));
+  std::this_thread::sleep_for(500ms);
+  BOOST_CHECK_EQUAL(running(), 1);
+
+  write(file.path, sleepy + R"(running_limit = 3
+[api]
+token = "new"
+[alerts]
+failure_rate = 0.5
+[[jobs]]
+name = "j"
+schedule = "0 3 * * *"
+type = "S"
+)");
+  kill(node.pid(), SIGHUP);
+  // The first task still sleeps: the others start beside it.
+  BOOST_CHECK_MESSAGE(test::eventually([&] { return running() == 3; }, 3s),
+                      running() << " running after the limit was raised\n"
+                                << node.log_tail());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
+                    "3");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name, ',') FROM taskmill.jobs"), "j");
+  auto log = [&] {
+    std::ifstream in{node.log_file()};
+    return std::string{std::istreambuf_iterator<char>{in}, {}};
+  };
+  BOOST_CHECK_MESSAGE(
+      contains(log(), "SIGHUP: took alerts.failure_rate, jobs[0], types.S.running_limit"), log());
+  BOOST_CHECK_MESSAGE(contains(log(), "SIGHUP: a restart takes api.token"), log());
+
+  write(file.path, sleepy + "running_limit = 1\nbogus = 1\n");
+  kill(node.pid(), SIGHUP);
+  BOOST_CHECK(test::eventually([&] { return contains(log(), "the config is refused"); }));
+  BOOST_CHECK_MESSAGE(contains(log(), "unknown option 'types.S.bogus'"), log());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
+                    "3");
+  BOOST_CHECK_EQUAL(node.stop(), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -11,6 +11,7 @@
 #include "actors/http/browser_guard.hpp"
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
+#include "actors/logging/log_format.hpp"
 #include "messages/cluster_port.hpp"
 #include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
@@ -23,14 +24,18 @@
 #include "messages/url.hpp"
 #include "messages/validate.hpp"
 #include "storage/hand_off_notice.hpp"
+#include "tools/node/config_reload.hpp"
 #include "tools/tcp_proxy.hpp"
 
 #include <nlohmann/json.hpp>
+
+#include <spdlog/details/log_msg.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -1366,6 +1371,150 @@ BOOST_AUTO_TEST_CASE(http_urls_are_taken_apart_once) {
   for (const char* bad :
        {"https://example.com/", "http://", "http://:80/", "http://h:/x", "ftp://h/", "example.com"})
     BOOST_CHECK_MESSAGE(!parse_http_url(bad), bad);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(log_lines)
+
+namespace {
+
+std::string formatted(const log_format_options& options, spdlog::level::level_enum level,
+                      std::string_view message) {
+  spdlog::details::log_msg msg{"taskmill", level, message};
+  spdlog::memory_buf_t out;
+  make_log_formatter(options)->format(msg, out);
+  return {out.data(), out.size()};
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(json_lines_carry_the_actor_node_and_what_they_are_about) {
+  log_format_options json{"json", "n1", false};
+  auto line = formatted(json, spdlog::level::warn, "pusher: cannot claim: gone");
+  BOOST_REQUIRE(line.ends_with("}\n"));
+  auto j = nlohmann::json::parse(line);
+  BOOST_CHECK_EQUAL(j["level"], "warning");
+  BOOST_CHECK_EQUAL(j["node"], "n1");
+  BOOST_CHECK_EQUAL(j["actor"], "pusher");
+  BOOST_CHECK_EQUAL(j["message"], "cannot claim: gone");
+  BOOST_CHECK(j["time"].get<std::string>().ends_with("Z"));
+  BOOST_CHECK(!j.contains("task_id"));
+  BOOST_CHECK(line.starts_with(R"({"time":)"));
+
+  std::string job = "nightly";
+  {
+    log_scope attempt{log_fields::of_attempt(42, 3)};
+    auto a = nlohmann::json::parse(formatted(json, spdlog::level::info, "dispatcher: x"));
+    BOOST_CHECK_EQUAL(a["task_id"], 42);
+    BOOST_CHECK_EQUAL(a["attempt"], 3);
+    log_scope inner{log_fields::of_job(job)};
+    BOOST_CHECK_EQUAL(nlohmann::json::parse(formatted(json, spdlog::level::info, "cron: y"))["job"],
+                      "nightly");
+  }
+  BOOST_CHECK(
+      !nlohmann::json::parse(formatted(json, spdlog::level::info, "z")).contains("task_id"));
+
+  // A node's own lines, lines of no actor, and bytes that are not UTF-8.
+  BOOST_CHECK_EQUAL(
+      nlohmann::json::parse(formatted(json, spdlog::level::info, "node n1: up"))["actor"], "node");
+  auto bare = nlohmann::json::parse(formatted(json, spdlog::level::info, "Started: 3 of 4"));
+  BOOST_CHECK(!bare.contains("actor"));
+  BOOST_CHECK_EQUAL(bare["message"], "Started: 3 of 4");
+  BOOST_CHECK_NO_THROW(nlohmann::json::parse(formatted(json, spdlog::level::info, "x: \xff\xfe")));
+}
+
+BOOST_AUTO_TEST_CASE(under_journald_lines_start_with_their_priority) {
+  for (auto format : {"text", "json"}) {
+    log_format_options journal{format, "n1", true};
+    BOOST_CHECK(formatted(journal, spdlog::level::err, "a: b").starts_with("<3>"));
+    BOOST_CHECK(formatted(journal, spdlog::level::warn, "a: b").starts_with("<4>"));
+    BOOST_CHECK(formatted(journal, spdlog::level::info, "a: b").starts_with("<6>"));
+    BOOST_CHECK(formatted(journal, spdlog::level::debug, "a: b").starts_with("<7>"));
+    BOOST_CHECK(!formatted({format, "n1", false}, spdlog::level::err, "a: b").starts_with("<"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(stderr_is_the_journal_only_where_journal_stream_names_it) {
+  char path[] = "/tmp/taskmill-journal-XXXXXX";
+  int fd = mkstemp(path);
+  BOOST_REQUIRE(fd >= 0);
+  struct stat st {};
+  BOOST_REQUIRE(fstat(fd, &st) == 0);
+  int saved = dup(2);
+  dup2(fd, 2);
+  setenv("JOURNAL_STREAM", (std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino)).c_str(),
+         1);
+  bool named = stderr_is_journal();
+  setenv("JOURNAL_STREAM", "1:1", 1);
+  bool other = stderr_is_journal();
+  unsetenv("JOURNAL_STREAM");
+  bool unset = stderr_is_journal();
+  dup2(saved, 2);
+  close(saved);
+  close(fd);
+  unlink(path);
+  BOOST_CHECK(named);
+  BOOST_CHECK(!other);
+  BOOST_CHECK(!unset);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(config_reload)
+
+namespace {
+
+/// The effective config of `overrides`, as a node reads it again on SIGHUP.
+std::string effective(const std::vector<std::string>& overrides) {
+  std::string text;
+  auto cfg = load_config("", overrides, &text);
+  if (!cfg) BOOST_FAIL(error_message(cfg.error()));
+  return text;
+}
+
+using options = std::vector<std::string>;
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(what_a_running_node_takes_and_what_needs_a_restart) {
+  options base{"types.A.executor=noop", "types.A.running_limit=1", "key_spaces.t.limit=2",
+               "alerts.types.A.dead_task=true"};
+  auto before = effective(base);
+  BOOST_CHECK(compare_configs(before, before).empty());
+  auto with = [&](options more) {
+    more.insert(more.begin(), base.begin(), base.end());
+    return compare_configs(before, effective(more));
+  };
+  auto taken = [&](options more, options expected) {
+    auto changes = with(std::move(more));
+    BOOST_CHECK_EQUAL_COLLECTIONS(changes.taken.begin(), changes.taken.end(), expected.begin(),
+                                  expected.end());
+    BOOST_CHECK_MESSAGE(changes.need_restart.empty(), changes.need_restart.size() << " to restart");
+  };
+  auto restart = [&](options more, options expected) {
+    auto changes = with(std::move(more));
+    BOOST_CHECK_EQUAL_COLLECTIONS(changes.need_restart.begin(), changes.need_restart.end(),
+                                  expected.begin(), expected.end());
+    BOOST_CHECK_MESSAGE(changes.taken.empty(), changes.taken.size() << " taken");
+  };
+  taken({"types.A.running_limit=5"}, {"types.A.running_limit"});
+  taken({"node.log_level=debug"}, {"node.log_level"});
+  taken({"scheduling.global_limit=100"}, {"scheduling.global_limit"});
+  taken({"defaults.max_retries=7"}, {"defaults.max_retries", "types.A.max_retries"});
+  taken({"key_spaces.t.limit=4"}, {"key_spaces.t.limit"});
+  taken({"key_spaces.u.limit=4"}, {"key_spaces.u"});
+  taken({"alerts.failure_rate=0.5"}, {"alerts.failure_rate"});
+  taken({"alerts.types.A.dead_task=false"}, {"alerts.types.A.dead_task"});
+  taken({"jobs=[{name = 'j', schedule = '* * * * *', type = 'A'}]"}, {"jobs[0]"});
+  restart({"types.A.executor=fail"}, {"types.A.executor"});
+  restart({"types.B.executor=noop"}, {"types.B"});
+  restart({"api.listen=127.0.0.1:9"}, {"api.listen", "node.name"});
+  restart({"alerts.webhooks=['http://h/x']"}, {"alerts.webhooks"});
+  restart({"scheduling.batch_size=7"}, {"scheduling.batch_size"});
+  auto removed = compare_configs(before, effective({"types.A.executor=noop"}));
+  BOOST_CHECK(
+      (removed.taken == options{"alerts.types.A", "key_spaces.t", "types.A.running_limit"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -9,8 +9,15 @@
 
 namespace taskmill {
 
-/// `taskmill node`: runs a node until SIGINT or SIGTERM; returns the exit code.
-int run_node(const config& cfg);
+/// Where a node's config comes from, to read it again on SIGHUP.
+struct config_source {
+  std::string file;
+  std::vector<std::string> overrides;
+};
+
+/// `taskmill node`: runs a node until SIGINT or SIGTERM, reading its config
+/// again on SIGHUP; returns the exit code.
+int run_node(const config& cfg, const config_source& source);
 
 /// `taskmill node --check-config`: reads the config from `file` and
 /// `overrides` as a start would, checks what a start would refuse
@@ -24,5 +31,9 @@ int print_node_config(const std::string& file, const std::vector<std::string>& o
 
 /// Sets up logging to stderr at `level` (trace .. off).
 void setup_logging(const std::string& level);
+
+/// Sets up a node's logging as its config says (node.log_level,
+/// node.log_format), with journald's priorities when stderr is the journal.
+void setup_node_logging(const config& cfg);
 
 }  // namespace taskmill

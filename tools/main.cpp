@@ -169,8 +169,8 @@ int main(int argc, char** argv) {
       std::cerr << taskmill::error_message(cfg.error()) << "\n";
       return 2;
     }
-    taskmill::setup_logging(cfg->node.log_level);
-    return taskmill::run_node(*cfg);
+    taskmill::setup_node_logging(*cfg);
+    return taskmill::run_node(*cfg, {config_file, overrides});
   }
   return client ? client() : 0;
 }

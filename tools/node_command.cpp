@@ -1,8 +1,10 @@
+#include "actors/logging/log_format.hpp"
 #include "actors/service_notifier.hpp"
 #include "messages/errors.hpp"
 #include "messages/types.hpp"
 #include "tools/commands.hpp"
 #include "tools/node/config_check.hpp"
+#include "tools/node/config_reload.hpp"
 #include "tools/node/node.hpp"
 #include "tools/postgres/embedded_postgres.hpp"
 
@@ -24,17 +26,19 @@ namespace {
 
 using namespace std::chrono_literals;
 
-sigset_t stop_signals() {
+/// SIGINT and SIGTERM stop the node, SIGHUP reloads its config.
+sigset_t node_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGHUP);
   return set;
 }
 
-/// The signal that asked us to stop, if one came within `timeout`.
-std::optional<int> stop_signal_within(std::chrono::milliseconds timeout) {
-  auto set = stop_signals();
+/// The signal that came within `timeout`, if one did.
+std::optional<int> signal_within(std::chrono::milliseconds timeout) {
+  auto set = node_signals();
   timespec ts{static_cast<time_t>(timeout.count() / 1000),
               static_cast<long>((timeout.count() % 1000) * 1'000'000)};
   int sig = sigtimedwait(&set, nullptr, &ts);
@@ -76,12 +80,50 @@ int print_node_config(const std::string& file, const std::vector<std::string>& o
 
 void setup_logging(const std::string& level) {
   auto logger = spdlog::stderr_color_mt("taskmill");
-  logger->set_pattern("%Y-%m-%dT%H:%M:%S.%e %^%-5l%$ %v");
+  logger->set_formatter(make_log_formatter({}));
   logger->set_level(spdlog::level::from_str(level));
   spdlog::set_default_logger(logger);
 }
 
-int run_node(const config& cfg) {
+void setup_node_logging(const config& cfg) {
+  setup_logging(cfg.node.log_level);
+  spdlog::default_logger()->set_formatter(
+      make_log_formatter({cfg.node.log_format, cfg.node.name, stderr_is_journal()}));
+}
+
+namespace {
+
+/// Reads the config again and takes what a running node takes of it
+/// (reload_node), saying in the log what it took and what needs a restart;
+/// a config refused changes nothing. `loaded` is the config as last read
+/// (load_config's effective text), updated.
+void reload(caf::actor_system& sys, node_actors& node, const config_source& source,
+            std::string& loaded) {
+  const auto& name = node.cfg->node.name;
+  notify_service_manager("RELOADING=1");
+  std::string effective;
+  auto fresh = load_config(source.file, source.overrides, &effective);
+  if (!fresh) {
+    spdlog::error("node {}: SIGHUP: the config is refused, nothing changes:\n{}", name,
+                  error_message(fresh.error()));
+  } else if (auto changes = compare_configs(loaded, effective); changes.empty()) {
+    spdlog::info("node {}: SIGHUP: the config is as it was", name);
+  } else if (auto err = reload_node(sys, node, *fresh, changes)) {
+    spdlog::error("node {}: SIGHUP: {}; the node goes on as it was", name, error_message(err));
+  } else {
+    loaded = std::move(effective);
+    if (!changes.taken.empty())
+      spdlog::info("node {}: SIGHUP: took {}", name, fmt::join(changes.taken, ", "));
+    if (!changes.need_restart.empty())
+      spdlog::warn("node {}: SIGHUP: a restart takes {}", name,
+                   fmt::join(changes.need_restart, ", "));
+  }
+  notify_service_manager("READY=1");
+}
+
+}  // namespace
+
+int run_node(const config& cfg, const config_source& source) {
   std::optional<db::embedded_postgres> embedded;
   std::string conninfo = cfg.database.url;
   if (conninfo.empty()) {
@@ -100,8 +142,10 @@ int run_node(const config& cfg) {
 
   // Every thread started from here on inherits the mask; only sigtimedwait
   // takes these signals.
-  auto signals = stop_signals();
+  auto signals = node_signals();
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::string loaded;
+  load_config(source.file, source.overrides, &loaded);
 
   int exit_code = 0;
   {
@@ -114,9 +158,12 @@ int run_node(const config& cfg) {
     // PostgreSQL may take its time to come up: the node waits until it does
     // or it is told to stop, waiting all the same as far as a service
     // manager's watchdog is concerned.
-    auto node = start_node(sys, shared_cfg, conninfo, [] {
+    auto node = start_node(sys, shared_cfg, conninfo, [&] {
       notify_service_manager("WATCHDOG=1");
-      return !stop_signal_within(500ms);
+      auto sig = signal_within(500ms);
+      if (sig == SIGHUP)
+        spdlog::warn("node {}: SIGHUP while starting: the config is read as it was", cfg.node.name);
+      return !sig || sig == SIGHUP;
     });
     if (!node) {
       spdlog::error("node {}: {}", cfg.node.name, error_message(node.error()));
@@ -124,7 +171,11 @@ int run_node(const config& cfg) {
     } else {
       spdlog::info("node {}: running; stop with Ctrl-C or SIGTERM", cfg.node.name);
       exit_code = run_until_stopped(sys, *node, [&] {
-        auto sig = stop_signal_within(200ms);
+        auto sig = signal_within(200ms);
+        if (sig == SIGHUP) {
+          reload(sys, *node, source, loaded);
+          return false;
+        }
         if (sig) spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));
         return sig.has_value();
       });

@@ -24,12 +24,17 @@
 namespace taskmill {
 
 node_process::node_process(const std::string& binary, const std::string& name,
-                           const std::string& conninfo, const std::vector<std::string>& options)
+                           const std::string& conninfo, const std::vector<std::string>& options,
+                           const std::string& config_file)
     : name_(name),
       log_file_((std::filesystem::temp_directory_path() /
                  ("taskmill-" + name + "-" + std::to_string(getpid()) + ".log"))
                     .string()) {
   std::vector<std::string> args{binary, "node"};
+  if (!config_file.empty()) {
+    args.push_back("--config");
+    args.push_back(config_file);
+  }
   if (!conninfo.empty()) {
     args.push_back("--database");
     args.push_back(conninfo);

@@ -17,9 +17,10 @@ class node_process {
  public:
   /// Starts `binary node --database conninfo --set node.name=name` (no
   /// --database if `conninfo` is empty: the embedded default) with each
-  /// of `options` as a further `--set`; its output goes to `log_file`.
+  /// of `options` as a further `--set`, and `config_file` as --config if
+  /// given; its output goes to `log_file`.
   node_process(const std::string& binary, const std::string& name, const std::string& conninfo,
-               const std::vector<std::string>& options);
+               const std::vector<std::string>& options, const std::string& config_file = {});
   /// Stops it with SIGTERM if it still runs.
   ~node_process();
 

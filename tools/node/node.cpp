@@ -25,6 +25,7 @@
 #include "messages/refusal_log.hpp"
 #include "messages/types.hpp"
 #include "storage/storage.hpp"
+#include "tools/node/config_reload.hpp"
 #include "tools/node_process.hpp"
 
 #include <caf/actor_system.hpp>
@@ -120,27 +121,24 @@ pb::Job job_of(const job_config& j) {
   return job;
 }
 
-/// Writes the per-type settings and takes the node's name, before it claims
-/// anything. A run of the same name that just crashed holds the name until
-/// its lease ends.
-caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
-                                  const std::function<bool()>& keep_waiting) {
-  const auto& cfg = *node.cfg;
+/// Writes what the config puts in the database: the type settings and key
+/// spaces, and the jobs, each job checked before anything is written.
+caf::error write_settings(caf::actor_system& sys, const storage_actor& storage, const config& cfg,
+                          const std::function<bool()>& keep_waiting) {
   // Every job is checked before anything is written, so that a bad one
   // leaves the database as it was.
   auto jobs = config_jobs(cfg);
   if (!jobs) return jobs.error();
   for (const auto& job : *jobs) {
-    auto problem = ask_patiently<std::string>(sys, node.storage, keep_waiting,
+    auto problem = ask_patiently<std::string>(sys, storage, keep_waiting,
                                               "checking the config's jobs", check_job_atom_v, job);
     if (!problem || !problem->empty())
       return make_error(
           errc::invalid_argument,
           "jobs: " + job.name() + ": " + (problem ? *problem : error_message(problem.error())));
   }
-  auto configured =
-      ask_patiently<int32_t>(sys, node.storage, keep_waiting, "writing the type settings",
-                             configure_atom_v, type_settings(cfg));
+  auto configured = ask_patiently<int32_t>(sys, storage, keep_waiting, "writing the type settings",
+                                           configure_atom_v, type_settings(cfg));
   // The database owns the ranges; its refusal names the type ("any": the
   // defaults) and the field.
   if (!configured && is(configured.error(), errc::invalid_argument))
@@ -148,12 +146,22 @@ caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
                       "[defaults] or [types.*]: " + error_message(configured.error()));
   if (!configured) return configured.error();
   for (const auto& job : *jobs) {
-    auto put = ask_patiently<pb::JobPutResult>(sys, node.storage, keep_waiting,
+    auto put = ask_patiently<pb::JobPutResult>(sys, storage, keep_waiting,
                                                "writing the config's jobs", job_atom_v, job);
     if (!put)
       return make_error(errc::invalid_argument,
                         "jobs: " + job.name() + ": " + error_message(put.error()));
   }
+  return caf::none;
+}
+
+/// Writes the per-type settings and takes the node's name, before it claims
+/// anything. A run of the same name that just crashed holds the name until
+/// its lease ends.
+caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
+                                  const std::function<bool()>& keep_waiting) {
+  const auto& cfg = *node.cfg;
+  if (auto err = write_settings(sys, node.storage, cfg, keep_waiting)) return err;
   pb::NodeRegistration reg;
   node.incarnation = new_incarnation();
   reg.set_name(cfg.node.name);
@@ -307,7 +315,9 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     }
   }
 
-  node.limiter = spawn_limiter(sys, limiter_options_from(*cfg));
+  auto limiter_opts = limiter_options_from(*cfg);
+  set_limits(limiter_opts, type_settings(*cfg));
+  node.limiter = spawn_limiter(sys, std::move(limiter_opts));
   watch("limiter", node.limiter);
 
   node.metrics = std::make_shared<node_metrics>();
@@ -545,6 +555,24 @@ int run_until_stopped(caf::actor_system& sys, node_actors& node,
   }
   stop_node(sys, node);
   return status;
+}
+
+caf::error reload_node(caf::actor_system& sys, node_actors& node, const config& fresh,
+                       const config_changes& changes) {
+  if (changes.takes("node.log_level"))
+    spdlog::default_logger()->set_level(spdlog::level::from_str(fresh.node.log_level));
+  for (const char* in_database :
+       {"scheduling.global_limit", "defaults.", "types.", "key_spaces.", "jobs["})
+    if (changes.takes(in_database)) {
+      // Nothing is waited for: a refusal or an outage is the reload's to
+      // report, and the node goes on as it was.
+      if (auto err = write_settings(sys, node.storage, fresh, [] { return false; })) return err;
+      caf::anon_send(node.limiter, reload_atom_v, type_settings(fresh));
+      break;
+    }
+  if (changes.takes("alerts."))
+    caf::anon_send(node.alerter, reload_atom_v, alert_rules_json(fresh.alerts));
+  return caf::none;
 }
 
 void stop_node(caf::actor_system& sys, node_actors& node) {

@@ -15,6 +15,7 @@
 
 namespace taskmill {
 
+struct config_changes;
 class http_client;
 class http_server;
 struct node_metrics;
@@ -79,6 +80,14 @@ struct node_actors {
 caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<const config> cfg,
                                       const std::string& conninfo,
                                       const std::function<bool()>& keep_waiting);
+
+/// Takes what a running node takes of `fresh` (`changes.taken`, see
+/// tools/node/config_reload.hpp): the log level; the type settings, key
+/// spaces and jobs, written to the database as at start, and the running
+/// limits; the alert rules. On an error the database refused (or was away
+/// for) the settings, and the limits and rules stay as they were.
+caf::error reload_node(caf::actor_system& sys, node_actors& node, const config& fresh,
+                       const config_changes& changes);
 
 /// Stops the node cleanly: claiming and the API first; running executions get
 /// node.shutdown_grace to finish, what still runs then goes back to pending;
