@@ -12,6 +12,7 @@
 #include "actors/jobs/firing_plan.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "actors/logging/log_format.hpp"
+#include "actors/metrics/node_metrics.hpp"
 #include "messages/cluster_port.hpp"
 #include "messages/cluster_tls.hpp"
 #include "messages/errors.hpp"
@@ -29,6 +30,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <prometheus/counter.h>
 #include <spdlog/details/log_msg.h>
 
 #include <arpa/inet.h>
@@ -46,6 +48,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace taskmill;
@@ -1515,6 +1518,78 @@ BOOST_AUTO_TEST_CASE(what_a_running_node_takes_and_what_needs_a_restart) {
   auto removed = compare_configs(before, effective({"types.A.executor=noop"}));
   BOOST_CHECK(
       (removed.taken == options{"alerts.types.A", "key_spaces.t", "types.A.running_limit"}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(metric_labels)
+
+namespace {
+
+/// The distinct values of label `label` in the lines of `metric`.
+std::set<std::string> label_values(const std::string& text, const std::string& metric,
+                                   const std::string& label) {
+  std::set<std::string> out;
+  std::istringstream lines{text};
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(metric + "{", 0) != 0) continue;
+    auto at = line.find(label + "=\"");
+    if (at == std::string::npos) continue;
+    at += label.size() + 2;
+    out.insert(line.substr(at, line.find('"', at) - at));
+  }
+  return out;
+}
+
+}  // namespace
+
+// A flood of task type and job names: at most metric_names_limit of each
+// get series of their own, the rest share "(other)", nothing is lost.
+BOOST_AUTO_TEST_CASE(a_flood_of_names_shares_one_other_series) {
+  constexpr int names = 3 * static_cast<int>(metric_names_limit) / 2;
+  node_metrics node;
+  for (int i = 0; i < names; ++i) node.of_type("t" + std::to_string(i)).succeeded.Increment();
+  node.of_type("t0").succeeded.Increment();
+  auto own = label_values(node.render(), "taskmill_task_outcomes_total", "type");
+  BOOST_CHECK_EQUAL(own.size(), metric_names_limit + 1);
+  BOOST_CHECK(own.count("(other)"));
+  double succeeded = 0;
+  for (int i = 0; i < names; ++i)
+    succeeded += node.of_type("t" + std::to_string(i)).succeeded.Value();
+  BOOST_CHECK_EQUAL(node.of_type("t0").succeeded.Value(), 2);
+  BOOST_CHECK_EQUAL(node.of_type("t" + std::to_string(names - 1)).succeeded.Value(),
+                    names - static_cast<int>(metric_names_limit));
+
+  pb::Stats live;
+  for (int i = 0; i < names; ++i) {
+    auto& c = *live.add_counts();
+    c.set_type("t" + std::to_string(i));
+    c.set_status(pb::PENDING);
+    c.set_count(i + 1);
+  }
+  auto text = render_live_metrics(live);
+  auto types = label_values(text, "taskmill_tasks", "type");
+  BOOST_CHECK_EQUAL(types.size(), metric_names_limit + 1);
+  // The types with most tasks keep their names; the others sum up.
+  BOOST_CHECK(types.count("t" + std::to_string(names - 1)));
+  BOOST_CHECK(!types.count("t0"));
+  auto fewest = names - static_cast<int>(metric_names_limit);
+  BOOST_CHECK_MESSAGE(text.find("taskmill_tasks{status=\"pending\",type=\"(other)\"} " +
+                                std::to_string(fewest * (fewest + 1) / 2)) != std::string::npos,
+                      text.substr(0, 400));
+
+  pb::JobMetrics jobs;
+  for (int i = 0; i < names; ++i) {
+    auto& j = *jobs.add_jobs();
+    j.set_job("j" + std::to_string(1000 + i));
+    (*j.mutable_firings())["fired"] = 1;
+    j.set_last_fired_us(1);
+  }
+  auto job_text = render_job_metrics(jobs);
+  BOOST_CHECK_EQUAL(label_values(job_text, "taskmill_job_firings_total", "job").size(),
+                    metric_names_limit + 1);
+  BOOST_CHECK_EQUAL(label_values(job_text, "taskmill_job_last_fired_seconds", "job").size(),
+                    metric_names_limit);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

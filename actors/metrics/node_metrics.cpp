@@ -9,7 +9,11 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <algorithm>
 #include <map>
+#include <set>
+#include <utility>
+#include <vector>
 
 namespace taskmill {
 
@@ -86,19 +90,21 @@ prometheus::Counter& node_metrics::cluster_refused(const std::string& reason) {
 type_metrics& node_metrics::of_type(const std::string& type) {
   std::lock_guard<std::mutex> guard{types_mutex_};
   if (auto it = types_.find(type); it != types_.end()) return it->second;
+  const std::string name = types_.size() < metric_names_limit ? type : other_names_label;
+  if (auto it = types_.find(name); it != types_.end()) return it->second;
   // Executions run from under a millisecond (built-ins) to minutes (HTTP
   // work); pickups from a millisecond (woken) to the poll interval and beyond.
   static const prometheus::Histogram::BucketBoundaries execution{
       0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300};
   static const prometheus::Histogram::BucketBoundaries pickup{
       0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 60};
-  auto outcome = [&](const char* name) -> prometheus::Counter& {
-    return task_outcomes_.Add({{"type", type}, {"outcome", name}});
+  auto outcome = [&](const char* outcome) -> prometheus::Counter& {
+    return task_outcomes_.Add({{"type", name}, {"outcome", outcome}});
   };
   return types_
-      .emplace(type, type_metrics{outcome("succeeded"), outcome("retry"), outcome("fail"),
-                                  execution_seconds_.Add({{"type", type}}, execution),
-                                  pickup_seconds_.Add({{"type", type}}, pickup)})
+      .emplace(name, type_metrics{outcome("succeeded"), outcome("retry"), outcome("fail"),
+                                  execution_seconds_.Add({{"type", name}}, execution),
+                                  pickup_seconds_.Add({{"type", name}}, pickup)})
       .first->second;
 }
 
@@ -122,7 +128,18 @@ std::string render_job_metrics(const pb::JobMetrics& jobs) {
                    .Name("taskmill_job_next_fire_seconds")
                    .Help("When each job fires next, seconds since the epoch")
                    .Register(r);
-  for (const auto& job : jobs.jobs()) {
+  std::vector<const pb::JobMetric*> by_name;
+  for (const auto& job : jobs.jobs()) by_name.push_back(&job);
+  std::sort(by_name.begin(), by_name.end(),
+            [](const auto* a, const auto* b) { return a->job() < b->job(); });
+  for (size_t i = 0; i < by_name.size(); ++i) {
+    const auto& job = *by_name[i];
+    if (i >= metric_names_limit) {
+      for (const auto& [outcome, n] : job.firings())
+        firings.Add({{"job", other_names_label}, {"outcome", outcome}})
+            .Increment(static_cast<double>(n));
+      continue;
+    }
     for (const auto& [outcome, n] : job.firings())
       firings.Add({{"job", job.job()}, {"outcome", outcome}}).Increment(static_cast<double>(n));
     if (job.has_last_fired_us())
@@ -163,9 +180,21 @@ std::string render_live_metrics(const pb::Stats& live) {
                     .Name("taskmill_tasks")
                     .Help("Pending, failed and running tasks by type, cluster-wide")
                     .Register(r);
+  // The types with most live tasks keep their names.
+  std::map<std::string, int64_t> per_type;
+  for (const auto& c : live.counts()) per_type[c.type()] += c.count();
+  std::vector<std::pair<int64_t, std::string>> ranked;
+  for (const auto& [type, n] : per_type) ranked.emplace_back(-n, type);
+  std::sort(ranked.begin(), ranked.end());
+  std::set<std::string> named;
+  for (size_t i = 0; i < ranked.size() && i < metric_names_limit; ++i)
+    named.insert(ranked[i].second);
+  std::map<std::pair<std::string, std::string>, double> counts;
   for (const auto& c : live.counts())
-    tasks.Add({{"type", c.type()}, {"status", status_name(c.status())}})
-        .Set(static_cast<double>(c.count()));
+    counts[{named.count(c.type()) ? c.type() : std::string{other_names_label},
+            status_name(c.status())}] += static_cast<double>(c.count());
+  for (const auto& [labels, n] : counts)
+    tasks.Add({{"type", labels.first}, {"status", labels.second}}).Set(n);
   auto& used = prometheus::BuildGauge()
                    .Name("taskmill_limit_used")
                    .Help("Running tasks counted against each running limit")

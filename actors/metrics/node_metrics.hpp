@@ -3,6 +3,7 @@
 // The node's Prometheus metrics. Counters are atomic, so actors update them
 // directly; GET /metrics renders them.
 
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,13 @@ class Family;
 }  // namespace prometheus
 
 namespace taskmill {
+
+/// Task types and jobs with series of their own in /metrics; the others share
+/// type="(other)" or job="(other)", so that a flood of distinct names (from
+/// submits, jobs put through the API) grows neither a node's memory nor its
+/// scrapes without bound.
+inline constexpr size_t metric_names_limit = 100;
+inline constexpr const char* other_names_label = "(other)";
 
 /// The metrics of one task type on this node.
 struct type_metrics {
@@ -62,7 +70,8 @@ struct node_metrics {
   prometheus::Counter& http_requests;
   prometheus::Counter& http_errors;
 
-  /// The metrics of `type`, made at its first use. Thread-safe.
+  /// The metrics of `type`, made at its first use; past metric_names_limit
+  /// types, those of "(other)". Thread-safe.
   type_metrics& of_type(const std::string& type);
 
   /// Callers refused on the cluster port, by reason (a fixed set: see
@@ -82,7 +91,8 @@ struct node_metrics {
 };
 
 /// Each job's firings by outcome and its last and next fire time, as the
-/// ledger has them (the same on every node), in Prometheus text.
+/// ledger has them (the same on every node), in Prometheus text; past
+/// metric_names_limit jobs (by name), the others' firings as "(other)".
 std::string render_job_metrics(const pb::JobMetrics& jobs);
 
 /// Alerts by kind and their deliveries by state, as stored, in Prometheus
@@ -92,7 +102,8 @@ std::string render_alert_metrics(const pb::AlertMetrics& alerts);
 /// This node's peer links by kind and state, in Prometheus text.
 std::string render_link_metrics(const pb::PeerLinks& links);
 
-/// Live tasks per type and status (the counts) and the use of each running
+/// Live tasks per type and status (the counts; past metric_names_limit
+/// types, those with fewest tasks as "(other)") and the use of each running
 /// limit (the limiter entries), in Prometheus text.
 std::string render_live_metrics(const pb::Stats& live);
 
