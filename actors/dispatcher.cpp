@@ -350,7 +350,8 @@ bool stop(self_ptr self, const pb::CancelNotice& cancel) {
             caf::anon_send(storage, cancels_told_atom_v, std::move(heard));
             return;
           }
-          log_scope about{log_fields::of_attempt(cancel.task_id(), cancel.attempt())};
+          log_scope about{
+              log_fields::of_attempt(cancel.task_id(), cancel.attempt(), cancel.type())};
           spdlog::warn(
               "dispatcher: the cancel of task {} attempt {} went unheard ({}); it is "
               "sent again later",

@@ -7,6 +7,7 @@
 
 #include <systemd/sd-daemon.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 
@@ -21,6 +22,12 @@ void notify_service_manager(const std::string& state) {
   if (!under_service_manager()) return;
   if (int rc = sd_notify(0, state.c_str()); rc < 0)
     spdlog::warn("node: cannot notify the service manager: {}", std::strerror(-rc));
+}
+
+void tell_service_status(const std::string& status) {
+  auto line = status;
+  std::replace(line.begin(), line.end(), '\n', ' ');
+  notify_service_manager("STATUS=" + line);
 }
 
 std::optional<std::chrono::microseconds> service_watchdog() {
@@ -46,7 +53,7 @@ constexpr auto readiness_patience = 2s;
 constexpr auto readiness_retry = 250ms;
 
 void check_ready(self_ptr self) {
-  self->request(self->state.options.readiness, readiness_patience, ready_atom_v,
+  self->request(self->state.options.readiness, readiness_patience + 1s, ready_atom_v,
                 caf::timespan{readiness_patience})
       .then(
           [self](const std::string& problem) {
@@ -56,7 +63,7 @@ void check_ready(self_ptr self) {
                            self->state.options.node);
               return;
             }
-            notify_service_manager("STATUS=not ready: " + problem);
+            tell_service_status("not ready: " + problem);
             self->delayed_send(self, readiness_retry, ready_atom_v);
           },
           [self](const caf::error&) { self->delayed_send(self, readiness_retry, ready_atom_v); });
@@ -87,7 +94,15 @@ void check_alive(self_ptr self) {
 service_notifier_actor::behavior_type service_notifier(self_ptr self,
                                                        service_notifier_options options) {
   self->state.options = std::move(options);
-  self->state.watchdog = service_watchdog();
+  auto& st = self->state;
+  st.watchdog = service_watchdog();
+  if (st.watchdog && *st.watchdog / 2 <= st.options.statement_timeout)
+    spdlog::warn(
+        "node {}: the watchdog ({} ms) is under twice database.statement_timeout ({} ms): a "
+        "statement running to its timeout gets the node restarted",
+        st.options.node,
+        std::chrono::duration_cast<std::chrono::milliseconds>(*st.watchdog).count(),
+        st.options.statement_timeout.count());
   self->send(self, ready_atom_v);
   if (self->state.watchdog) self->send(self, alive_atom_v);
   return {

@@ -19,8 +19,12 @@ namespace taskmill {
 bool under_service_manager();
 
 /// Sends the service manager `state`: newline-separated assignments such as
-/// "READY=1", "STOPPING=1", "STATUS=..."; nothing without one.
+/// "READY=1", "STOPPING=1"; nothing without one.
 void notify_service_manager(const std::string& state);
+
+/// Sends the service manager STATUS=`status` (systemctl status shows it),
+/// on one line whatever `status` holds.
+void tell_service_status(const std::string& status);
 
 /// How often the service manager wants to be told the node is alive
 /// ($WATCHDOG_USEC, for this process), if it does.
@@ -29,6 +33,9 @@ std::optional<std::chrono::microseconds> service_watchdog();
 struct service_notifier_options {
   readiness_actor readiness;
   std::string node;
+  /// The longest a storage connection may be busy with one statement
+  /// (database.statement_timeout), which the watchdog must outlast.
+  std::chrono::milliseconds statement_timeout{0};
 };
 
 /// Tells the service manager READY=1 once the node is ready (as /readyz

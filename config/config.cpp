@@ -403,10 +403,11 @@ std::vector<std::string> read_sections(const toml::table& root, config& cfg, tom
       if (weights->size() != 5) r.fail("weights", "must list 5 weights, for priorities 1 to 5");
       for (size_t i = 0; i < weights->size() && i < 5; ++i) {
         auto w = (*weights)[i].value<int64_t>();
-        if (!w || *w < 1 || *w > 1000)
+        if (!w || *w < 1 || *w > 1000) {
           r.fail("weights", "must be integers from 1 to 1000");
-        else
-          s.weights[i] = static_cast<int>(*w);
+          break;
+        }
+        s.weights[i] = static_cast<int>(*w);
       }
     }
     r.echo_list("weights", std::vector<int64_t>(s.weights.begin(), s.weights.end()));
@@ -644,16 +645,34 @@ caf::expected<std::pair<std::string, uint16_t>> parse_listen_address(const std::
 
 namespace {
 
-/// The options read (`shown`) as TOML, with the name the node takes and its
-/// secrets masked.
-std::string effective_toml(toml::table& shown, const config& cfg) {
-  auto set = [&](const char* section, const char* key, const std::string& value) {
-    if (auto table = shown.get_as<toml::table>(section)) table->insert_or_assign(key, value);
-  };
-  set("node", "name", cfg.node.name);
-  set("database", "url", redact_conninfo(cfg.database.url));
-  if (!cfg.api.token.empty()) set("api", "token", "***");
-  if (!cfg.cluster.secret.empty()) set("cluster", "secret", "***");
+/// The options read (`shown`) as TOML, with the name the node takes and,
+/// when `masked`, its secrets masked.
+std::string effective_toml(toml::table& shown, const config& cfg, bool masked) {
+  auto section = [&](const char* name) { return shown.get_as<toml::table>(name); };
+  if (auto node = section("node")) node->insert_or_assign("name", cfg.node.name);
+  if (masked) {
+    if (auto database = section("database"))
+      database->insert_or_assign("url", redact_conninfo(cfg.database.url));
+    if (auto api = section("api"); api && !cfg.api.token.empty())
+      api->insert_or_assign("token", "***");
+    if (auto cluster = section("cluster"); cluster && !cfg.cluster.secret.empty())
+      cluster->insert_or_assign("secret", "***");
+    auto mask_urls = [](toml::table& type) {
+      for (const char* key : {"url", "cancel_url"})
+        if (auto url = type.get_as<std::string>(key)) *url = redact_conninfo(url->get());
+    };
+    if (auto defaults = section("defaults")) mask_urls(*defaults);
+    if (auto types = section("types"))
+      for (auto&& [name, type] : *types)
+        if (auto table = type.as_table()) mask_urls(*table);
+    // A webhook's path is often its credential (Slack's, Teams').
+    if (auto alerts = section("alerts"))
+      if (auto hooks = alerts->get_as<toml::array>("webhooks"))
+        for (auto& hook : *hooks)
+          if (auto url = hook.as_string())
+            if (auto parsed = parse_http_url(url->get()))
+              *url = "http://" + parsed->authority + "/***";
+  }
   std::ostringstream out;
   out << shown << "\n";
   return out.str();
@@ -662,8 +681,8 @@ std::string effective_toml(toml::table& shown, const config& cfg) {
 }  // namespace
 
 caf::expected<config> load_config(const std::string& path,
-                                  const std::vector<std::string>& overrides,
-                                  std::string* effective) {
+                                  const std::vector<std::string>& overrides, std::string* effective,
+                                  secrets shown_secrets) {
   toml::table root;
   std::string where = path.empty() ? "defaults" : path;
   if (!path.empty()) {
@@ -692,7 +711,7 @@ caf::expected<config> load_config(const std::string& path,
     return config_error(where, all);
   }
   if (cfg.node.name.empty()) cfg.node.name = default_node_name(cfg);
-  if (effective) *effective = effective_toml(shown, cfg);
+  if (effective) *effective = effective_toml(shown, cfg, shown_secrets == secrets::masked);
   return cfg;
 }
 

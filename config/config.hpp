@@ -247,15 +247,20 @@ struct config {
   const task_type_config& type_config(const std::string& type) const;
 };
 
+/// Whether load_config's `effective` text shows the secrets.
+enum class secrets { masked, shown };
+
 /// Reads `path` (none: defaults only), applies `overrides` ("section.key=value",
 /// the value in TOML syntax or a bare string), then the environment. The
 /// error lists every problem, one a line, each naming the file, the key and
 /// what is wrong. Given `effective`, writes there the configuration as the
-/// node uses it, as TOML: every option, read or defaulted, with the secrets
-/// (api.token, cluster.secret, database.url's password) masked.
+/// node uses it, as TOML: every option, read or defaulted; `masked`, without
+/// its secrets (api.token, cluster.secret, passwords in database.url and the
+/// types' URLs, the webhooks' paths), for people to read.
 caf::expected<config> load_config(const std::string& path,
                                   const std::vector<std::string>& overrides,
-                                  std::string* effective = nullptr);
+                                  std::string* effective = nullptr,
+                                  secrets shown = secrets::masked);
 
 /// The alert rules as storage/sql/alerts.sql reads them (JSON).
 std::string alert_rules_json(const config::alerts_section& alerts);

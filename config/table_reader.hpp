@@ -26,8 +26,6 @@ class table_reader {
   table_reader(const toml::table* table, std::string prefix, toml::table* echo = nullptr)
       : table_(table), prefix_(std::move(prefix)), echo_(echo) {}
 
-  /// The first problem found, or empty.
-  std::string error() const { return problems_.empty() ? std::string{} : problems_.front(); }
   const std::vector<std::string>& problems() const { return problems_; }
 
   /// The reader of sub-table `key`.
@@ -36,7 +34,7 @@ class table_reader {
   /// The reader of `node` (which must be a table), found by hand under `key`
   /// of sub-table `parent`: an entry of a map of tables.
   table_reader entry(const char* parent, const toml::node& node, const std::string& key) {
-    if (!node.is_table()) fail(std::string{parent} + "." + key, "must be a table");
+    if (!node.is_table()) return not_a_table(std::string{parent} + "." + key);
     toml::table* echo = nullptr;
     if (auto map = echo_table(parent)) {
       map->insert_or_assign(key, toml::table{});
@@ -48,7 +46,7 @@ class table_reader {
   /// The reader of `node`, the `index`th table of the array `key`.
   table_reader element(const char* key, const toml::node& node, size_t index) {
     auto where = std::string{key} + "[" + std::to_string(index) + "]";
-    if (!node.is_table()) fail(where, "must be a table");
+    if (!node.is_table()) return not_a_table(where);
     toml::table* echo = nullptr;
     if (echo_) {
       if (!echo_->contains(key)) echo_->insert(key, toml::array{});
@@ -202,7 +200,8 @@ class table_reader {
   }
 
   void fail(const std::string& key, const std::string& what) {
-    problems_.push_back("'" + path(key) + "' " + what);
+    // An entry that is no table is that one problem, not one a missing key.
+    if (!skipped_) problems_.push_back("'" + path(key) + "' " + what);
   }
 
   /// Adds the problems another reader found (or one found by hand).
@@ -219,6 +218,15 @@ class table_reader {
     seen_.insert(key);
     if (!table_) return nullptr;
     return table_->get(key);
+  }
+
+  /// Reports `where` (under this table) as not a table, and answers a reader
+  /// of nothing that reports nothing.
+  table_reader not_a_table(const std::string& where) {
+    fail(where, "must be a table");
+    table_reader nothing{nullptr, path(where)};
+    nothing.skipped_ = true;
+    return nothing;
   }
 
   toml::table* echo_table(const char* key) {
@@ -241,6 +249,7 @@ class table_reader {
   toml::table* echo_;
   std::set<std::string> seen_;
   std::vector<std::string> problems_;
+  bool skipped_ = false;
 };
 
 }  // namespace taskmill

@@ -838,6 +838,11 @@ url = "postgresql://scheduler:hunter2@db.example/tasks"
 statement_timeout = "45s"
 [types.A]
 executor = "noop"
+[types.H]
+executor = "http"
+url = "http://robot:s3cret@hooks.example:8080/run"
+[alerts]
+webhooks = ["http://chat.example/services/T0/B0/XyZ"]
 )"};
   auto r = run_binary(
       {"node", "--print-config", "--config", given.path.string(), "--set", "api.token=sesame"},
@@ -848,7 +853,10 @@ executor = "noop"
                      "url = 'postgresql://scheduler:***@db.example/tasks'", "[scheduling]",
                      "weights = [ 16, 8, 4, 2, 1 ]"})
     BOOST_CHECK_MESSAGE(r.out.find(shown) != std::string::npos, shown << " in\n" << r);
-  for (auto secret : {"hunter2", "sesame'", "opensesame"})
+  for (auto shown : {"url = 'http://robot:***@hooks.example:8080/run'",
+                     "webhooks = [ 'http://chat.example/***' ]"})
+    BOOST_CHECK_MESSAGE(r.out.find(shown) != std::string::npos, shown << " in\n" << r);
+  for (auto secret : {"hunter2", "sesame'", "opensesame", "s3cret", "XyZ"})
     BOOST_CHECK_MESSAGE(r.out.find(secret) == std::string::npos, secret << " shown in\n" << r);
   r = run_binary({"node", "--print-config", "--set", "scheduling.batch_size=0"});
   BOOST_CHECK_MESSAGE(r.exit_code == 2, r);
@@ -943,7 +951,7 @@ type = "S"
     return std::string{std::istreambuf_iterator<char>{in}, {}};
   };
   BOOST_CHECK_MESSAGE(
-      contains(log(), "SIGHUP: took alerts.failure_rate, jobs[0], types.S.running_limit"), log());
+      contains(log(), "SIGHUP: took alerts.failure_rate, jobs[j], types.S.running_limit"), log());
   BOOST_CHECK_MESSAGE(contains(log(), "SIGHUP: a restart takes api.token"), log());
 
   write(file.path, sleepy + "running_limit = 1\nbogus = 1\n");

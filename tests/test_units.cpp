@@ -1407,10 +1407,11 @@ BOOST_AUTO_TEST_CASE(json_lines_carry_the_actor_node_and_what_they_are_about) {
 
   std::string job = "nightly";
   {
-    log_scope attempt{log_fields::of_attempt(42, 3)};
+    log_scope attempt{log_fields::of_attempt(42, 3, "EMAIL")};
     auto a = nlohmann::json::parse(formatted(json, spdlog::level::info, "dispatcher: x"));
     BOOST_CHECK_EQUAL(a["task_id"], 42);
     BOOST_CHECK_EQUAL(a["attempt"], 3);
+    BOOST_CHECK_EQUAL(a["type"], "EMAIL");
     log_scope inner{log_fields::of_job(job)};
     BOOST_CHECK_EQUAL(nlohmann::json::parse(formatted(json, spdlog::level::info, "cron: y"))["job"],
                       "nightly");
@@ -1471,7 +1472,7 @@ namespace {
 /// The effective config of `overrides`, as a node reads it again on SIGHUP.
 std::string effective(const std::vector<std::string>& overrides) {
   std::string text;
-  auto cfg = load_config("", overrides, &text);
+  auto cfg = load_config("", overrides, &text, secrets::shown);
   if (!cfg) BOOST_FAIL(error_message(cfg.error()));
   return text;
 }
@@ -1481,13 +1482,18 @@ using options = std::vector<std::string>;
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(what_a_running_node_takes_and_what_needs_a_restart) {
-  options base{"types.A.executor=noop", "types.A.running_limit=1", "key_spaces.t.limit=2",
-               "alerts.types.A.dead_task=true"};
+  options base{"types.A.executor=noop",
+               "types.A.running_limit=1",
+               "types.A-bulk.executor=noop",
+               "key_spaces.t.limit=2",
+               "alerts.types.A.dead_task=true",
+               "jobs=[{name = 'j', schedule = '* * * * *', "
+               "type = 'A'}]"};
   auto before = effective(base);
-  BOOST_CHECK(compare_configs(before, before).empty());
+  BOOST_CHECK(compare_configs(before, before, before).empty());
   auto with = [&](options more) {
     more.insert(more.begin(), base.begin(), base.end());
-    return compare_configs(before, effective(more));
+    return compare_configs(before, before, effective(more));
   };
   auto taken = [&](options more, options expected) {
     auto changes = with(std::move(more));
@@ -1504,20 +1510,40 @@ BOOST_AUTO_TEST_CASE(what_a_running_node_takes_and_what_needs_a_restart) {
   taken({"types.A.running_limit=5"}, {"types.A.running_limit"});
   taken({"node.log_level=debug"}, {"node.log_level"});
   taken({"scheduling.global_limit=100"}, {"scheduling.global_limit"});
-  taken({"defaults.max_retries=7"}, {"defaults.max_retries", "types.A.max_retries"});
+  taken({"defaults.max_retries=7"},
+        {"defaults.max_retries", "types.A-bulk.max_retries", "types.A.max_retries"});
   taken({"key_spaces.t.limit=4"}, {"key_spaces.t.limit"});
   taken({"key_spaces.u.limit=4"}, {"key_spaces.u"});
   taken({"alerts.failure_rate=0.5"}, {"alerts.failure_rate"});
   taken({"alerts.types.A.dead_task=false"}, {"alerts.types.A.dead_task"});
-  taken({"jobs=[{name = 'j', schedule = '* * * * *', type = 'A'}]"}, {"jobs[0]"});
+  taken({"jobs=[{name = 'j', schedule = '0 * * * *', type = 'A'}]"}, {"jobs[j].schedule"});
+  taken({"jobs=[{name = 'k', schedule = '* * * * *', type = 'A'}, {name = 'j', schedule = "
+         "'* * * * *', type = 'A'}]"},
+        {"jobs[k]"});
   restart({"types.A.executor=fail"}, {"types.A.executor"});
   restart({"types.B.executor=noop"}, {"types.B"});
   restart({"api.listen=127.0.0.1:9"}, {"api.listen", "node.name"});
+  restart({"api.token=rotated"}, {"api.token"});
+  restart({"database.url=postgresql://u:other@h/db"}, {"database.url"});
   restart({"alerts.webhooks=['http://h/x']"}, {"alerts.webhooks"});
   restart({"scheduling.batch_size=7"}, {"scheduling.batch_size"});
-  auto removed = compare_configs(before, effective({"types.A.executor=noop"}));
-  BOOST_CHECK(
-      (removed.taken == options{"alerts.types.A", "key_spaces.t", "types.A.running_limit"}));
+
+  // Gone from the file: the rules and limits are taken, jobs and key spaces
+  // stay in the database.
+  auto removed = compare_configs(
+      before, before, effective({"types.A.executor=noop", "types.A-bulk.executor=noop"}));
+  BOOST_CHECK((removed.taken == options{"alerts.types.A", "types.A.running_limit"}));
+  BOOST_CHECK((removed.stay == options{"jobs[j]", "key_spaces.t"}));
+
+  // What a restart takes is said at every reload until then; what was
+  // taken, once.
+  auto moved = effective({base[0], base[1], base[2], base[3], base[4], base[5],
+                          "api.listen=127.0.0.1:9", "types.A.running_limit=3"});
+  auto first = compare_configs(before, before, moved);
+  BOOST_CHECK((first.taken == options{"types.A.running_limit"}));
+  auto again = compare_configs(before, moved, moved);
+  BOOST_CHECK(again.taken.empty());
+  BOOST_CHECK((again.need_restart == options{"api.listen", "node.name"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

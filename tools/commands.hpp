@@ -9,10 +9,12 @@
 
 namespace taskmill {
 
-/// Where a node's config comes from, to read it again on SIGHUP.
+/// Where a node's config comes from, to read it again on SIGHUP, and what
+/// it read at start (load_config's effective text, secrets shown).
 struct config_source {
   std::string file;
   std::vector<std::string> overrides;
+  std::string started;
 };
 
 /// `taskmill node`: runs a node until SIGINT or SIGTERM, reading its config

@@ -164,13 +164,14 @@ int main(int argc, char** argv) {
       return taskmill::check_node_config(config_file, overrides);
     }
     if (print_config) return taskmill::print_node_config(config_file, overrides);
-    auto cfg = taskmill::load_config(config_file, overrides);
+    std::string effective;
+    auto cfg = taskmill::load_config(config_file, overrides, &effective, taskmill::secrets::shown);
     if (!cfg) {
       std::cerr << taskmill::error_message(cfg.error()) << "\n";
       return 2;
     }
     taskmill::setup_node_logging(*cfg);
-    return taskmill::run_node(*cfg, {config_file, overrides});
+    return taskmill::run_node(*cfg, {config_file, overrides, effective});
   }
   return client ? client() : 0;
 }

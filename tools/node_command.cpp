@@ -94,26 +94,31 @@ void setup_node_logging(const config& cfg) {
 namespace {
 
 /// Reads the config again and takes what a running node takes of it
-/// (reload_node), saying in the log what it took and what needs a restart;
-/// a config refused changes nothing. `loaded` is the config as last read
-/// (load_config's effective text), updated.
+/// (reload_node), saying in the log what it took, what needs a restart and
+/// what stays in the database; a config refused changes nothing. `applied`
+/// is the config as last taken (load_config's effective text), updated.
 void reload(caf::actor_system& sys, node_actors& node, const config_source& source,
-            std::string& loaded) {
+            std::string& applied) {
   const auto& name = node.cfg->node.name;
   notify_service_manager("RELOADING=1");
   std::string effective;
-  auto fresh = load_config(source.file, source.overrides, &effective);
+  auto fresh = load_config(source.file, source.overrides, &effective, secrets::shown);
   if (!fresh) {
     spdlog::error("node {}: SIGHUP: the config is refused, nothing changes:\n{}", name,
                   error_message(fresh.error()));
-  } else if (auto changes = compare_configs(loaded, effective); changes.empty()) {
-    spdlog::info("node {}: SIGHUP: the config is as it was", name);
+  } else if (auto changes = compare_configs(source.started, applied, effective); changes.empty()) {
+    spdlog::info("node {}: SIGHUP: the config is as the node runs it", name);
   } else if (auto err = reload_node(sys, node, *fresh, changes)) {
-    spdlog::error("node {}: SIGHUP: {}; the node goes on as it was", name, error_message(err));
+    spdlog::error("node {}: SIGHUP: {}", name, error_message(err));
   } else {
-    loaded = std::move(effective);
+    applied = std::move(effective);
     if (!changes.taken.empty())
       spdlog::info("node {}: SIGHUP: took {}", name, fmt::join(changes.taken, ", "));
+    if (!changes.stay.empty())
+      spdlog::warn(
+          "node {}: SIGHUP: gone from the file, kept in the database (delete them "
+          "through the API): {}",
+          name, fmt::join(changes.stay, ", "));
     if (!changes.need_restart.empty())
       spdlog::warn("node {}: SIGHUP: a restart takes {}", name,
                    fmt::join(changes.need_restart, ", "));
@@ -124,6 +129,12 @@ void reload(caf::actor_system& sys, node_actors& node, const config_source& sour
 }  // namespace
 
 int run_node(const config& cfg, const config_source& source) {
+  // Every thread started from here on inherits the mask; only sigtimedwait
+  // takes these signals.
+  auto signals = node_signals();
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::string applied = source.started;
+
   std::optional<db::embedded_postgres> embedded;
   std::string conninfo = cfg.database.url;
   if (conninfo.empty()) {
@@ -140,13 +151,6 @@ int run_node(const config& cfg, const config_source& source) {
     conninfo = embedded->conninfo();
   }
 
-  // Every thread started from here on inherits the mask; only sigtimedwait
-  // takes these signals.
-  auto signals = node_signals();
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-  std::string loaded;
-  load_config(source.file, source.overrides, &loaded);
-
   int exit_code = 0;
   {
     caf::actor_system_config sys_cfg;
@@ -156,10 +160,10 @@ int run_node(const config& cfg, const config_source& source) {
     caf::actor_system sys{sys_cfg};
     auto shared_cfg = std::make_shared<const config>(cfg);
     // PostgreSQL may take its time to come up: the node waits until it does
-    // or it is told to stop, waiting all the same as far as a service
-    // manager's watchdog is concerned.
+    // or it is told to stop. (A service manager's watchdog starts with the
+    // first WATCHDOG=1, which the node sends once ready; TimeoutStartSec
+    // bounds the wait.)
     auto node = start_node(sys, shared_cfg, conninfo, [&] {
-      notify_service_manager("WATCHDOG=1");
       auto sig = signal_within(500ms);
       if (sig == SIGHUP)
         spdlog::warn("node {}: SIGHUP while starting: the config is read as it was", cfg.node.name);
@@ -173,7 +177,7 @@ int run_node(const config& cfg, const config_source& source) {
       exit_code = run_until_stopped(sys, *node, [&] {
         auto sig = signal_within(200ms);
         if (sig == SIGHUP) {
-          reload(sys, *node, source, loaded);
+          reload(sys, *node, source, applied);
           return false;
         }
         if (sig) spdlog::info("node {}: {} received, stopping", cfg.node.name, strsignal(*sig));

@@ -68,17 +68,17 @@ class json_formatter final : public spdlog::formatter {
 
   void format(const spdlog::details::log_msg& msg, spdlog::memory_buf_t& dest) override {
     auto [actor, message] = split_actor({msg.payload.data(), msg.payload.size()});
-    nlohmann::ordered_json line{{"time", iso_time(msg.time)},
-                        {"level", std::string{spdlog::level::to_string_view(msg.level).data(),
-                                              spdlog::level::to_string_view(msg.level).size()}},
-                        {"node", options_.node}};
+    nlohmann::ordered_json line{
+        {"time", iso_time(msg.time)},
+        {"level", std::string{spdlog::level::to_string_view(msg.level).data(),
+                              spdlog::level::to_string_view(msg.level).size()}},
+        {"node", options_.node}};
     if (!actor.empty()) line["actor"] = actor;
     line["message"] = message;
     if (const auto* f = current_fields) {
       if (f->task_id != 0) line["task_id"] = f->task_id;
       if (f->attempt != 0) line["attempt"] = f->attempt;
       if (!f->type.empty()) line["type"] = f->type;
-      if (!f->trace_id.empty()) line["trace_id"] = f->trace_id;
       if (!f->job.empty()) line["job"] = f->job;
     }
     std::string text;
@@ -136,7 +136,7 @@ bool stderr_is_journal() {
   if (!stream) return false;
   unsigned long long device = 0, inode = 0;
   if (std::sscanf(stream, "%llu:%llu", &device, &inode) != 2) return false;
-  struct stat st{};
+  struct stat st {};
   return fstat(2, &st) == 0 && st.st_dev == device && st.st_ino == inode;
 }
 

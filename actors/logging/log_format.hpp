@@ -23,13 +23,13 @@ struct log_fields {
   int64_t task_id = 0;
   int32_t attempt = 0;
   std::string_view type;
-  std::string_view trace_id;
   std::string_view job;
 
-  static log_fields of_attempt(int64_t task_id, int32_t attempt) {
+  static log_fields of_attempt(int64_t task_id, int32_t attempt, std::string_view type) {
     log_fields f;
     f.task_id = task_id;
     f.attempt = attempt;
+    f.type = type;
     return f;
   }
   static log_fields of_job(std::string_view job) {

@@ -52,7 +52,7 @@ done
 sed "s#/usr/bin/taskmill#$root/usr/bin/taskmill#" "$root/$unit" >"$work/taskmill.service"
 verify=$(systemd-analyze verify "$work/taskmill.service" 2>&1) || fail "systemd-analyze verify: $verify"
 [ -z "$verify" ] || fail "systemd-analyze verify: $verify"
-for setting in Type=notify WatchdogSec= Restart=on-failure ProtectSystem=strict \
+for setting in Type=notify WatchdogSec= Restart=on-failure KillMode=mixed ProtectSystem=strict \
                NoNewPrivileges=yes PrivateTmp=yes StateDirectory=taskmill; do
   grep -q "^$setting" "$work/taskmill.service" || fail "the unit lacks $setting"
 done

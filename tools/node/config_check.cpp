@@ -91,6 +91,44 @@ bool check_in_database(db::connection& conn, const std::string& what, const std:
   return true;
 }
 
+/// Opens the transaction the checks run in. A database without taskmill's
+/// schema gets this build's, to be rolled back with the rest; one behind
+/// this build's is checked as it is: migrating it would lock what running
+/// nodes use until the check ends.
+bool prepare_schema(db::connection& conn, config_check& out) {
+  auto state = conn.exec(
+      "SELECT to_regclass('taskmill.schema_migrations') IS NULL, "
+      "(SELECT max(version) FROM taskmill.schema_migrations), "
+      "(SELECT max(generation) FROM taskmill.schema_definitions)");
+  if (!state) {
+    // Without the tables the query cannot be planned: a fresh database.
+    state = conn.exec("SELECT true, 0, 0");
+  }
+  if (!state) {
+    out.problems.push_back("database: " + error_message(state.error()));
+    return false;
+  }
+  if (state->string(0, 0) == "t") {
+    auto version = db::apply_migrations(conn, db::all_migrations(), db::all_definitions(),
+                                        db::current_generation.number, true);
+    if (!version) out.problems.push_back("database: " + error_message(version.error()));
+    return static_cast<bool>(version);
+  }
+  auto migration = std::stoi(state->string(0, 1));
+  auto generation = state->is_null(0, 2) ? 0 : std::stoi(state->string(0, 2));
+  auto latest = db::all_migrations().back().version;
+  if (migration < latest || generation < db::current_generation.number)
+    out.notes.push_back("database: its schema is behind this build's (migration " +
+                        std::to_string(migration) + " of " + std::to_string(latest) +
+                        ", definitions generation " + std::to_string(generation) + " of " +
+                        std::to_string(db::current_generation.number) +
+                        "): a start migrates it; checked as it is, whose rules may refuse what "
+                        "this build's take");
+  auto begun = conn.exec("BEGIN");
+  if (!begun) out.problems.push_back("database: " + error_message(begun.error()));
+  return static_cast<bool>(begun);
+}
+
 void check_database(const config& cfg, config_check& out) {
   // A check should not wait long on a server that is not there.
   setenv("PGCONNECT_TIMEOUT", "5", 0);
@@ -102,12 +140,7 @@ void check_database(const config& cfg, config_check& out) {
                         "against it");
     return;
   }
-  auto version = db::apply_migrations(*conn, db::all_migrations(), db::all_definitions(),
-                                      db::current_generation.number, true);
-  if (!version) {
-    out.problems.push_back("database: " + error_message(version.error()));
-    return;
-  }
+  if (!prepare_schema(*conn, out)) return;
   // As a start goes: the jobs checked, the types written, the jobs written.
   auto jobs = config_jobs(cfg);
   if (!jobs) out.problems.push_back(error_message(jobs.error()));

@@ -13,6 +13,15 @@ namespace {
 
 using flat = std::map<std::string, std::string>;
 
+bool starts_with(const std::string& text, const std::string& prefix) {
+  return text.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool ends_with(const std::string& text, const std::string& suffix) {
+  return text.size() >= suffix.size() &&
+         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
 void flatten(const toml::node& node, const std::string& path, flat& out) {
   if (auto table = node.as_table()) {
     for (auto&& [key, value] : *table)
@@ -21,8 +30,11 @@ void flatten(const toml::node& node, const std::string& path, flat& out) {
     return;
   }
   if (auto array = node.as_array(); array && array->is_array_of_tables()) {
-    for (size_t i = 0; i < array->size(); ++i)
-      flatten((*array)[i], path + "[" + std::to_string(i) + "]", out);
+    // Jobs and rules by name, so that one removed does not shift the rest.
+    for (size_t i = 0; i < array->size(); ++i) {
+      auto name = (*array)[i].as_table()->get_as<std::string>("name");
+      flatten((*array)[i], path + "[" + (name ? name->get() : std::to_string(i)) + "]", out);
+    }
     return;
   }
   std::ostringstream text;
@@ -39,17 +51,8 @@ flat flattened(const std::string& text) {
   return out;
 }
 
-bool starts_with(const std::string& text, const std::string& prefix) {
-  return text.compare(0, prefix.size(), prefix) == 0;
-}
-
-bool ends_with(const std::string& text, const std::string& suffix) {
-  return text.size() >= suffix.size() &&
-         text.compare(text.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
-/// The entry of a map or list of tables that `option` belongs to ("jobs[2]",
-/// "types.A", "alerts.jobs.nightly"), or empty.
+/// The entry of a map or list of tables that `option` belongs to
+/// ("jobs[nightly]", "types.A", "alerts.jobs.nightly"), or empty.
 std::string entry_of(const std::string& option) {
   if (starts_with(option, "jobs[") || starts_with(option, "reconciler.rules["))
     return option.substr(0, option.find(']') + 1);
@@ -60,24 +63,55 @@ std::string entry_of(const std::string& option) {
   if (segments == 0) return {};
   size_t end = 0;
   for (size_t i = 0; i < segments; ++i) {
-    end = option.find('.', end == 0 && i == 0 ? 0 : end + 1);
+    end = option.find('.', i == 0 ? 0 : end + 1);
     if (end == std::string::npos) return i + 1 == segments ? option : std::string{};
   }
   return option.substr(0, end);
 }
 
 bool has_entry(const flat& options, const std::string& entry) {
-  auto it = options.lower_bound(entry);
-  return it != options.end() && starts_with(it->first, entry) &&
-         (it->first.size() == entry.size() || it->first[entry.size()] == '.');
+  auto within = entry + ".";
+  auto it = options.lower_bound(within);
+  return options.count(entry) || (it != options.end() && starts_with(it->first, within));
+}
+
+/// What differs from `before` to `after`: an entry added or removed whole
+/// once, by its name.
+std::set<std::string> differences(const flat& before, const flat& after) {
+  std::set<std::string> out;
+  auto note = [&](const std::string& option) {
+    auto entry = entry_of(option);
+    out.insert(!entry.empty() && (!has_entry(before, entry) || !has_entry(after, entry)) ? entry
+                                                                                         : option);
+  };
+  for (const auto& [option, value] : after)
+    if (auto it = before.find(option); it == before.end() || it->second != value) note(option);
+  for (const auto& [option, value] : before)
+    if (!after.count(option)) note(option);
+  return out;
+}
+
+bool any_starts_with(const std::vector<std::string>& options,
+                     std::initializer_list<const char*> prefixes) {
+  for (const auto& option : options)
+    for (const char* prefix : prefixes)
+      if (starts_with(option, prefix)) return true;
+  return false;
 }
 
 }  // namespace
 
-bool config_changes::takes(const std::string& prefix) const {
-  for (const auto& option : taken)
-    if (starts_with(option, prefix)) return true;
-  return false;
+bool config_changes::takes_log_level() const {
+  return any_starts_with(taken, {"node.log_level"});
+}
+
+bool config_changes::takes_database_settings() const {
+  return any_starts_with(
+      taken, {"scheduling.global_limit", "defaults.", "types.", "key_spaces.", "jobs["});
+}
+
+bool config_changes::takes_alert_rules() const {
+  return any_starts_with(taken, {"alerts."});
 }
 
 bool taken_on_reload(const std::string& option) {
@@ -99,27 +133,21 @@ bool taken_on_reload(const std::string& option) {
   return false;
 }
 
-config_changes compare_configs(const std::string& before, const std::string& after) {
-  auto old_options = flattened(before);
-  auto new_options = flattened(after);
+config_changes compare_configs(const std::string& started, const std::string& applied,
+                               const std::string& fresh) {
+  auto now = flattened(fresh);
+  auto last = flattened(applied);
   config_changes changes;
-  std::set<std::string> noted;
-  // An entry added or removed whole is one change, not one an option.
-  auto note = [&](const std::string& option) {
-    auto entry = entry_of(option);
-    auto name = !entry.empty() && (!has_entry(old_options, entry) || !has_entry(new_options, entry))
-                    ? entry
-                    : option;
-    if (noted.insert(name).second)
-      (taken_on_reload(name) ? changes.taken : changes.need_restart).push_back(name);
-  };
-  for (const auto& [option, value] : new_options)
-    if (auto it = old_options.find(option); it == old_options.end() || it->second != value)
-      note(option);
-  for (const auto& [option, value] : old_options)
-    if (!new_options.count(option)) note(option);
-  std::sort(changes.taken.begin(), changes.taken.end());
-  std::sort(changes.need_restart.begin(), changes.need_restart.end());
+  for (const auto& option : differences(last, now)) {
+    if (!taken_on_reload(option)) continue;
+    bool gone = option == entry_of(option) && !has_entry(now, option);
+    if (gone && (starts_with(option, "jobs[") || starts_with(option, "key_spaces.")))
+      changes.stay.push_back(option);
+    else
+      changes.taken.push_back(option);
+  }
+  for (const auto& option : differences(flattened(started), now))
+    if (!taken_on_reload(option)) changes.need_restart.push_back(option);
   return changes;
 }
 

@@ -68,7 +68,7 @@ caf::error wait_until_ready(caf::actor_system& sys, const storage_actor& storage
     auto why = failure ? error_message(failure) : status.last_error();
     if (!announced) {
       spdlog::info("node: waiting for PostgreSQL ({})", why);
-      notify_service_manager("STATUS=waiting for PostgreSQL: " + why);
+      tell_service_status("waiting for PostgreSQL: " + why);
       announced = true;
     }
     if (!keep_waiting())
@@ -121,12 +121,11 @@ pb::Job job_of(const job_config& j) {
   return job;
 }
 
-/// Writes what the config puts in the database: the type settings and key
-/// spaces, and the jobs, each job checked before anything is written.
-caf::error write_settings(caf::actor_system& sys, const storage_actor& storage, const config& cfg,
-                          const std::function<bool()>& keep_waiting) {
-  // Every job is checked before anything is written, so that a bad one
-  // leaves the database as it was.
+/// The config's jobs, each checked by the database before anything is
+/// written, so that a bad one leaves the database as it was.
+caf::expected<std::vector<pb::Job>> checked_jobs(caf::actor_system& sys,
+                                                 const storage_actor& storage, const config& cfg,
+                                                 const std::function<bool()>& keep_waiting) {
   auto jobs = config_jobs(cfg);
   if (!jobs) return jobs.error();
   for (const auto& job : *jobs) {
@@ -137,6 +136,12 @@ caf::error write_settings(caf::actor_system& sys, const storage_actor& storage, 
           errc::invalid_argument,
           "jobs: " + job.name() + ": " + (problem ? *problem : error_message(problem.error())));
   }
+  return jobs;
+}
+
+/// Writes the config's type settings and key spaces.
+caf::error write_type_settings(caf::actor_system& sys, const storage_actor& storage,
+                               const config& cfg, const std::function<bool()>& keep_waiting) {
   auto configured = ask_patiently<int32_t>(sys, storage, keep_waiting, "writing the type settings",
                                            configure_atom_v, type_settings(cfg));
   // The database owns the ranges; its refusal names the type ("any": the
@@ -144,8 +149,12 @@ caf::error write_settings(caf::actor_system& sys, const storage_actor& storage, 
   if (!configured && is(configured.error(), errc::invalid_argument))
     return make_error(errc::invalid_argument,
                       "[defaults] or [types.*]: " + error_message(configured.error()));
-  if (!configured) return configured.error();
-  for (const auto& job : *jobs) {
+  return configured ? caf::none : configured.error();
+}
+
+caf::error put_jobs(caf::actor_system& sys, const storage_actor& storage,
+                    const std::vector<pb::Job>& jobs, const std::function<bool()>& keep_waiting) {
+  for (const auto& job : jobs) {
     auto put = ask_patiently<pb::JobPutResult>(sys, storage, keep_waiting,
                                                "writing the config's jobs", job_atom_v, job);
     if (!put)
@@ -161,7 +170,10 @@ caf::error write_settings(caf::actor_system& sys, const storage_actor& storage, 
 caf::error configure_and_register(caf::actor_system& sys, node_actors& node,
                                   const std::function<bool()>& keep_waiting) {
   const auto& cfg = *node.cfg;
-  if (auto err = write_settings(sys, node.storage, cfg, keep_waiting)) return err;
+  auto jobs = checked_jobs(sys, node.storage, cfg, keep_waiting);
+  if (!jobs) return jobs.error();
+  if (auto err = write_type_settings(sys, node.storage, cfg, keep_waiting)) return err;
+  if (auto err = put_jobs(sys, node.storage, *jobs, keep_waiting)) return err;
   pb::NodeRegistration reg;
   node.incarnation = new_incarnation();
   reg.set_name(cfg.node.name);
@@ -484,7 +496,8 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   }
   node.server = std::move(*server);
   if (under_service_manager()) {
-    node.service_notifier = spawn_service_notifier(sys, {node.readiness, cfg->node.name});
+    node.service_notifier = spawn_service_notifier(
+        sys, {node.readiness, cfg->node.name, cfg->database.statement_timeout});
     watch("service notifier", node.service_notifier);
   }
   return node;
@@ -559,19 +572,19 @@ int run_until_stopped(caf::actor_system& sys, node_actors& node,
 
 caf::error reload_node(caf::actor_system& sys, node_actors& node, const config& fresh,
                        const config_changes& changes) {
-  if (changes.takes("node.log_level"))
-    spdlog::default_logger()->set_level(spdlog::level::from_str(fresh.node.log_level));
-  for (const char* in_database :
-       {"scheduling.global_limit", "defaults.", "types.", "key_spaces.", "jobs["})
-    if (changes.takes(in_database)) {
-      // Nothing is waited for: a refusal or an outage is the reload's to
-      // report, and the node goes on as it was.
-      if (auto err = write_settings(sys, node.storage, fresh, [] { return false; })) return err;
-      caf::anon_send(node.limiter, reload_atom_v, type_settings(fresh));
-      break;
-    }
-  if (changes.takes("alerts."))
+  // Nothing is waited for: a refusal or an outage is the reload's to report.
+  auto no_waiting = [] { return false; };
+  if (changes.takes_database_settings()) {
+    auto jobs = checked_jobs(sys, node.storage, fresh, no_waiting);
+    if (!jobs) return jobs.error();
+    if (auto err = write_type_settings(sys, node.storage, fresh, no_waiting)) return err;
+    caf::anon_send(node.limiter, reload_atom_v, type_settings(fresh));
+    if (auto err = put_jobs(sys, node.storage, *jobs, no_waiting)) return err;
+  }
+  if (changes.takes_alert_rules())
     caf::anon_send(node.alerter, reload_atom_v, alert_rules_json(fresh.alerts));
+  if (changes.takes_log_level())
+    spdlog::default_logger()->set_level(spdlog::level::from_str(fresh.node.log_level));
   return caf::none;
 }
 

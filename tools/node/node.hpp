@@ -82,10 +82,11 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                                       const std::function<bool()>& keep_waiting);
 
 /// Takes what a running node takes of `fresh` (`changes.taken`, see
-/// tools/node/config_reload.hpp): the log level; the type settings, key
-/// spaces and jobs, written to the database as at start, and the running
-/// limits; the alert rules. On an error the database refused (or was away
-/// for) the settings, and the limits and rules stay as they were.
+/// tools/node/config_reload.hpp): the type settings, key spaces and jobs,
+/// written to the database as at start (every job checked first), and the
+/// running limits with them; the alert rules; the log level. On an error the
+/// database refused or was away: the type settings and limits have changed
+/// only if the jobs' writes failed after them, nothing else has.
 caf::error reload_node(caf::actor_system& sys, node_actors& node, const config& fresh,
                        const config_changes& changes);
 

@@ -19,6 +19,7 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 namespace fs = std::filesystem;
 
@@ -83,6 +84,14 @@ int run(const std::vector<std::string>& argv, const std::optional<server_user>& 
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   auto log_path = log.string();
+  // The node's service manager listens for the node alone: a server that
+  // speaks its protocol too would be refused, noisily.
+  std::vector<char*> env;
+  for (char** e = environ; *e; ++e) {
+    std::string_view var{*e};
+    if (!var.starts_with("NOTIFY_SOCKET=") && !var.starts_with("WATCHDOG_")) env.push_back(*e);
+  }
+  env.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) return -1;
   if (pid == 0) {
@@ -101,7 +110,7 @@ int run(const std::vector<std::string>& argv, const std::optional<server_user>& 
       dup2(out, 1);
       dup2(out, 2);
     }
-    execv(args[0], args.data());
+    execve(args[0], args.data(), env.data());
     _exit(127);
   }
   int status = 0;
