@@ -1,5 +1,6 @@
 #include "messages/errors.hpp"
 #include "tools/bench/bench.hpp"
+#include "tools/bench/soak.hpp"
 #include "tools/client_commands.hpp"
 #include "tools/commands.hpp"
 #include "tools/example_executor.hpp"
@@ -101,6 +102,15 @@ int main(int argc, char** argv) {
       ->add_option("--runs", bench_opts.runs,
                    "Runs of each measurement (default: 3 full, 1 otherwise)")
       ->check(CLI::Range(1, 100));
+  std::string soak_duration;
+  taskmill::bench::soak_options soak_opts;
+  bench->add_option("--soak", soak_duration,
+                    "Instead of the measurements, a steady mixed load for this long (\"1h\"), "
+                    "sampled every 10 s and judged at the end");
+  bench
+      ->add_option("--soak-prefix", soak_opts.prefix,
+                   "The soak's samples go to PREFIX.csv, their chart to PREFIX.svg")
+      ->capture_default_str();
   bench
       ->add_option("--node-binary", bench_opts.binary,
                    "The taskmill binary whose nodes are measured (default: this one), to "
@@ -148,6 +158,17 @@ int main(int argc, char** argv) {
     taskmill::setup_logging("warn");
     if (bench_opts.binary.empty())
       bench_opts.binary = std::filesystem::read_symlink("/proc/self/exe").string();
+    if (!soak_duration.empty()) {
+      auto duration = taskmill::parse_duration(soak_duration);
+      if (!duration || duration->count() <= 0) {
+        std::cerr << "--soak must be a duration such as \"30m\" or \"2h\"\n";
+        return 2;
+      }
+      soak_opts.duration = *duration;
+      soak_opts.database = bench_opts.database;
+      soak_opts.binary = bench_opts.binary;
+      return taskmill::bench::run_soak(soak_opts);
+    }
     return taskmill::run_bench(bench_opts);
   }
   if (scenario_cmd->parsed()) {

@@ -241,4 +241,20 @@ SELECT count(*) FROM taskmill.tasks t, taskmill.cancel(t.id)
  WHERE t.type = $1 AND t.status IN ('pending', 'running')
 )sql";
 
+const char* const soak_pickups = R"sql(
+SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.ms), 0),
+       coalesce(percentile_cont(0.99) WITHIN GROUP (ORDER BY l.ms), 0), count(*)
+  FROM (SELECT extract(epoch FROM t.started_at - t.execute_at) * 1000 AS ms
+          FROM taskmill.tasks t
+         WHERE t.started_at > now() - make_interval(secs => $1::double precision)) l
+)sql";
+
+const char* const soak_table = R"sql(
+SELECT pg_relation_size('taskmill.tasks'), pg_indexes_size('taskmill.tasks'), s.n_live_tup,
+       s.n_dead_tup, s.autovacuum_count, s.autoanalyze_count
+  FROM pg_stat_user_tables s
+ WHERE s.relid = 'taskmill.tasks'::regclass
+)sql";
+
 }  // namespace taskmill::db::bench_sql
+

@@ -100,4 +100,11 @@ extern const char* const submit_reporting_start;
 /// $1: type, $2: key. A task submitted by the rules, as a business service would.
 extern const char* const submit_one;
 
+/// $1: seconds. The soak's pickup latencies (ms, due to started) of the
+/// attempts started in the last $1 seconds: p50, p99, how many.
+extern const char* const soak_pickups;
+/// The soak's look at the tasks table: its heap and its indexes (bytes),
+/// live and dead tuples, autovacuum and autoanalyze runs so far.
+extern const char* const soak_table;
+
 }  // namespace taskmill::db::bench_sql

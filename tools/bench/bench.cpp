@@ -49,10 +49,6 @@ constexpr const char* calendar_type = "BENCH_CALENDAR";
 constexpr const char* never_due = "2100-01-01T00:00:00Z";
 constexpr int submit_batch = 1000;
 
-extern "C" void on_interrupt(int) {
-  interrupted = true;
-}
-
 /// What one kind of bench run does; the full run measures what the issue
 /// asks for, the quick one the same things smaller.
 struct plan {

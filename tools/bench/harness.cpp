@@ -13,6 +13,10 @@ namespace taskmill::bench {
 
 std::atomic<bool> interrupted{false};
 
+extern "C" void on_interrupt(int) {
+  interrupted = true;
+}
+
 void check_interrupted() {
   if (interrupted) throw bench_failure{"interrupted"};
 }

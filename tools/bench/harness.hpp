@@ -35,6 +35,9 @@ using std::chrono::milliseconds;
 /// Set by SIGINT and SIGTERM: the run stops at its next check.
 extern std::atomic<bool> interrupted;
 
+/// Sets `interrupted` (the handler of SIGINT and SIGTERM during a run).
+extern "C" void on_interrupt(int);
+
 struct bench_failure : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
@@ -178,6 +181,9 @@ class bench_node {
   }
 
   std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
+
+  /// The process of its running incarnation (0: none).
+  pid_t pid() const { return process_ ? process_->pid() : 0; }
 
   /// The processor time its last incarnation used, to its stop.
   double last_cpu_seconds() const { return last_cpu_seconds_; }
