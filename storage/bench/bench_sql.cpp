@@ -257,4 +257,3 @@ SELECT pg_relation_size('taskmill.tasks'), pg_indexes_size('taskmill.tasks'), s.
 )sql";
 
 }  // namespace taskmill::db::bench_sql
-
