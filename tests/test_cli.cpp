@@ -943,19 +943,20 @@ type = "S"
   BOOST_CHECK_MESSAGE(test::eventually([&] { return running() == 3; }, 3s),
                       running() << " running after the limit was raised\n"
                                 << node.log_tail());
-  BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
-                    "3");
-  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name, ',') FROM taskmill.jobs"), "j");
   auto log = [&] {
     std::ifstream in{node.log_file()};
     return std::string{std::istreambuf_iterator<char>{in}, {}};
   };
-  // The reload logs what it did once it has done it all.
+  // The reload logs what it did once it has done it all (the limits take
+  // before the jobs are written).
   BOOST_CHECK_MESSAGE(
       test::eventually([&] { return contains(log(), "SIGHUP: a restart takes api.token"); }),
       log());
   BOOST_CHECK_MESSAGE(
       contains(log(), "SIGHUP: took alerts.failure_rate, jobs[j], types.S.running_limit"), log());
+  BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
+                    "3");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name, ',') FROM taskmill.jobs"), "j");
 
   write(file.path, sleepy + "running_limit = 1\nbogus = 1\n");
   kill(node.pid(), SIGHUP);
