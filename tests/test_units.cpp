@@ -5,6 +5,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "actors/api.hpp"
+#include "actors/dispatcher/outcome_batches.hpp"
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
 #include "actors/hand_offs/hand_offs.hpp"
@@ -271,6 +272,79 @@ BOOST_AUTO_TEST_CASE(hand_off_notices_carry_the_task_or_its_ids_for_the_node_the
                           "9 1 42\nnode a", "0 1 42 node a", "9 0 42 node a"})
     BOOST_CHECK_MESSAGE(!db::add_if_handed_to("node a", bad, handed), bad);
   BOOST_CHECK_EQUAL(handed.hand_offs_size(), 4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// A dispatcher's outcomes between an execution's end and the database
+// (actors/dispatcher/outcome_batches): each is somewhere until storage
+// answers for it, and those storage did not take go again in their order.
+BOOST_AUTO_TEST_SUITE(outcome_bookkeeping)
+
+namespace {
+
+pb::TaskOutcome ended(int64_t task_id) {
+  pb::TaskOutcome outcome;
+  outcome.set_task_id(task_id);
+  outcome.set_attempt(1);
+  return outcome;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(an_outcome_is_held_until_storage_answers_for_its_batch) {
+  outcome_batches book;
+  BOOST_CHECK(book.take_recorded() == nullptr);
+  book.record(ended(1));
+  book.record(ended(2));
+  BOOST_CHECK(book.holds(1));
+  BOOST_CHECK_EQUAL(book.not_stored(), 2);
+  auto first = book.take_recorded();
+  BOOST_REQUIRE(first != nullptr);
+  BOOST_CHECK_EQUAL(first->outcomes_size(), 2);
+  BOOST_CHECK(book.take_recorded() == nullptr);
+  book.record(ended(3));
+  BOOST_CHECK(book.holds(2));
+  BOOST_CHECK_EQUAL(book.not_stored(), 3);
+  book.answered(first);
+  BOOST_CHECK(!book.holds(1));
+  BOOST_CHECK(!book.holds(2));
+  BOOST_CHECK(book.holds(3));
+  BOOST_CHECK_EQUAL(book.not_stored(), 1);
+}
+
+BOOST_AUTO_TEST_CASE(batches_storage_did_not_take_go_again_in_the_order_they_failed) {
+  outcome_batches book;
+  book.record(ended(1));
+  auto first = book.take_recorded();
+  book.record(ended(2));
+  auto second = book.take_recorded();
+  book.failed(second);
+  book.failed(first);
+  BOOST_CHECK(book.holds(1));
+  BOOST_CHECK(book.holds(2));
+  BOOST_CHECK_EQUAL(book.not_stored(), 2);
+  auto again = book.take_failed();
+  BOOST_CHECK(again == second);
+  BOOST_CHECK_EQUAL(book.not_stored(), 2);
+  BOOST_CHECK(book.take_failed() == first);
+  BOOST_CHECK(book.take_failed() == nullptr);
+  book.answered(second);
+  book.answered(first);
+  BOOST_CHECK_EQUAL(book.not_stored(), 0);
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_made_elsewhere_is_held_while_it_is_on_its_way) {
+  outcome_batches book;
+  auto one = std::make_shared<pb::TaskOutcomes>();
+  *one->add_outcomes() = ended(7);
+  outcome_batches::batch sent = one;
+  book.sending(sent);
+  BOOST_CHECK(book.holds(7));
+  BOOST_CHECK(book.take_recorded() == nullptr);
+  book.answered(sent);
+  BOOST_CHECK(!book.holds(7));
+  BOOST_CHECK_EQUAL(book.not_stored(), 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
