@@ -863,24 +863,41 @@ webhooks = ["http://chat.example/services/T0/B0/XyZ"]
   BOOST_CHECK_MESSAGE(r.err.find("scheduling.batch_size") != std::string::npos, r);
 }
 
-// Every line a JSON object with the time, level, node, actor and message.
+// Every line a JSON object with the time, level, node, actor and message;
+// a line about an attempt that failed names its task, attempt, type and the
+// task's trace id.
 BOOST_AUTO_TEST_CASE(a_node_told_to_logs_json_lines) {
   test::task_database db{"jsonlog"};
   const char* binary = std::getenv("TASKMILL_BINARY");
   BOOST_REQUIRE(binary);
   auto port = std::to_string(free_loopback_port());
-  node_process node{
-      binary,
-      "json1",
-      db.conninfo(),
-      {"node.log_format=json", "api.listen=127.0.0.1:" + port, "cluster.listen=127.0.0.1:0"}};
+  config_file file{R"(
+[node]
+log_format = "json"
+log_level = "debug"
+[types.F]
+executor = "fail"
+max_retries = 0
+)"};
+  node_process node{binary,
+                    "json1",
+                    db.conninfo(),
+                    {"api.listen=127.0.0.1:" + port, "cluster.listen=127.0.0.1:0"},
+                    file.path.string()};
   BOOST_REQUIRE(test::eventually([&] {
     return run_binary({"stats", "--server", "http://127.0.0.1:" + port}).exit_code == 0;
+  }));
+  const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
+  auto id = db.scalar("SELECT (s.task).id FROM taskmill.submit('F', 'f1', trace_id => '" + trace +
+                      "') s");
+  BOOST_REQUIRE(test::eventually([&] {
+    return db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id) == "dead";
   }));
   BOOST_CHECK_EQUAL(node.stop(), 0);
   std::ifstream in{node.log_file()};
   std::set<std::string> actors;
   int lines = 0;
+  bool attempt_line = false;
   for (std::string line; std::getline(in, line); ++lines) {
     auto j = nlohmann::json::parse(line, nullptr, false);
     BOOST_REQUIRE_MESSAGE(j.is_object(), "not JSON: " << line);
@@ -888,10 +905,16 @@ BOOST_AUTO_TEST_CASE(a_node_told_to_logs_json_lines) {
     for (auto key : {"time", "level", "message"})
       BOOST_CHECK_MESSAGE(j.contains(key), key << " missing in " << line);
     if (j.contains("actor")) actors.insert(j["actor"]);
+    if (j.value("task_id", int64_t{0}) == std::stoll(id)) {
+      BOOST_TEST_MESSAGE(line);
+      attempt_line = j.value("trace_id", "") == trace && j.value("attempt", 0) == 1 &&
+                     j.value("type", "") == "F" && j["level"] == "debug";
+    }
   }
   BOOST_TEST_MESSAGE(lines << " lines from " << actors.size() << " actors");
   for (auto actor : {"node", "storage", "cluster"})
     BOOST_CHECK_MESSAGE(actors.count(actor), "no line of the " << actor);
+  BOOST_CHECK_MESSAGE(attempt_line, "no debug line with task " << id << "'s trace id");
 }
 
 // A type's running limit raised by SIGHUP holds at once (three tasks run

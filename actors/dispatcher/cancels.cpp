@@ -19,18 +19,20 @@ constexpr size_t cancelled_before_kept = 1000;
 
 /// Tells an HTTP executor to stop an attempt (a DELETE); once it answers
 /// that it heard, storage marks the cancel told.
-void tell_http_executor(self_ptr self, const pb::CancelNotice& cancel,
-                        const task_type_config& type) {
+void tell_http_executor(self_ptr self, const pb::CancelNotice& cancel, const task_type_config& type,
+                        std::string trace_id) {
   self->state.options.http->send(
       cancel_call_for(cancel, type.cancel_url.empty() ? type.url : type.cancel_url),
-      [storage = self->state.options.storage, cancel](const http_answer& answer) {
+      [storage = self->state.options.storage, cancel,
+       trace_id = std::move(trace_id)](const http_answer& answer) {
         if (cancel_heard(answer)) {
           pb::CancelNotices heard;
           *heard.add_cancels() = cancel;
           caf::anon_send(storage, cancels_told_atom_v, std::move(heard));
           return;
         }
-        log_scope about{log_fields::of_attempt(cancel.task_id(), cancel.attempt(), cancel.type())};
+        log_scope about{
+            log_fields::of_attempt(cancel.task_id(), cancel.attempt(), cancel.type(), trace_id)};
         spdlog::warn(
             "dispatcher: the cancel of task {} attempt {} went unheard ({}); it is "
             "sent again later",
@@ -50,9 +52,10 @@ bool stop(self_ptr self, const pb::CancelNotice& cancel) {
   auto& st = self->state;
   const auto& type = st.options.cfg->type_config(cancel.type());
   bool told = type.executor != executor_kind::http;
-  if (!told) tell_http_executor(self, cancel, type);
   auto it = st.running.find(cancel.task_id());
-  if (it == st.running.end() || it->second.attempt != cancel.attempt()) {
+  bool runs_here = it != st.running.end() && it->second.attempt == cancel.attempt();
+  if (!told) tell_http_executor(self, cancel, type, runs_here ? it->second.trace_id : "");
+  if (!runs_here) {
     if (cancel.node() != st.options.node ||
         cancelled_before(st, cancel.task_id(), cancel.attempt()))
       return told;

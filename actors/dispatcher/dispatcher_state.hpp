@@ -30,6 +30,7 @@ struct execution {
   // Its type lets it move its deadline: at its timeout, the database says
   // whether it did.
   bool may_move_deadline = false;
+  std::string trace_id;  // for the lines logged about it
 };
 
 struct dispatcher_state {

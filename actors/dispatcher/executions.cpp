@@ -3,6 +3,7 @@
 #include "actors/executors/builtin.hpp"
 #include "actors/executors/http_executor.hpp"
 #include "actors/executors/outcome.hpp"
+#include "actors/logging/log_format.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 #include "messages/time.hpp"
@@ -23,11 +24,29 @@ std::chrono::milliseconds longest(self_ptr self, const pb::Task& task) {
       .longest_attempt(std::chrono::milliseconds{task.timeout_ms()});
 }
 
+/// An attempt that failed or is to be retried, at debug level (a line per
+/// task is never info: actors/logging/log_format.hpp).
+void log_end(const pb::TaskOutcome& outcome, std::string_view type, std::string_view trace_id) {
+  if (outcome.outcome() == pb::OUTCOME_SUCCEEDED || !spdlog::should_log(spdlog::level::debug))
+    return;
+  log_scope about{log_fields::of_attempt(outcome.task_id(), outcome.attempt(), type, trace_id)};
+  spdlog::debug("dispatcher: task {} attempt {} (trace {}) {}: {}", outcome.task_id(),
+                outcome.attempt(), trace_id,
+                outcome.outcome() == pb::OUTCOME_RETRY ? "is to be retried" : "failed",
+                outcome.error());
+}
+
+void end_at_once(self_ptr self, const pb::Task& task, pb::TaskOutcome outcome) {
+  log_end(outcome, task.type(), task.trace_id());
+  record_at_once(self, std::move(outcome));
+}
+
 void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
   std::chrono::milliseconds timeout{task.timeout_ms()};
   self->state.running[task.id()] =
       execution{task.attempt(),      task.type(), self->clock().now(),
-                std::move(executor), false,       longest(self, task) > timeout};
+                std::move(executor), false,       longest(self, task) > timeout,
+                task.trace_id()};
   self->delayed_send(self, timeout, caf::timeout_atom_v, task.id(), task.attempt());
 }
 
@@ -87,8 +106,9 @@ void update_capacity(self_ptr self, const std::string& type) {
 void run_caf(self_ptr self, const pb::Task& task) {
   auto executor = self->state.executors.take(task.type());
   if (!executor) {
-    record_at_once(self, outcome_of(task, pb::OUTCOME_RETRY,
-                                    "no executor registered for type " + task.type()));
+    end_at_once(
+        self, task,
+        outcome_of(task, pb::OUTCOME_RETRY, "no executor registered for type " + task.type()));
     return;
   }
   start_async(self, task, executor.address());
@@ -115,7 +135,7 @@ void execute(self_ptr self, const pb::Task& task) {
   switch (type.executor) {
     case executor_kind::noop:
     case executor_kind::fail:
-      record_at_once(self, instant_outcome(type.executor, task));
+      end_at_once(self, task, instant_outcome(type.executor, task));
       return;
     case executor_kind::sleep:
       run_sleep(self, task);
@@ -143,6 +163,7 @@ void finish(self_ptr self, pb::TaskOutcome outcome) {
   auto& st = self->state;
   auto it = st.running.find(outcome.task_id());
   if (it == st.running.end() || it->second.attempt != outcome.attempt()) return;
+  log_end(outcome, it->second.type, it->second.trace_id);
   forget(self, it);
   record(self, std::move(outcome));
 }

@@ -118,9 +118,10 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
   auto outcome =
       outcome_of(id, report.attempt(), {}, report.outcome(), report.error(), report.result());
   auto it = st.running.find(id);
-  bool ours = it != st.running.end() && it->second.attempt == report.attempt();
-  if (ours) {
+  std::optional<execution> ours;
+  if (it != st.running.end() && it->second.attempt == report.attempt()) {
     outcome.set_type(it->second.type);
+    ours = std::move(it->second);
     st.running.erase(it);
   }
   auto batch = std::make_shared<pb::TaskOutcomes>();
@@ -156,9 +157,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
           [self, promise, one, ours](caf::error& err) mutable {
             // Not stored: the execution is still ours to time out.
             if (ours) {
-              const auto& o = one->outcomes(0);
-              self->state.running[o.task_id()] =
-                  execution{o.attempt(), o.type(), self->clock().now(), {}};
+              self->state.running[one->outcomes(0).task_id()] = *ours;
               self->state.outcomes.answered(one);
             }
             promise.deliver(std::move(err));

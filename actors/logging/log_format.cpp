@@ -79,6 +79,7 @@ class json_formatter final : public spdlog::formatter {
       if (f->task_id != 0) line["task_id"] = f->task_id;
       if (f->attempt != 0) line["attempt"] = f->attempt;
       if (!f->type.empty()) line["type"] = f->type;
+      if (!f->trace_id.empty()) line["trace_id"] = f->trace_id;
       if (!f->job.empty()) line["job"] = f->job;
     }
     std::string text;

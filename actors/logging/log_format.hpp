@@ -7,7 +7,8 @@
 // cannot claim: ..."); a node's own lines name it ("node n1: ..."). JSON
 // lines split that off into "actor". Nothing is logged per task at info
 // level or above on the way from a claim to an outcome: a line per task is
-// debug, or a warning of something gone wrong with that task.
+// debug (an attempt that failed or is to be retried, with its trace id), or
+// a warning of something gone wrong with that task.
 
 #include <spdlog/formatter.h>
 
@@ -23,13 +24,17 @@ struct log_fields {
   int64_t task_id = 0;
   int32_t attempt = 0;
   std::string_view type;
+  /// The task's W3C trace-id, which its HTTP executor's call carries too.
+  std::string_view trace_id;
   std::string_view job;
 
-  static log_fields of_attempt(int64_t task_id, int32_t attempt, std::string_view type) {
+  static log_fields of_attempt(int64_t task_id, int32_t attempt, std::string_view type,
+                               std::string_view trace_id = {}) {
     log_fields f;
     f.task_id = task_id;
     f.attempt = attempt;
     f.type = type;
+    f.trace_id = trace_id;
     return f;
   }
   static log_fields of_job(std::string_view job) {
