@@ -33,26 +33,25 @@ namespace {
 
 using namespace api_call;
 
-/// The use of each running limit, from the running counts in `stats` and
-/// this node's tasks in flight.
-void add_limit_use(const config& cfg, int64_t in_flight, pb::Stats& stats) {
+/// The limiter's `limits` in `stats`, the cluster-wide ones with the running
+/// counts of `stats`.
+void add_limit_use(const std::string& node, const pb::Stats& limits, pb::Stats& stats) {
   std::map<std::string, int64_t> running;
   int64_t total_running = 0;
   for (const auto& count : stats.counts())
     if (count.status() == pb::RUNNING) {
-      running[count.type()] += count.count();
+      running["type:" + count.type()] += count.count();
       total_running += count.count();
     }
-  auto use = [&](const std::string& scope, int64_t used, int64_t limit) {
-    auto l = stats.add_limiter();
-    l->set_scope(scope);
-    l->set_used(used);
-    l->set_limit(limit);
-  };
-  use("node:" + cfg.node.name, in_flight, cfg.scheduling.node_limit);
-  use("global", total_running, cfg.scheduling.global_limit);
-  for (const auto& [type, t] : cfg.types)
-    if (t.running_limit > 0) use("type:" + type, running[type], t.running_limit);
+  for (auto l : limits.limiter()) {
+    if (l.scope() == "node")
+      l.set_scope("node:" + node);
+    else if (l.scope() == "global")
+      l.set_used(total_running);
+    else
+      l.set_used(running[l.scope()]);
+    *stats.add_limiter() = std::move(l);
+  }
 }
 
 void stats(self_ptr self, call_ptr c) {
@@ -65,11 +64,11 @@ void stats(self_ptr self, call_ptr c) {
                 .then(
                     [self, c, stats](const pb::NodeList& nodes) mutable {
                       const auto& o = self->state.options;
-                      self->request(o.limiter, local_request_timeout, caf::get_atom_v)
+                      self->request(o.limiter, local_request_timeout, stats_atom_v)
                           .then(
-                              [self, c, stats, nodes](int64_t in_flight) mutable {
+                              [self, c, stats, nodes](const pb::Stats& limits) mutable {
                                 for (const auto& n : nodes.nodes()) *stats.add_nodes() = n;
-                                add_limit_use(*self->state.options.cfg, in_flight, stats);
+                                add_limit_use(self->state.options.cfg->node.name, limits, stats);
                                 answer(self, *c, stats);
                               },
                               [self, c](const caf::error& err) { fail(self, *c, err); });
@@ -139,10 +138,14 @@ void answer_live_metrics(self_ptr self, call_ptr c, http_response res) {
   self->request(self->state.options.storage, local_request_timeout, stats_atom_v, live_atom_v)
       .then(
           [self, c, res](pb::Stats& live) mutable {
-            const auto& o = self->state.options;
-            add_limit_use(*o.cfg, static_cast<int64_t>(o.metrics->in_flight.Value()), live);
-            res.body += render_live_metrics(live);
-            send(self, *c, std::move(res));
+            self->request(self->state.options.limiter, local_request_timeout, stats_atom_v)
+                .then(
+                    [self, c, res, live](const pb::Stats& limits) mutable {
+                      add_limit_use(self->state.options.cfg->node.name, limits, live);
+                      res.body += render_live_metrics(live);
+                      send(self, *c, std::move(res));
+                    },
+                    [self, c](const caf::error& err) { fail(self, *c, err); });
           },
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }

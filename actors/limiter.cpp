@@ -94,6 +94,20 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
         for (const auto& target : st.subscribers) self->send(target, wake_atom_v);
       },
       [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
+      [self](stats_atom) {
+        const auto& st = self->state;
+        pb::Stats limits;
+        auto add = [&](std::string scope, int64_t used, int64_t limit) {
+          auto* l = limits.add_limiter();
+          l->set_scope(std::move(scope));
+          l->set_used(used);
+          l->set_limit(limit);
+        };
+        add("node", st.in_flight, st.options.node_limit);
+        add("global", 0, st.options.global_limit);
+        for (const auto& [type, limit] : st.options.type_limits) add("type:" + type, 0, limit);
+        return limits;
+      },
       [self](capacity_atom, const std::string& type, int32_t capacity) {
         auto& st = self->state;
         if (capacity > 0)

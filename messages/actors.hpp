@@ -322,7 +322,10 @@ using query_storage_actor =
                      caf::replies_to<alerts_atom, stats_atom>::with<pb::AlertMetrics>,
                      // Pending, failed and running tasks per type, counted
                      // through their partial indexes (/metrics).
-                     caf::replies_to<stats_atom, live_atom>::with<pb::Stats>>;
+                     caf::replies_to<stats_atom, live_atom>::with<pb::Stats>,
+                     // The config was reloaded: waiting reasons weigh the
+                     // global limit of these settings from now on.
+                     caf::reacts_to<reload_atom, pb::TypeSettingsList>>;
 
 /// Whether the connection is up and migrated (readiness).
 using storage_status_actor =
@@ -473,6 +476,10 @@ using limiter_actor = pingable_actor::extend<
     caf::reacts_to<release_atom, pb::PermitRelease>,
     // Tasks in flight on this node.
     caf::replies_to<caf::get_atom>::with<int64_t>,
+    // The limits that hold now (a reload changes them), each with its use
+    // as far as this node knows it: its tasks in flight for the node's
+    // limit, 0 for the cluster-wide ones (the database counts those).
+    caf::replies_to<stats_atom>::with<pb::Stats>,
     // This node's executors of a type can take this many tasks at a time.
     caf::reacts_to<capacity_atom, std::string, int32_t>,
     // Who to wake when permits come back.

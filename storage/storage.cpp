@@ -412,6 +412,9 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](running_atom, const std::string& node) { return running_on_node(self, node); },
       [self](running_atom, const pb::Executions& e) { return still_running(self, e); },
       [self](caf::get_atom, int64_t id) { return task_with_waiting(self, id); },
+      [self](reload_atom, const pb::TypeSettingsList& settings) {
+        self->state.options.waiting.global_limit = settings.global_limit();
+      },
       [self](list_atom, const pb::ListTasksRequest& r) { return list_tasks(self, r); },
       [self](attempts_atom, int64_t id) { return attempts(self, id); },
       [self](retry_atom, int64_t id) { return task_by_id(self, db::sql::retry_task, id); },

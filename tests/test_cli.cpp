@@ -890,9 +890,8 @@ max_retries = 0
   const std::string trace = "4bf92f3577b34da6a3ce929d0e0e4736";
   auto id = db.scalar("SELECT (s.task).id FROM taskmill.submit('F', 'f1', trace_id => '" + trace +
                       "') s");
-  BOOST_REQUIRE(test::eventually([&] {
-    return db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id) == "dead";
-  }));
+  BOOST_REQUIRE(test::eventually(
+      [&] { return db.scalar("SELECT status FROM taskmill.tasks WHERE id = " + id) == "dead"; }));
   BOOST_CHECK_EQUAL(node.stop(), 0);
   std::ifstream in{node.log_file()};
   std::set<std::string> actors;
@@ -918,8 +917,9 @@ max_retries = 0
 }
 
 // A type's running limit raised by SIGHUP holds at once (three tasks run
-// where one did), a job and an alert rule are taken, a listen address is
-// named as needing a restart; a config refused changes nothing.
+// where one did), and so does the global limit, in stats and waiting reasons
+// too; a job and an alert rule are taken, a listen address is named as
+// needing a restart; a config refused changes nothing.
 BOOST_AUTO_TEST_CASE(sighup_takes_what_a_running_node_can_and_names_the_rest) {
   test::task_database db{"sighup"};
   const char* binary = std::getenv("TASKMILL_BINARY");
@@ -933,9 +933,19 @@ BOOST_AUTO_TEST_CASE(sighup_takes_what_a_running_node_can_and_names_the_rest) {
 executor = "sleep"
 timeout = "30s"
 )";
-  config_file file{sleepy + "running_limit = 1\n"};
+  config_file file{sleepy + "running_limit = 1\n[scheduling]\nglobal_limit = 2\n"};
   node_process node{
       binary, "hup", db.conninfo(), {"api.listen=" + server.substr(7)}, file.path.string()};
+  // The limits as the stats show them, scope: limit.
+  auto limits = [&] {
+    auto r = run_binary({"stats", "--json", "--server", server});
+    auto doc = nlohmann::json::parse(r.out, nullptr, false);
+    std::map<std::string, int64_t> shown;
+    if (doc.is_object())
+      for (const auto& l : doc.value("limiter", nlohmann::json::array()))
+        shown[l.value("scope", "")] = l["limit"].is_number() ? l["limit"].get<int64_t>() : 0;
+    return shown;
+  };
   BOOST_REQUIRE(test::eventually([&] {
     return run_binary({"stats", "--server", server}).exit_code == 0;
   }));
@@ -950,8 +960,13 @@ timeout = "30s"
   BOOST_REQUIRE(test::eventually([&] { return running() == 1; }));
   std::this_thread::sleep_for(500ms);
   BOOST_CHECK_EQUAL(running(), 1);
+  BOOST_CHECK_EQUAL(limits()["type:S"], 1);
+  BOOST_CHECK_EQUAL(limits()["global"], 2);
 
-  write(file.path, sleepy + R"(running_limit = 3
+  // The global limit of 3 binds now, not the type's.
+  write(file.path, sleepy + R"(running_limit = 4
+[scheduling]
+global_limit = 3
 [api]
 token = "new"
 [alerts]
@@ -975,18 +990,26 @@ type = "S"
   BOOST_CHECK_MESSAGE(
       test::eventually([&] { return contains(log(), "SIGHUP: a restart takes api.token"); }),
       log());
-  BOOST_CHECK_MESSAGE(
-      contains(log(), "SIGHUP: took alerts.failure_rate, jobs[j], types.S.running_limit"), log());
+  BOOST_CHECK_MESSAGE(contains(log(),
+                               "SIGHUP: took alerts.failure_rate, jobs[j], "
+                               "scheduling.global_limit, types.S.running_limit"),
+                      log());
   BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
-                    "3");
+                    "4");
   BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(name, ',') FROM taskmill.jobs"), "j");
+  BOOST_CHECK_EQUAL(limits()["type:S"], 4);
+  BOOST_CHECK_EQUAL(limits()["global"], 3);
+  auto waiting =
+      db.scalar("SELECT id FROM taskmill.tasks WHERE status = 'pending' ORDER BY id LIMIT 1");
+  auto why = run_binary({"show", waiting, "--json", "--server", server});
+  BOOST_CHECK_MESSAGE(contains(why.out, "the global running limit is full: 3 of 3 running"), why);
 
   write(file.path, sleepy + "running_limit = 1\nbogus = 1\n");
   kill(node.pid(), SIGHUP);
   BOOST_CHECK(test::eventually([&] { return contains(log(), "the config is refused"); }));
   BOOST_CHECK_MESSAGE(contains(log(), "unknown option 'types.S.bogus'"), log());
   BOOST_CHECK_EQUAL(db.scalar("SELECT running_limit FROM taskmill.task_types WHERE type = 'S'"),
-                    "3");
+                    "4");
   BOOST_CHECK_EQUAL(node.stop(), 0);
 }
 

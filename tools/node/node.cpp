@@ -578,7 +578,9 @@ caf::error reload_node(caf::actor_system& sys, node_actors& node, const config& 
     auto jobs = checked_jobs(sys, node.storage, fresh, no_waiting);
     if (!jobs) return jobs.error();
     if (auto err = write_type_settings(sys, node.storage, fresh, no_waiting)) return err;
-    caf::anon_send(node.limiter, reload_atom_v, type_settings(fresh));
+    auto settings = type_settings(fresh);
+    caf::anon_send(node.limiter, reload_atom_v, settings);
+    caf::anon_send(node.storage, reload_atom_v, std::move(settings));
     if (auto err = put_jobs(sys, node.storage, *jobs, no_waiting)) return err;
   }
   if (changes.takes_alert_rules())
