@@ -419,18 +419,43 @@ BOOST_AUTO_TEST_CASE(other_types_beside_a_limited_backlog_go_oldest_first) {
   }
 }
 
+// Where the limited type's due tasks lie among the others' rather than
+// before them all, the others are still claimed oldest first.
+BOOST_AUTO_TEST_CASE(other_types_amid_a_limited_backlog_go_oldest_first) {
+  for (const std::string types : {"NULL", "'{CAPPED,O1,O2}'"}) {
+    BOOST_TEST_CONTEXT("types " << types) {
+      task_database db{types == "NULL" ? "amidany" : "amidlist"};
+      insert_due(db, "CAPPED", 3, 50);
+      submit_others_and_a_pinned_one(db, "O3");
+      db.exec(
+          "UPDATE taskmill.tasks SET execute_at = now() - interval '35 seconds' "
+          "WHERE type = 'CAPPED' AND split_part(key, '-', 3)::integer > 25");
+      BOOST_CHECK((other_keys_claimed(db, types, 5) ==
+                   std::vector<std::string>{"o1-second", "o2-first", "o2-third"}));
+      BOOST_CHECK((other_keys_claimed(db, types, 0) == std::vector<std::string>{"o1-fourth"}));
+    }
+  }
+}
+
 // Telling the other types' tasks from a limited type's backlog takes no
 // reading of that backlog (it did: every due task of the level, at every
 // claim): rows fetched by the claim's index scans, in its transaction.
+// The backlog may be due before the other types' tasks (a search in claim
+// order from the oldest of theirs passes it) or after them.
 BOOST_AUTO_TEST_CASE(claims_beside_a_limited_backlog_do_not_read_it) {
-  task_database db{"backlogcap"};
-  insert_due(db, "CAPPED", 3, 20000);
-  insert_due(db, "OTHER", 3, 3);
-  db.exec("ANALYZE taskmill.tasks");
-  for (const std::string types : {"NULL", "'{CAPPED,OTHER}'"}) {
-    BOOST_TEST_CONTEXT("types " << types) {
-      check_claim_reads_little(db, claim_sql("a", 20, "{0,0,20,0,0}", "{CAPPED}", "{10}", 0, types),
-                               13);
+  for (bool others_older : {false, true}) {
+    BOOST_TEST_CONTEXT("the other types' tasks " << (others_older ? "older" : "newer")) {
+      task_database db{others_older ? "backlogcapnewer" : "backlogcap"};
+      insert_due(db, "CAPPED", 3, 20000);
+      insert_due(db, "OTHER", 3, 3);
+      if (others_older) make_older(db, "type = 'OTHER'");
+      db.exec("VACUUM ANALYZE taskmill.tasks");
+      for (const std::string types : {"NULL", "'{CAPPED,OTHER}'"}) {
+        BOOST_TEST_CONTEXT("types " << types) {
+          check_claim_reads_little(
+              db, claim_sql("a", 20, "{0,0,20,0,0}", "{CAPPED}", "{10}", 0, types), 13);
+        }
+      }
     }
   }
 }

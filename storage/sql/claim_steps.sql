@@ -306,9 +306,12 @@ $$;
 -- Up to p_want due tasks of p_types at p_levels, level by level (so that
 -- the index reads each only up to now; as one range of levels it read every
 -- task due later on the way), each type in the index led by it
--- (taskmill.lock_oldest_of_types), locked.
+-- (taskmill.lock_oldest_of_types), locked; or, beside the limited types
+-- p_beside, past their backlogs where those wait ahead of p_types' tasks
+-- (taskmill.lock_oldest_beside).
 CREATE FUNCTION taskmill.lock_oldest_by_level(p_types text[], p_levels integer[],
-                                              p_node text, p_want integer) RETURNS bigint[]
+                                              p_node text, p_want integer,
+                                              p_beside text[] DEFAULT NULL) RETURNS bigint[]
 LANGUAGE plpgsql AS $$
 DECLARE
   v_ids bigint[] := '{}';
@@ -316,10 +319,66 @@ DECLARE
 BEGIN
   FOREACH v_level IN ARRAY p_levels LOOP
     EXIT WHEN cardinality(v_ids) >= p_want;
-    v_ids := v_ids || taskmill.lock_oldest_of_types(p_types, v_level, p_node,
-                                                    p_want - cardinality(v_ids));
+    v_ids := v_ids || CASE WHEN p_beside IS NULL
+                           THEN taskmill.lock_oldest_of_types(p_types, v_level, p_node,
+                                                              p_want - cardinality(v_ids))
+                           ELSE taskmill.lock_oldest_beside(p_types, p_beside, v_level, p_node,
+                                                            p_want - cardinality(v_ids)) END;
   END LOOP;
   RETURN v_ids;
+END
+$$;
+
+-- Up to p_want due tasks of p_types at level p_level that p_node may run,
+-- oldest first, locked, beside the limited types p_beside, whose due tasks a
+-- search in claim order would read through. Where all of those are older
+-- than the oldest of p_types (a backlog held back by its limit, waiting
+-- ahead), one search in claim order from that oldest task reads none of
+-- them, each task once, at a descent of each type's index to find where to
+-- start; otherwise each type is read from the index led by it
+-- (taskmill.lock_oldest_of_types).
+CREATE FUNCTION taskmill.lock_oldest_beside(p_types text[], p_beside text[], p_level integer,
+                                            p_node text, p_want integer) RETURNS bigint[]
+LANGUAGE plpgsql
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off
+SET enable_sort = off AS $$
+DECLARE
+  v_from_at timestamptz;
+  v_from_id bigint;
+BEGIN
+  SELECT o.execute_at, o.id INTO v_from_at, v_from_id
+    FROM unnest(p_types) AS t(type)
+   CROSS JOIN LATERAL (
+     SELECT d.execute_at, d.id FROM taskmill.tasks d
+      WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[t.type])
+        AND d.priority = p_level AND d.execute_at <= now()
+      ORDER BY d.type, d.priority, d.execute_at, d.id
+      LIMIT 1) o
+   ORDER BY o.execute_at, o.id
+   LIMIT 1;
+  IF v_from_id IS NULL THEN
+    RETURN '{}';
+  END IF;
+  IF EXISTS (SELECT 1 FROM unnest(p_beside) AS b(type)
+              CROSS JOIN LATERAL (
+                SELECT d.execute_at, d.id FROM taskmill.tasks d
+                 WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[b.type])
+                   AND d.priority = p_level AND d.execute_at <= now()
+                 ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
+                 LIMIT 1) n
+              WHERE (n.execute_at, n.id) > (v_from_at, v_from_id)) THEN
+    RETURN taskmill.lock_oldest_of_types(p_types, p_level, p_node, p_want);
+  END IF;
+  RETURN ARRAY(
+    SELECT d.id FROM taskmill.tasks d
+     WHERE d.status IN ('pending', 'failed') AND d.priority = p_level
+       AND d.execute_at <= now() AND (d.execute_at, d.id) >= (v_from_at, v_from_id)
+       AND d.type = ANY (p_types)
+       AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
+     ORDER BY d.priority, d.execute_at, d.id
+     LIMIT p_want
+     FOR UPDATE SKIP LOCKED);
 END
 $$;
 
@@ -438,7 +497,8 @@ BEGIN
       END IF;
       v_ids := taskmill.lock_oldest_by_level(
                  CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE unlimited_types END,
-                 p_levels, p_node, v_step);
+                 p_levels, p_node, v_step,
+                 CASE WHEN v_type IS NULL AND NOT p_levels && p_foreign_ends THEN p_capped END);
     END IF;
     v_locked := cardinality(v_ids);
     ids := ids || v_ids;
