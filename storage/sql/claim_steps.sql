@@ -331,12 +331,13 @@ $$;
 
 -- Up to p_want due tasks of p_types at level p_level that p_node may run,
 -- oldest first, locked, beside the limited types p_beside, whose due tasks a
--- search in claim order would read through. Where all of those are older
--- than the oldest of p_types (a backlog held back by its limit, waiting
--- ahead), one search in claim order from that oldest task reads none of
--- them, each task once, at a descent of each type's index to find where to
--- start; otherwise each type is read from the index led by it
--- (taskmill.lock_oldest_of_types).
+-- search in claim order would read through. Where none of p_types' due tasks
+-- comes before the newest of theirs (a backlog held back by its limit,
+-- waiting ahead of the rest), one search in claim order past it reads none
+-- of them, each task once; telling so costs a descent of each type's index
+-- that stops at its first entry, as the entries of tasks claimed since the
+-- last vacuum lie past it too. Otherwise each type is read from the index
+-- led by it (taskmill.lock_oldest_of_types).
 CREATE FUNCTION taskmill.lock_oldest_beside(p_types text[], p_beside text[], p_level integer,
                                             p_node text, p_want integer) RETURNS bigint[]
 LANGUAGE plpgsql
@@ -344,36 +345,36 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 DECLARE
-  v_from_at timestamptz;
-  v_from_id bigint;
+  v_past_at timestamptz := '-infinity';
+  v_past_id bigint := 0;
 BEGIN
-  SELECT o.execute_at, o.id INTO v_from_at, v_from_id
-    FROM unnest(p_types) AS t(type)
+  SELECT n.execute_at, n.id INTO v_past_at, v_past_id
+    FROM unnest(p_beside) AS b(type)
    CROSS JOIN LATERAL (
      SELECT d.execute_at, d.id FROM taskmill.tasks d
-      WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[t.type])
+      WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[b.type])
         AND d.priority = p_level AND d.execute_at <= now()
-      ORDER BY d.type, d.priority, d.execute_at, d.id
-      LIMIT 1) o
-   ORDER BY o.execute_at, o.id
+      ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
+      LIMIT 1) n
+   ORDER BY n.execute_at DESC, n.id DESC
    LIMIT 1;
-  IF v_from_id IS NULL THEN
-    RETURN '{}';
-  END IF;
-  IF EXISTS (SELECT 1 FROM unnest(p_beside) AS b(type)
-              CROSS JOIN LATERAL (
-                SELECT d.execute_at, d.id FROM taskmill.tasks d
-                 WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[b.type])
-                   AND d.priority = p_level AND d.execute_at <= now()
-                 ORDER BY d.type DESC, d.priority DESC, d.execute_at DESC, d.id DESC
-                 LIMIT 1) n
-              WHERE (n.execute_at, n.id) > (v_from_at, v_from_id)) THEN
+  IF NOT FOUND THEN
+    v_past_at := '-infinity';
+    v_past_id := 0;
+  ELSIF EXISTS (SELECT 1 FROM unnest(p_types) AS t(type)
+                 CROSS JOIN LATERAL (
+                   SELECT d.id FROM taskmill.tasks d
+                    WHERE d.status IN ('pending', 'failed') AND d.type = ANY (ARRAY[t.type])
+                      AND d.priority = p_level
+                      AND (d.execute_at, d.id) < (v_past_at, v_past_id)
+                    ORDER BY d.type, d.priority, d.execute_at, d.id
+                    LIMIT 1) o) THEN
     RETURN taskmill.lock_oldest_of_types(p_types, p_level, p_node, p_want);
   END IF;
   RETURN ARRAY(
     SELECT d.id FROM taskmill.tasks d
      WHERE d.status IN ('pending', 'failed') AND d.priority = p_level
-       AND d.execute_at <= now() AND (d.execute_at, d.id) >= (v_from_at, v_from_id)
+       AND d.execute_at <= now() AND (d.execute_at, d.id) > (v_past_at, v_past_id)
        AND d.type = ANY (p_types)
        AND (d.pinned_node IS NULL OR d.pinned_node = p_node)
      ORDER BY d.priority, d.execute_at, d.id
