@@ -3,6 +3,7 @@
 #define BOOST_TEST_MODULE node
 #include <boost/test/unit_test.hpp>
 
+#include "actors/metrics/node_metrics.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/errors.hpp"
 #include "tests/support/claim_races.hpp"
@@ -20,6 +21,7 @@
 #include <cstdlib>
 #include <deque>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace taskmill;
@@ -96,6 +98,42 @@ BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
     auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
     return in_flight && *in_flight == 0;
   }));
+}
+
+// A long-lived node meets every task type there is: past metric_names_limit
+// types, the others' tasks are counted together under one "(other)" series,
+// so a flood of types cannot grow its metrics (and memory) without bound,
+// and none of their outcomes goes uncounted.
+BOOST_AUTO_TEST_CASE(a_flood_of_task_types_shares_one_other_series) {
+  auto cfg = test_node_config("n1");
+  cfg.default_type.executor = executor_kind::noop;
+  auto& node = start(cfg);
+  constexpr int types = 3 * static_cast<int>(metric_names_limit);
+  pb::SubmitTasks req;
+  for (int i = 0; i < types; ++i) {
+    auto* t = req.add_tasks();
+    t->set_type("FLOOD" + std::to_string(i));
+    t->set_key("k");
+  }
+  auto res = test::ask<pb::SubmitResults>(*sys, node.inserter, submit_atom_v, req);
+  BOOST_REQUIRE_MESSAGE(res, test::describe(res));
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'succeeded'") == types; }, 30s));
+  auto metrics = http_fetch("GET", api_url(node) + "/metrics");
+  BOOST_REQUIRE(metrics);
+  std::set<std::string> labels;
+  double succeeded = 0;
+  std::istringstream lines{metrics->body};
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("taskmill_task_outcomes_total{", 0) != 0) continue;
+    auto from = line.find("type=\"") + 6;
+    labels.insert(line.substr(from, line.find('"', from) - from));
+    if (line.find("outcome=\"succeeded\"") != std::string::npos)
+      succeeded += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  BOOST_TEST_MESSAGE(labels.size() << " type labels in /metrics");
+  BOOST_CHECK_LE(labels.size(), metric_names_limit + 1);
+  BOOST_CHECK(labels.count(other_names_label));
+  BOOST_CHECK_EQUAL(succeeded, types);
 }
 
 BOOST_AUTO_TEST_CASE(executions_past_their_timeout_are_failed_attempts) {
