@@ -923,8 +923,9 @@ max_retries = 0
     if (j.contains("actor")) actors.insert(j["actor"]);
     if (j.value("task_id", int64_t{0}) == std::stoll(id)) {
       BOOST_TEST_MESSAGE(line);
-      attempt_line = j.value("trace_id", "") == trace && j.value("attempt", 0) == 1 &&
-                     j.value("type", "") == "F" && j["level"] == "debug";
+      attempt_line =
+          attempt_line || (j.value("trace_id", "") == trace && j.value("attempt", 0) == 1 &&
+                           j.value("type", "") == "F" && j["level"] == "debug");
     }
   }
   BOOST_TEST_MESSAGE(lines << " lines from " << actors.size() << " actors");
@@ -967,7 +968,7 @@ timeout = "30s"
     return run_binary({"stats", "--server", server}).exit_code == 0;
   }));
   for (int i = 0; i < 4; ++i)
-    BOOST_REQUIRE_EQUAL(run_binary({"submit", "S", "k" + std::to_string(i), "--payload", "6000",
+    BOOST_REQUIRE_EQUAL(run_binary({"submit", "S", "k" + std::to_string(i), "--payload", "15000",
                                     "--server", server})
                             .exit_code,
                         0);

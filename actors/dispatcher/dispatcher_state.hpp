@@ -25,6 +25,8 @@ struct execution {
   int32_t attempt;
   std::string type;
   caf::actor_clock::time_point started;
+  // When its timeout comes (a timeout_atom is scheduled for it then).
+  caf::actor_clock::time_point times_out;
   caf::actor_addr executor;  // the CAF executor running it, if any
   bool accepted = false;     // an HTTP executor answered 202
   // Its type lets it move its deadline: at its timeout, the database says
@@ -87,6 +89,9 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
 
 // -- executions and their deadlines (executions.cpp) -------------------------
 
+/// Logs an attempt that failed or is to be retried, at debug level (a line
+/// per task is never info: actors/logging/log_format.hpp).
+void log_end(const pb::TaskOutcome& outcome, std::string_view type, std::string_view trace_id);
 /// Runs a task claimed for, or handed to, this node.
 void execute(self_ptr self, const pb::Task& task);
 /// An asynchronous execution ended with `outcome`, if it is still waited for.

@@ -24,18 +24,6 @@ std::chrono::milliseconds longest(self_ptr self, const pb::Task& task) {
       .longest_attempt(std::chrono::milliseconds{task.timeout_ms()});
 }
 
-/// An attempt that failed or is to be retried, at debug level (a line per
-/// task is never info: actors/logging/log_format.hpp).
-void log_end(const pb::TaskOutcome& outcome, std::string_view type, std::string_view trace_id) {
-  if (outcome.outcome() == pb::OUTCOME_SUCCEEDED || !spdlog::should_log(spdlog::level::debug))
-    return;
-  log_scope about{log_fields::of_attempt(outcome.task_id(), outcome.attempt(), type, trace_id)};
-  spdlog::debug("dispatcher: task {} attempt {} (trace {}) {}: {}", outcome.task_id(),
-                outcome.attempt(), trace_id,
-                outcome.outcome() == pb::OUTCOME_RETRY ? "is to be retried" : "failed",
-                outcome.error());
-}
-
 void end_at_once(self_ptr self, const pb::Task& task, pb::TaskOutcome outcome) {
   log_end(outcome, task.type(), task.trace_id());
   record_at_once(self, std::move(outcome));
@@ -43,10 +31,15 @@ void end_at_once(self_ptr self, const pb::Task& task, pb::TaskOutcome outcome) {
 
 void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
   std::chrono::milliseconds timeout{task.timeout_ms()};
-  self->state.running[task.id()] =
-      execution{task.attempt(),      task.type(), self->clock().now(),
-                std::move(executor), false,       longest(self, task) > timeout,
-                task.trace_id()};
+  auto now = self->clock().now();
+  self->state.running[task.id()] = execution{task.attempt(),
+                                             task.type(),
+                                             now,
+                                             now + timeout,
+                                             std::move(executor),
+                                             false,
+                                             longest(self, task) > timeout,
+                                             task.trace_id()};
   self->delayed_send(self, timeout, caf::timeout_atom_v, task.id(), task.attempt());
 }
 
@@ -119,6 +112,16 @@ void run_caf(self_ptr self, const pb::Task& task) {
 }
 
 }  // namespace
+
+void log_end(const pb::TaskOutcome& outcome, std::string_view type, std::string_view trace_id) {
+  if (outcome.outcome() == pb::OUTCOME_SUCCEEDED || !spdlog::should_log(spdlog::level::debug))
+    return;
+  log_scope about{log_fields::of_attempt(outcome.task_id(), outcome.attempt(), type, trace_id)};
+  spdlog::debug("dispatcher: task {} attempt {} (trace {}) {}: {}", outcome.task_id(),
+                outcome.attempt(), trace_id,
+                outcome.outcome() == pb::OUTCOME_RETRY ? "is to be retried" : "failed",
+                outcome.error());
+}
 
 void execute(self_ptr self, const pb::Task& task) {
   if (cancelled_before(self->state, task.id(), task.attempt())) {

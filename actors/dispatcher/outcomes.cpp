@@ -121,6 +121,7 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
   std::optional<execution> ours;
   if (it != st.running.end() && it->second.attempt == report.attempt()) {
     outcome.set_type(it->second.type);
+    log_end(outcome, it->second.type, it->second.trace_id);
     ours = std::move(it->second);
     st.running.erase(it);
   }
@@ -155,10 +156,14 @@ caf::result<pb::ResultAck> take_result(self_ptr self, int64_t id, const pb::Resu
             promise.deliver(std::move(ack));
           },
           [self, promise, one, ours](caf::error& err) mutable {
-            // Not stored: the execution is still ours to time out.
+            // Not stored: the execution is still ours to time out, at once
+            // if its timeout came meanwhile (and found it gone).
             if (ours) {
-              self->state.running[one->outcomes(0).task_id()] = *ours;
+              const auto& o = one->outcomes(0);
+              self->state.running[o.task_id()] = *ours;
               self->state.outcomes.answered(one);
+              if (self->clock().now() >= ours->times_out)
+                self->send(self, caf::timeout_atom_v, o.task_id(), o.attempt());
             }
             promise.deliver(std::move(err));
           });
