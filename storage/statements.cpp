@@ -139,16 +139,19 @@ const statement put_type_settings{
 // page token through the primary key, whatever the filters match, so that a
 // filter matching few of millions of tasks costs the same as any other: the
 // page may then hold fewer than $6 - 1 tasks, and scan_last says where the
-// next one goes on. Without a match it is one row with only scan_*.
+// next one goes on. The read stops once the page is full, so a page that
+// fills costs its own rows, however many the table holds; only a short
+// page counts where its scan ended (scan_rows 0 otherwise). Without a match
+// it is one row with only scan_*.
 const statement list_tasks{
     "list_tasks",
-    "WITH scan AS (SELECT max(s.id) AS scan_last, count(*) AS scan_rows FROM (SELECT id FROM "
-    "taskmill.tasks WHERE id > $5::bigint ORDER BY id LIMIT $7::int) s) SELECT m.*, "
-    "scan.scan_last, scan.scan_rows FROM scan LEFT JOIN LATERAL (SELECT * FROM taskmill.tasks t "
-    "WHERE t.id > $5::bigint AND t.id <= scan.scan_last AND ($1::text IS NULL OR t.type = $1) "
-    "AND ($2::text IS NULL OR t.key = $2) AND ($3::taskmill.task_status IS NULL OR t.status = "
-    "$3) AND ($4::text IS NULL OR t.batch = $4) ORDER BY t.id LIMIT $6::int) m ON true ORDER BY "
-    "m.id"};
+    "WITH page AS (SELECT s.* FROM (SELECT * FROM taskmill.tasks WHERE id > $5::bigint ORDER BY "
+    "id LIMIT $7::int) s WHERE ($1::text IS NULL OR s.type = $1) AND ($2::text IS NULL OR s.key = "
+    "$2) AND ($3::taskmill.task_status IS NULL OR s.status = $3) AND ($4::text IS NULL OR s.batch "
+    "= $4) ORDER BY s.id LIMIT $6::int), scan AS (SELECT max(x.id) AS scan_last, count(*) AS "
+    "scan_rows FROM (SELECT id FROM taskmill.tasks WHERE id > $5::bigint ORDER BY id LIMIT "
+    "$7::int) x WHERE (SELECT count(*) FROM page) < $6::int) SELECT m.*, scan.scan_last, "
+    "scan.scan_rows FROM scan LEFT JOIN page m ON true ORDER BY m.id"};
 
 // The tasks of one (type, key): live ones by their keys, cancelled ones by
 // the index of cancelled tasks (tasks itself has no index on type and key).

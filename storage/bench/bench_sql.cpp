@@ -117,6 +117,24 @@ SELECT $1, 'cal' || g, now() + interval '2 days' + g * interval '50 ms', md5(g::
   FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s
 )sql";
 
+// Within the node's default success retention (a day), so that its purge
+// leaves them while the bench measures beside them.
+const char* const load_history = R"sql(
+INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                            backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                            status, attempt, picked_by, started_at, finished_at, updated_at)
+SELECT $1, 'h' || g, f.at - interval '10 ms', md5(g::text), taskmill.default_priority(),
+       s.max_retries, s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
+       s.backoff_jitter, 'succeeded', 1, 'history', f.at - interval '5 ms', f.at, f.at
+  FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s,
+       LATERAL (SELECT now() - interval '20 hours' + g * (interval '19 hours' / $2::integer)
+                  AS at) f
+)sql";
+
+const char* const newest_succeeded = R"sql(
+SELECT coalesce(max(id), 0) FROM taskmill.tasks WHERE status = 'succeeded'
+)sql";
+
 const char* const delete_types = R"sql(
 WITH gone AS (DELETE FROM taskmill.tasks WHERE type = ANY ($1::text[]) RETURNING id)
 DELETE FROM taskmill.attempts a USING gone WHERE a.task_id = gone.id

@@ -45,6 +45,11 @@ extern const char* const pickup_by_prefix;
 extern const char* const waiting_by_prefix;
 /// $1: type, $2: how many. Tasks due days later: a calendar.
 extern const char* const load_calendar;
+/// $1: type, $2: how many. Tasks that succeeded over the last day, as a
+/// long-lived table holds them.
+extern const char* const load_history;
+/// The id of the newest task that succeeded (0: none).
+extern const char* const newest_succeeded;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.
 extern const char* const delete_types;
 /// $1: type, $2: how many. A chain of tasks (keys chain-1, chain-2, ...),

@@ -3,6 +3,7 @@
 
 #include "tools/bench/flows.hpp"
 #include "tools/bench/harness.hpp"
+#include "tools/bench/history.hpp"
 #include "tools/bench/keys.hpp"
 #include "tools/bench/latency.hpp"
 #include "tools/bench/limits.hpp"
@@ -31,9 +32,9 @@
 
 namespace taskmill {
 
-const std::vector<std::string> bench_phases{"submit",  "end-to-end", "latency", "wake-up",
-                                            "backlog", "drain",      "limits",  "keys",
-                                            "pooler",  "calendar",   "flows",   "progress"};
+const std::vector<std::string> bench_phases{
+    "submit", "end-to-end", "latency",  "wake-up", "backlog",  "drain",  "limits",
+    "keys",   "pooler",     "calendar", "flows",   "progress", "history"};
 
 namespace {
 
@@ -87,25 +88,27 @@ struct plan {
   /// Running tasks that each report progress every 100 ms, for how long.
   int talking_tasks;
   double talking_seconds;
+  /// Finished tasks the table holds under the history's measurements.
+  int history_tasks;
 };
 
 plan plan_for(bench_size size) {
   switch (size) {
     case bench_size::smoke:
       return {1,     0.5, 5'000,  2.0, 200, 20'000, 5'000, 5'000, 10'000, {20'000}, 20'000, 5'000,
-              5'000, 500, 20'000, 100, 2.0, 50'000, 64,    100,   500,    200,      3.0};
+              5'000, 500, 20'000, 100, 2.0, 50'000, 64,    100,   500,    200,      3.0,    20'000};
     case bench_size::quick:
       return {1,      1.0,       10'000,  3.0,     200,    100'000, 10'000, 10'000,
               20'000, {100'000}, 100'000, 100'000, 20'000, 2'000,   20'000, 300,
-              3.0,    200'000,   64,      200,     2'000,  1'000,   5.0};
+              3.0,    200'000,   64,      200,     2'000,  1'000,   5.0,    1'000'000};
     case bench_size::full:
       break;
   }
-  return {3,         5.0,     100'000,   15.0,    200,
-          1'000'000, 10'000,  10'000,    100'000, {100'000, 1'000'000},
-          100'000,   100'000, 100'000,   10'000,  100'000,
-          1'000,     10.0,    5'000'000, 64,      1'000,
-          10'000,    1'000,   10.0};
+  return {3,         5.0,     100'000,   15.0,      200,
+          1'000'000, 10'000,  10'000,    100'000,   {100'000, 1'000'000},
+          100'000,   100'000, 100'000,   10'000,    100'000,
+          1'000,     10.0,    5'000'000, 64,        1'000,
+          10'000,    1'000,   10.0,      10'000'000};
 }
 
 const char* size_name(bench_size size) {
@@ -305,9 +308,10 @@ int measure(const bench_options& options) {
       pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"}, fan_out_rate{"tasks/s"},
       fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
       progress_statements{"statements/s"}, reports_per_statement{"ratio"};
-  phase_report limits, keys;
+  phase_report limits, keys, history;
   auto peak_rss = [&] {
-    return std::max({node.peak_rss(), talking.peak_rss(), limits.peak_rss, keys.peak_rss});
+    return std::max(
+        {node.peak_rss(), talking.peak_rss(), limits.peak_rss, keys.peak_rss, history.peak_rss});
   };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
@@ -442,6 +446,12 @@ int measure(const bench_options& options) {
     progress_statements.runs.push_back(reports.statements_per_s);
     reports_per_statement.runs.push_back(reports.reports_per_s / reports.statements_per_s);
   }
+  if (want("history")) {
+    node.stop();
+    history =
+        measure_history({p.runs, p.history_tasks, p.drain_tasks, p.latency_seconds, p.latency_rate},
+                        options.binary, database.conninfo(), conn, announce);
+  }
   rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
@@ -514,6 +524,8 @@ int measure(const bench_options& options) {
   };
   targets.insert(targets.end(), limits.targets.begin(), limits.targets.end());
   targets.insert(targets.end(), keys.targets.begin(), keys.targets.end());
+  rows.insert(rows.end() - 1, history.rows.begin(), history.rows.end());
+  targets.insert(targets.end(), history.targets.begin(), history.targets.end());
   std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
   std::erase_if(targets, [](const target& t) { return t.measured.runs.empty(); });
   std::printf("taskmill bench (%s) on %s, %u CPUs\n", size_name(options.size),

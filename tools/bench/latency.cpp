@@ -76,8 +76,12 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, 
 /// The same paced submits for a type the built-in noop executor runs, timed
 /// from the return of each commit to the executor's start, which it reports
 /// in its result by the node's clock, the bench's own.
-latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index) {
-  run(conn, sql::reset_tasks);
+latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
+                                  tasks_before_pickup before) {
+  if (before == tasks_before_pickup::reset)
+    run(conn, sql::reset_tasks);
+  else
+    run(conn, sql::delete_types, {types_param({inproc_type})});
   std::unordered_map<std::string, double> committed;
   auto count = paced(p, [&](int i) {
     auto key = "i" + std::to_string(run_index) + "-" + std::to_string(i);

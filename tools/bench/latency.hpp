@@ -62,9 +62,14 @@ struct latency_run {
 /// return of its commit to its arrival at the HTTP executor.
 latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, int run_index);
 
+/// Whether a measurement empties the tasks table first, or leaves what it
+/// holds but the measurement's own tasks.
+enum class tasks_before_pickup { reset, kept };
+
 /// The same paced submits for a type the built-in noop executor runs, timed
 /// from the return of each commit to the executor's start.
-latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index);
+latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
+                                  tasks_before_pickup before = tasks_before_pickup::reset);
 
 /// The pickup as plain SQL, the floor of the node's (jobs inserted with a
 /// NOTIFY, claimed by a listener at each burst of notifications).

@@ -1,0 +1,161 @@
+#include "tools/bench/history.hpp"
+
+#include "messages/errors.hpp"
+#include "storage/bench/bench_sql.hpp"
+#include "tools/bench/latency.hpp"
+#include "tools/http_fetch.hpp"
+
+#include <algorithm>
+
+namespace taskmill::bench {
+namespace {
+
+/// The finished tasks; no node runs the type.
+constexpr const char* history_type = "BENCH_HISTORY";
+/// The drain's tasks.
+constexpr const char* drain_type = "BENCH_HISTORY_DRAIN";
+/// Each call is timed this many times; its median counts.
+constexpr int calls_timed = 21;
+
+/// What the console's pages and an operator's scripts call: the dashboard,
+/// the task list unfiltered and by status and type, a task's page, the
+/// nodes, the alerts and the metrics. `{id}` is a task that succeeded.
+const std::vector<std::string> api_calls{"/v1/stats",
+                                         "/v1/tasks",
+                                         "/v1/tasks?status=succeeded",
+                                         "/v1/tasks?type=" + std::string{drain_type},
+                                         "/v1/tasks/{id}",
+                                         "/v1/tasks/{id}/attempts",
+                                         "/v1/nodes",
+                                         "/v1/alerts?limit=10",
+                                         "/metrics"};
+
+struct table_figures {
+  double drain = 0;
+  latency_run pickup{};
+  /// The median time of each of api_calls, ms.
+  std::vector<double> call_ms;
+};
+
+double median_ms(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
+  auto id = run(conn, sql::newest_succeeded).string(0, 0);
+  http_session session{node.api()};
+  std::vector<double> out;
+  for (auto target : api_calls) {
+    if (auto at = target.find("{id}"); at != std::string::npos) target.replace(at, 4, id);
+    std::vector<double> ms;
+    for (int i = 0; i < calls_timed; ++i) {
+      auto start = steady::now();
+      auto answer = session.call("GET", target);
+      if (!answer || answer->status != 200)
+        throw bench_failure{"history: GET " + target + " answered " +
+                            (answer ? std::to_string(answer->status) + " " + answer->body
+                                    : error_message(answer.error()))};
+      ms.push_back(seconds_since(start) * 1000);
+    }
+    out.push_back(median_ms(std::move(ms)));
+  }
+  return out;
+}
+
+table_figures measure_table(bench_node& node, db::connection& conn, const history_plan& plan,
+                            const std::string& label) {
+  table_figures f;
+  f.drain = drain_rate(node, conn, {drain_type}, plan.drain_tasks, [&] {
+    run(conn, sql::delete_types, {types_param({drain_type})});
+    run(conn, sql::load_backlog,
+        {std::string{drain_type}, std::to_string(plan.drain_tasks), label + "-"});
+  });
+  // The drain leaves the node stopped.
+  node.start();
+  f.pickup = inproc_pickup_latency(conn, {plan.latency_seconds, plan.latency_rate}, 0,
+                                   tasks_before_pickup::kept);
+  f.call_ms = time_calls(node, conn);
+  return f;
+}
+
+}  // namespace
+
+phase_report measure_history(const history_plan& plan, const std::string& binary,
+                             const std::string& conninfo, db::connection& conn,
+                             const announce_fn& announce) {
+  bench_node node{binary,
+                  conninfo,
+                  {std::string{"types."} + drain_type + ".executor=noop",
+                   std::string{"types."} + inproc_type + ".executor=noop"},
+                  "history"};
+  node.start();
+  auto finished = short_count(plan.finished_tasks);
+  series drain_empty{"tasks/s"}, drain_full{"tasks/s"}, drain_ratio{"ratio"}, p50_empty{"ms"},
+      p50_full{"ms"}, p50_ratio{"ratio"}, p99_empty{"ms"}, p99_full{"ms"}, p99_ratio{"ratio"},
+      slowest_call_ratio{"ratio"};
+  std::vector<series> call_empty(api_calls.size(), series{"ms"}),
+      call_full(api_calls.size(), series{"ms"});
+  run(conn, sql::reset_tasks);
+  std::vector<table_figures> empty;
+  for (int r = 0; r < plan.runs; ++r) {
+    announce("drain, pickup and API calls on an empty table", r, node.peak_rss());
+    empty.push_back(measure_table(node, conn, plan, "e" + std::to_string(r)));
+  }
+  progress("loading " + std::to_string(plan.finished_tasks) + " finished tasks");
+  auto start = steady::now();
+  run(conn, sql::load_history, {std::string{history_type}, std::to_string(plan.finished_tasks)});
+  // As autovacuum would have by the time a table holds that history.
+  run(conn, sql::vacuum_tasks);
+  progress("  loaded and vacuumed in " + fixed(seconds_since(start), 1) + " s");
+  for (int r = 0; r < plan.runs; ++r) {
+    announce("the same beside " + finished + " finished tasks", r, node.peak_rss());
+    auto full = measure_table(node, conn, plan, "f" + std::to_string(r));
+    const auto& before = empty[static_cast<size_t>(r)];
+    drain_empty.runs.push_back(before.drain);
+    drain_full.runs.push_back(full.drain);
+    drain_ratio.runs.push_back(full.drain / before.drain);
+    p50_empty.runs.push_back(before.pickup.p50);
+    p50_full.runs.push_back(full.pickup.p50);
+    p50_ratio.runs.push_back(full.pickup.p50 / before.pickup.p50);
+    p99_empty.runs.push_back(before.pickup.p99);
+    p99_full.runs.push_back(full.pickup.p99);
+    p99_ratio.runs.push_back(full.pickup.p99 / before.pickup.p99);
+    double slowest = 0;
+    for (size_t i = 0; i < api_calls.size(); ++i) {
+      call_empty[i].runs.push_back(before.call_ms[i]);
+      call_full[i].runs.push_back(full.call_ms[i]);
+      slowest = std::max(slowest, full.call_ms[i] / before.call_ms[i]);
+    }
+    slowest_call_ratio.runs.push_back(slowest);
+  }
+  node.stop();
+  run(conn, sql::reset_tasks);
+
+  phase_report report;
+  report.peak_rss = node.peak_rss();
+  auto drains = short_count(plan.drain_tasks);
+  report.rows = {
+      {"drain: " + drains + ", empty table", drain_empty},
+      {"  the same beside " + finished + " finished", drain_full},
+      {"  that drain / on the empty table", drain_ratio},
+      {"  pickup p50 (in-process), empty table", p50_empty},
+      {"  the same beside " + finished + " finished", p50_full},
+      {"  pickup p99 (in-process), empty table", p99_empty},
+      {"  the same beside " + finished + " finished", p99_full},
+  };
+  for (size_t i = 0; i < api_calls.size(); ++i) {
+    report.rows.push_back({"  GET " + api_calls[i] + ", empty table", call_empty[i]});
+    report.rows.push_back({"    beside " + finished + " finished", call_full[i]});
+  }
+  report.rows.push_back({"  slowest API call's time beside them / empty", slowest_call_ratio});
+  report.targets = {
+      {"drain beside " + finished + " finished >= 1/1.2 of empty", drain_ratio, ">=", 1 / 1.2},
+      {"pickup p50 beside them <= 1.2x empty", p50_ratio, "<=", 1.2},
+      {"pickup p99 beside them <= 1.2x empty", p99_ratio, "<=", 1.2},
+      {"every API call beside them <= 1.2x empty", slowest_call_ratio, "<=", 1.2},
+  };
+  return report;
+}
+
+}  // namespace taskmill::bench
