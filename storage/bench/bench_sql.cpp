@@ -150,11 +150,13 @@ SELECT count(*) FILTER (WHERE status IN ('succeeded', 'stopped')),
 )sql";
 
 // What the bench polls while a node works: read through the index of
-// finished tasks, so that watching costs the node next to nothing (counting
-// over the whole table would take a core of its own with a large backlog).
+// finished tasks from $2 on, so that watching costs the node next to nothing
+// (counting over the whole table would take a core of its own with a large
+// backlog, and over every finished task one beside a long history).
 const char* const finished_count = R"sql(
 SELECT count(*) FROM taskmill.tasks
  WHERE status IN ('succeeded', 'stopped') AND type = ANY ($1::text[])
+   AND updated_at >= $2::timestamptz
 )sql";
 
 const char* const seconds_to_last_completion = R"sql(
@@ -265,6 +267,13 @@ SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.ms), 0),
   FROM (SELECT extract(epoch FROM t.started_at - t.execute_at) * 1000 AS ms
           FROM taskmill.tasks t
          WHERE t.started_at > now() - make_interval(secs => $1::double precision)) l
+)sql";
+
+const char* const tasks_vacuums = R"sql(
+SELECT s.autovacuum_count,
+       (SELECT count(*) FROM pg_stat_progress_vacuum p WHERE p.relid = s.relid)
+  FROM pg_stat_user_tables s
+ WHERE s.relid = 'taskmill.tasks'::regclass
 )sql";
 
 const char* const soak_table = R"sql(

@@ -91,6 +91,8 @@ extern const char* const now;
 /// $1: types (text[]). Answers succeeded count, count of tasks claimed more
 /// than once, and the count of all tasks of the types.
 extern const char* const succeeded_count;
+/// $1: types (text[]), $2: a time. Their tasks that succeeded (or stopped)
+/// since then.
 extern const char* const finished_count;
 /// $1: type, $2: a start time. Seconds from it to the last completion.
 extern const char* const seconds_to_last_completion;
@@ -108,6 +110,8 @@ extern const char* const submit_one;
 /// $1: seconds. The soak's pickup latencies (ms, due to started) of the
 /// attempts started in the last $1 seconds: p50, p99, how many.
 extern const char* const soak_pickups;
+/// Autovacuum runs of the tasks table so far, and vacuums of it under way.
+extern const char* const tasks_vacuums;
 /// The soak's look at the tasks table: its heap and its indexes (bytes),
 /// live and dead tuples, autovacuum and autoanalyze runs so far.
 extern const char* const soak_table;

@@ -104,14 +104,16 @@ task_counts count_tasks(db::connection& conn, const type_list& types) {
   return {res.int64(0, 0), res.int64(0, 1), res.int64(0, 2)};
 }
 
-void await_succeeded(db::connection& conn, const type_list& types, int64_t expected) {
+void await_succeeded(db::connection& conn, const type_list& types, int64_t expected,
+                     const std::string& finished_since) {
   constexpr auto least = milliseconds{50};
   constexpr auto most = milliseconds{1000};
   int64_t last = -1;
   auto last_change = steady::now();
   std::optional<std::pair<steady::time_point, int64_t>> first_seen;
   while (true) {
-    auto succeeded = run(conn, sql::finished_count, {types_param(types)}).int64(0, 0);
+    auto succeeded =
+        run(conn, sql::finished_count, {types_param(types), finished_since}).int64(0, 0);
     if (succeeded >= expected) return;
     auto now = steady::now();
     if (succeeded != last) {
@@ -158,8 +160,9 @@ double drain_rate(bench_node& node, db::connection& conn, const type_list& types
   if (auto done = conn.exec(sql::checkpoint); !done)
     progress("  no CHECKPOINT (" + error_message(done.error()) + ")");
   progress("  loaded in " + fixed(seconds_since(loaded), 2) + " s");
+  auto started = run(conn, sql::now).string(0, 0);
   node.start();
-  await_succeeded(conn, types, window);
+  await_succeeded(conn, types, window, started);
   node.stop();
   auto res = run(conn, sql::claim_window, {types_param(types)});
   auto counts = count_tasks(conn, types);

@@ -215,13 +215,16 @@ using type_list = std::vector<std::string>;
 
 std::string types_param(const type_list& types);
 task_counts count_tasks(db::connection& conn, const type_list& types);
-/// Waits until `expected` tasks of `types` have succeeded; fails when none
-/// finished for a long while. The count reads every finished task (40 ms at
+/// Waits until `expected` tasks of `types` have succeeded since
+/// `finished_since` (by the database clock); fails when none finished for a
+/// long while. The count reads every task finished since then (40 ms at
 /// 100,000 on the development machine): taken every 50 ms beside a drain it
 /// cost the drain 6-30% of its rate, which the raw ceilings, polling
 /// nothing, never paid. So the pause between counts is half the time that
-/// the rate seen so far says is left.
-void await_succeeded(db::connection& conn, const type_list& types, int64_t expected);
+/// the rate seen so far says is left, and the drains count from their start
+/// (beside 10M finished tasks a count from the first took seconds of a core).
+void await_succeeded(db::connection& conn, const type_list& types, int64_t expected,
+                     const std::string& finished_since = "-infinity");
 
 /// Starts the node afresh over what `load` stored while it was down and
 /// answers the rate at which it works off the first `window` tasks of

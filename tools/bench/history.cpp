@@ -32,6 +32,10 @@ const std::vector<std::string> api_calls{"/v1/stats",
 
 struct table_figures {
   double drain = 0;
+  /// Autovacuum runs of the tasks table that ended during the drain, and
+  /// whether one was under way at its end.
+  int64_t vacuums = 0;
+  bool vacuum_at_end = false;
   latency_run pickup{};
   /// The median time of each of api_calls, ms.
   std::vector<double> call_ms;
@@ -66,11 +70,17 @@ std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
 table_figures measure_table(bench_node& node, db::connection& conn, const history_plan& plan,
                             const std::string& label) {
   table_figures f;
+  auto vacuums_before = run(conn, sql::tasks_vacuums).int64(0, 0);
   f.drain = drain_rate(node, conn, {drain_type}, plan.drain_tasks, [&] {
     run(conn, sql::delete_types, {types_param({drain_type})});
     run(conn, sql::load_backlog,
         {std::string{drain_type}, std::to_string(plan.drain_tasks), label + "-"});
   });
+  auto vacuums_after = run(conn, sql::tasks_vacuums);
+  f.vacuums = vacuums_after.int64(0, 0) - vacuums_before;
+  f.vacuum_at_end = vacuums_after.int64(0, 1) > 0;
+  progress("  autovacuums of the tasks table during the drain: " + std::to_string(f.vacuums) +
+           (f.vacuum_at_end ? ", one under way at its end" : ""));
   // The drain leaves the node stopped.
   node.start();
   f.pickup = inproc_pickup_latency(conn, {plan.latency_seconds, plan.latency_rate}, 0,

@@ -82,6 +82,7 @@ latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_i
     run(conn, sql::reset_tasks);
   else
     run(conn, sql::delete_types, {types_param({inproc_type})});
+  auto since = run(conn, sql::now).string(0, 0);
   std::unordered_map<std::string, double> committed;
   auto count = paced(p, [&](int i) {
     auto key = "i" + std::to_string(run_index) + "-" + std::to_string(i);
@@ -90,7 +91,7 @@ latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_i
         key,
         std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
   });
-  await_succeeded(conn, {inproc_type}, count);
+  await_succeeded(conn, {inproc_type}, count, since);
   auto started = run(conn, sql::start_times, {std::string{inproc_type}});
   std::vector<double> ms;
   for (int r = 0; r < started.rows(); ++r) {
