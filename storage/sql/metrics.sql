@@ -83,22 +83,25 @@ $$;
 -- Tasks per type and status for GET /v1/stats and the console's overview,
 -- which asks every few seconds: live tasks as live_counts gives them, finished
 -- ones exactly while the table holds fewer than p_exact_up_to rows, and
--- beyond that estimated from a 1% sample of the table's pages, so that the
--- answer costs the same with millions of finished tasks.
+-- beyond that estimated from a sample of the table's pages of about 20,000
+-- rows, so that the answer costs the same with a hundred million finished
+-- tasks as with a million (a sample of 1% of the pages grew with the table:
+-- 59 ms beside 10M against 30 for an exact count of 100,000).
 CREATE FUNCTION taskmill.status_counts(p_exact_up_to bigint)
 RETURNS TABLE (type text, status text, n bigint, estimated boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   -- -1 until the table was first vacuumed or analyzed.
   v_rows real := (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'taskmill.tasks'::regclass);
+  v_percent real := least(100, 100 * 20000 / greatest(v_rows, 1));
 BEGIN
   RETURN QUERY SELECT l.type, l.status, l.n, l.estimated FROM taskmill.live_counts(p_exact_up_to) l;
   IF v_rows < p_exact_up_to THEN
     RETURN QUERY SELECT t.type, t.status::text, count(*), false FROM taskmill.tasks t
                   WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
   ELSE
-    RETURN QUERY SELECT t.type, t.status::text, count(*) * 100, true
-                   FROM taskmill.tasks t TABLESAMPLE SYSTEM (1)
+    RETURN QUERY SELECT t.type, t.status::text, round(count(*) * 100 / v_percent)::bigint, true
+                   FROM taskmill.tasks t TABLESAMPLE SYSTEM (v_percent)
                   WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
   END IF;
 END
