@@ -129,10 +129,12 @@ BEGIN
 END
 $$;
 
--- The types that have tasks due or waiting for their time, one probe a type
--- in the index led by the type. Read from the end of each type's range: its
--- start holds the entries of the tasks claimed first, until a vacuum.
-CREATE FUNCTION taskmill.queued_types() RETURNS SETOF text
+-- The types that have tasks due or waiting for their time, but p_except,
+-- up to p_most of them (NULL: all), one probe a type in the index led by the
+-- type. Read from the end of each type's range: its start holds the entries
+-- of the tasks claimed first, until a vacuum.
+CREATE FUNCTION taskmill.queued_types(p_except text[] DEFAULT '{}',
+                                      p_most integer DEFAULT NULL) RETURNS SETOF text
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off AS $$
@@ -146,6 +148,7 @@ BEGIN
              WHERE d.status IN ('pending', 'failed') AND d.type < q.type
              ORDER BY d.type DESC LIMIT 1)
       FROM q WHERE q.type IS NOT NULL)
-  SELECT q.type FROM q WHERE q.type IS NOT NULL;
+  SELECT q.type FROM q WHERE q.type IS NOT NULL AND q.type <> ALL (p_except)
+   LIMIT p_most;
 END
 $$;

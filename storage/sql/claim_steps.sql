@@ -306,9 +306,9 @@ $$;
 -- Up to p_want due tasks of p_types at p_levels, level by level (so that
 -- the index reads each only up to now; as one range of levels it read every
 -- task due later on the way), each type in the index led by it
--- (taskmill.lock_oldest_of_types), locked; or, beside the limited types
--- p_beside, past their backlogs where those wait ahead of p_types' tasks
--- (taskmill.lock_oldest_beside).
+-- (taskmill.lock_oldest_of_types), locked; or, beside the types p_beside
+-- (limited ones, or ones this node does not run), past their backlogs where
+-- those wait ahead of p_types' tasks (taskmill.lock_oldest_beside).
 CREATE FUNCTION taskmill.lock_oldest_by_level(p_types text[], p_levels integer[],
                                               p_node text, p_want integer,
                                               p_beside text[] DEFAULT NULL) RETURNS bigint[]
@@ -330,9 +330,10 @@ END
 $$;
 
 -- Up to p_want due tasks of p_types at level p_level that p_node may run,
--- oldest first, locked, beside the limited types p_beside, whose due tasks a
--- search in claim order would read through. Where none of p_types' due tasks
--- comes before the newest of theirs (a backlog held back by its limit,
+-- oldest first, locked, beside the types p_beside (limited ones, or ones
+-- this node does not run), whose due tasks a search in claim order would
+-- read through. Where none of p_types' due tasks comes before the newest of
+-- theirs (a backlog held back by its limit, or one no node here runs,
 -- waiting ahead of the rest), one search in claim order past it reads none
 -- of them, each task once; telling so costs a descent of each type's index
 -- that stops at its first entry, as the entries of tasks claimed since the
@@ -380,6 +381,27 @@ BEGIN
      ORDER BY d.priority, d.execute_at, d.id
      LIMIT p_want
      FOR UPDATE SKIP LOCKED);
+END
+$$;
+
+-- The types whose due tasks a search in claim order over this node's
+-- (p_types; NULL: any) would read through: the limited ones (p_capped) and,
+-- in levels p_levels with a task of a type the node does not run at an end
+-- (p_foreign_ends), the queued types it does not run. NULL where those are
+-- more than 16: each costs the claim a descent of its own
+-- (taskmill.lock_oldest_beside), and the merge of the node's types is
+-- cheaper then.
+CREATE FUNCTION taskmill.types_beside(p_types text[], p_capped text[], p_levels integer[],
+                                      p_foreign_ends integer[]) RETURNS text[]
+LANGUAGE plpgsql STABLE AS $$
+DECLARE
+  v_others text[];
+BEGIN
+  IF p_types IS NULL OR NOT p_levels && p_foreign_ends THEN
+    RETURN p_capped;
+  END IF;
+  v_others := ARRAY(SELECT taskmill.queued_types(p_types, 17));
+  RETURN CASE WHEN cardinality(v_others) <= 16 THEN p_capped || v_others END;
 END
 $$;
 
@@ -499,7 +521,8 @@ BEGIN
       v_ids := taskmill.lock_oldest_by_level(
                  CASE WHEN v_type IS NOT NULL THEN ARRAY[v_type] ELSE unlimited_types END,
                  p_levels, p_node, v_step,
-                 CASE WHEN v_type IS NULL AND NOT p_levels && p_foreign_ends THEN p_capped END);
+                 CASE WHEN v_type IS NULL
+                      THEN taskmill.types_beside(p_types, p_capped, p_levels, p_foreign_ends) END);
     END IF;
     v_locked := cardinality(v_ids);
     ids := ids || v_ids;
