@@ -133,37 +133,33 @@ void ready(self_ptr self, call_ptr c) {
       .then(answer, [answer](const caf::error&) { answer("the readiness actor does not answer"); });
 }
 
-/// /metrics, last: live tasks per type and the use of the limits.
-void answer_live_metrics(self_ptr self, call_ptr c, http_response res) {
+/// /metrics, last: live tasks per type and the use of the limiter's
+/// `limits`.
+void answer_live_metrics(self_ptr self, call_ptr c, http_response res, pb::Stats limits) {
   self->request(self->state.options.storage, local_request_timeout, stats_atom_v, live_atom_v)
       .then(
-          [self, c, res](pb::Stats& live) mutable {
-            self->request(self->state.options.limiter, local_request_timeout, stats_atom_v)
-                .then(
-                    [self, c, res, live](const pb::Stats& limits) mutable {
-                      add_limit_use(self->state.options.cfg->node.name, limits, live);
-                      res.body += render_live_metrics(live);
-                      send(self, *c, std::move(res));
-                    },
-                    [self, c](const caf::error& err) { fail(self, *c, err); });
+          [self, c, res, limits](pb::Stats& live) mutable {
+            add_limit_use(self->state.options.cfg->node.name, limits, live);
+            res.body += render_live_metrics(live);
+            send(self, *c, std::move(res));
           },
           [self, c](const caf::error& err) { fail(self, *c, err); });
 }
 
 /// /metrics, once the numbers of the jobs are in: the alerts' come next.
-void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs) {
+void answer_metrics(self_ptr self, call_ptr c, const pb::JobMetrics& jobs, pb::Stats limits) {
   self->request(self->state.options.storage, local_request_timeout, alerts_atom_v, stats_atom_v)
       .then(
-          [self, c, jobs](const pb::AlertMetrics& alerts) {
+          [self, c, jobs, limits](const pb::AlertMetrics& alerts) {
             http_response res;
             res.content_type = "text/plain; version=0.0.4";
             res.body = self->state.options.metrics->render() + render_job_metrics(jobs) +
                        render_alert_metrics(alerts);
             self->request(self->state.options.peers, local_request_timeout, peers_atom_v)
                 .then(
-                    [self, c, res](const pb::PeerLinks& links) mutable {
+                    [self, c, res, limits](const pb::PeerLinks& links) mutable {
                       res.body += render_link_metrics(links);
-                      answer_live_metrics(self, c, std::move(res));
+                      answer_live_metrics(self, c, std::move(res), std::move(limits));
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
           },
@@ -179,16 +175,19 @@ void metrics(self_ptr self, call_ptr c) {
             o.metrics->storage_connected.Set(status.connected() ? 1 : 0);
             o.metrics->storage_round_trips.Set(static_cast<double>(status.round_trips()));
             o.metrics->storage_statements.Set(static_cast<double>(status.statements()));
-            self->request(o.limiter, local_request_timeout, caf::get_atom_v)
+            self->request(o.limiter, local_request_timeout, stats_atom_v)
                 .then(
-                    [self, c](int64_t in_flight) {
-                      auto& m = *self->state.options.metrics;
-                      m.in_flight.Set(static_cast<double>(in_flight));
+                    [self, c](const pb::Stats& limits) {
+                      // The limiter gives the node's limit first, its tasks in flight as use.
+                      self->state.options.metrics->in_flight.Set(
+                          static_cast<double>(limits.limiter(0).used()));
                       self->request(self->state.options.jobs, local_request_timeout, jobs_atom_v,
                                     stats_atom_v)
-                          .then([self,
-                                 c](const pb::JobMetrics& jobs) { answer_metrics(self, c, jobs); },
-                                [self, c](const caf::error& err) { fail(self, *c, err); });
+                          .then(
+                              [self, c, limits](const pb::JobMetrics& jobs) {
+                                answer_metrics(self, c, jobs, limits);
+                              },
+                              [self, c](const caf::error& err) { fail(self, *c, err); });
                     },
                     [self, c](const caf::error& err) { fail(self, *c, err); });
           },

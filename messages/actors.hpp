@@ -477,8 +477,9 @@ using limiter_actor = pingable_actor::extend<
     // Tasks in flight on this node.
     caf::replies_to<caf::get_atom>::with<int64_t>,
     // The limits that hold now (a reload changes them), each with its use
-    // as far as this node knows it: its tasks in flight for the node's
-    // limit, 0 for the cluster-wide ones (the database counts those).
+    // as far as this node knows it: the node's limit first, its tasks in
+    // flight as its use; then the global and the types' limits, used 0 (the
+    // database counts those).
     caf::replies_to<stats_atom>::with<pb::Stats>,
     // This node's executors of a type can take this many tasks at a time.
     caf::reacts_to<capacity_atom, std::string, int32_t>,
