@@ -269,13 +269,6 @@ SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.ms), 0),
          WHERE t.started_at > now() - make_interval(secs => $1::double precision)) l
 )sql";
 
-const char* const tasks_vacuums = R"sql(
-SELECT s.autovacuum_count,
-       (SELECT count(*) FROM pg_stat_progress_vacuum p WHERE p.relid = s.relid)
-  FROM pg_stat_user_tables s
- WHERE s.relid = 'taskmill.tasks'::regclass
-)sql";
-
 const char* const soak_table = R"sql(
 SELECT pg_relation_size('taskmill.tasks'), pg_indexes_size('taskmill.tasks'), s.n_live_tup,
        s.n_dead_tup, s.autovacuum_count, s.autoanalyze_count

@@ -110,8 +110,6 @@ extern const char* const submit_one;
 /// $1: seconds. The soak's pickup latencies (ms, due to started) of the
 /// attempts started in the last $1 seconds: p50, p99, how many.
 extern const char* const soak_pickups;
-/// Autovacuum runs of the tasks table so far, and vacuums of it under way.
-extern const char* const tasks_vacuums;
 /// The soak's look at the tasks table: its heap and its indexes (bytes),
 /// live and dead tuples, autovacuum and autoanalyze runs so far.
 extern const char* const soak_table;

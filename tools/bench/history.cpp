@@ -32,19 +32,10 @@ const std::vector<std::string> api_calls{"/v1/stats",
 
 struct table_figures {
   double drain = 0;
-  /// Autovacuum runs of the tasks table that ended during the drain, and
-  /// whether one was under way at its end.
-  int64_t vacuums = 0;
-  bool vacuum_at_end = false;
   latency_run pickup{};
   /// The median time of each of api_calls, ms.
   std::vector<double> call_ms;
 };
-
-double median_ms(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
   auto id = run(conn, sql::newest_succeeded).string(0, 0);
@@ -52,7 +43,7 @@ std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
   std::vector<double> out;
   for (auto target : api_calls) {
     if (auto at = target.find("{id}"); at != std::string::npos) target.replace(at, 4, id);
-    std::vector<double> ms;
+    series ms{"ms"};
     for (int i = 0; i < calls_timed; ++i) {
       auto start = steady::now();
       auto answer = session.call("GET", target);
@@ -60,9 +51,9 @@ std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
         throw bench_failure{"history: GET " + target + " answered " +
                             (answer ? std::to_string(answer->status) + " " + answer->body
                                     : error_message(answer.error()))};
-      ms.push_back(seconds_since(start) * 1000);
+      ms.runs.push_back(seconds_since(start) * 1000);
     }
-    out.push_back(median_ms(std::move(ms)));
+    out.push_back(ms.median());
   }
   return out;
 }
@@ -70,17 +61,16 @@ std::vector<double> time_calls(const bench_node& node, db::connection& conn) {
 table_figures measure_table(bench_node& node, db::connection& conn, const history_plan& plan,
                             const std::string& label) {
   table_figures f;
-  auto vacuums_before = run(conn, sql::tasks_vacuums).int64(0, 0);
+  // The table's autovacuum runs so far (sql::soak_table's fifth column).
+  auto autovacuums = [&] { return run(conn, sql::soak_table).int64(0, 4); };
+  auto vacuums_before = autovacuums();
   f.drain = drain_rate(node, conn, {drain_type}, plan.drain_tasks, [&] {
     run(conn, sql::delete_types, {types_param({drain_type})});
     run(conn, sql::load_backlog,
         {std::string{drain_type}, std::to_string(plan.drain_tasks), label + "-"});
   });
-  auto vacuums_after = run(conn, sql::tasks_vacuums);
-  f.vacuums = vacuums_after.int64(0, 0) - vacuums_before;
-  f.vacuum_at_end = vacuums_after.int64(0, 1) > 0;
-  progress("  autovacuums of the tasks table during the drain: " + std::to_string(f.vacuums) +
-           (f.vacuum_at_end ? ", one under way at its end" : ""));
+  progress("  autovacuums of the tasks table during the drain: " +
+           std::to_string(autovacuums() - vacuums_before));
   // The drain leaves the node stopped.
   node.start();
   f.pickup = inproc_pickup_latency(conn, {plan.latency_seconds, plan.latency_rate}, 0,

@@ -73,21 +73,14 @@ int open_fds(pid_t pid) {
   return n;
 }
 
-/// The node's count of succeeded outcomes, from /metrics.
-double succeeded_so_far(const bench_node& node) {
+/// The node's count of succeeded outcomes, from /metrics; `last` when it
+/// does not answer.
+double succeeded_so_far(const bench_node& node, double last) {
   auto metrics = http_fetch("GET", node.api() + "/metrics", {}, {}, 5s);
-  if (!metrics || metrics->status != 200) return -1;
+  if (!metrics || metrics->status != 200) return last;
   static const std::string name = "taskmill_outcomes_total{outcome=\"succeeded\"} ";
   auto at = metrics->body.find(name);
   return at == std::string::npos ? 0 : std::stod(metrics->body.substr(at + name.size()));
-}
-
-/// RFC 3339, `later` from now.
-std::string due_in(std::chrono::seconds later) {
-  auto now = std::chrono::duration_cast<std::chrono::microseconds>(
-                 std::chrono::system_clock::now().time_since_epoch())
-                 .count();
-  return format_rfc3339(now + std::chrono::microseconds{later}.count());
 }
 
 std::string one_task(const char* type, const std::string& key, const std::string& extra) {
@@ -102,12 +95,13 @@ void load(const bench_node& node, const std::atomic<bool>& stop, std::atomic<int
     auto key = [&](const char* what, int i) {
       return std::string{what} + "-" + std::to_string(second) + "-" + std::to_string(i);
     };
+    const auto later =
+        R"(,"execute_at":")" + format_rfc3339(wall_clock_micros() + 30'000'000) + '"';
     for (int b = 0; b < batches_per_second; ++b) {
       std::string body = R"({"tasks":[)";
       for (int i = 0; i < batch_size; ++i) {
         if (i > 0) body += ',';
-        body += one_task("SOAK_OK", key("b", b * batch_size + i),
-                         i % 10 == 0 ? R"(,"execute_at":")" + due_in(30s) + '"' : "");
+        body += one_task("SOAK_OK", key("b", b * batch_size + i), i % 10 == 0 ? later : "");
       }
       post_tasks(session, body + "]}");
     }
@@ -123,18 +117,11 @@ void load(const bench_node& node, const std::atomic<bool>& stop, std::atomic<int
   }
 }
 
-double median(std::vector<double> v) {
-  if (v.empty()) return 0;
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 /// The values `of` takes in the samples of quarter `q` (0..3) of the run.
-std::vector<double> quarter(const std::vector<sample>& samples, int q,
-                            double (*of)(const sample&)) {
-  std::vector<double> out;
+series quarter(const std::vector<sample>& samples, int q, double (*of)(const sample&)) {
+  series out{""};
   size_t from = samples.size() * q / 4, to = samples.size() * (q + 1) / 4;
-  for (size_t i = from; i < to; ++i) out.push_back(of(samples[i]));
+  for (size_t i = from; i < to; ++i) out.runs.push_back(of(samples[i]));
   return out;
 }
 
@@ -212,42 +199,48 @@ int run_soak(const soak_options& options) {
              database.description() + "; samples every 10 s to " + options.prefix + ".csv");
     std::atomic<bool> stop{false};
     std::atomic<int64_t> submitted{0};
-    std::thread loader{[&] { load(node, stop, submitted); }};
     std::vector<sample> samples;
     auto start = steady::now();
-    auto last_succeeded = succeeded_so_far(node);
+    auto last_succeeded = succeeded_so_far(node, 0);
     auto last_at = start;
-    while (!interrupted && steady::now() - start < options.duration) {
-      std::this_thread::sleep_until(last_at + sample_every);
-      auto now = steady::now();
-      sample s;
-      s.at_s = seconds_since(start);
-      auto succeeded = succeeded_so_far(node);
-      s.succeeded_per_s =
-          (succeeded - last_succeeded) / std::chrono::duration<double>(now - last_at).count();
-      last_succeeded = succeeded;
-      last_at = now;
-      auto pickups = run(conn, sql::soak_pickups, {std::to_string(sample_every.count())});
-      s.pickup_p50_ms = pickups.float64(0, 0);
-      s.pickup_p99_ms = pickups.float64(0, 1);
-      s.rss_mib = rss_mib(node.pid());
-      s.fds = open_fds(node.pid());
-      auto table = run(conn, sql::soak_table);
-      s.table_mib = static_cast<double>(table.int64(0, 0)) / (1 << 20);
-      s.indexes_mib = static_cast<double>(table.int64(0, 1)) / (1 << 20);
-      s.live = table.int64(0, 2);
-      s.dead = table.int64(0, 3);
-      s.autovacuums = table.int64(0, 4);
-      samples.push_back(s);
-      progress("soak " + fixed(s.at_s / 60, 1) + " min: " + fixed(s.succeeded_per_s, 0) +
-               " tasks/s, pickup p50 " + fixed(s.pickup_p50_ms, 1) + " p99 " +
-               fixed(s.pickup_p99_ms, 1) + " ms, RSS " + fixed(s.rss_mib, 1) + " MiB, " +
-               std::to_string(s.fds) + " fds, table " + fixed(s.table_mib, 1) + " + " +
-               fixed(s.indexes_mib, 1) + " MiB, dead " + std::to_string(s.dead) + ", autovacuums " +
-               std::to_string(s.autovacuums));
-    }
-    stop = true;
-    loader.join();
+    // The load on one thread, the samples on the other; either ending, for
+    // whatever reason, ends the other.
+    in_parallel(2, [&](int role) {
+      struct stop_at_end {
+        std::atomic<bool>& stop;
+        ~stop_at_end() { stop = true; }
+      } at_end{stop};
+      if (role == 0) return load(node, stop, submitted);
+      while (!stop && !interrupted && steady::now() - start < options.duration) {
+        std::this_thread::sleep_until(last_at + sample_every);
+        auto now = steady::now();
+        sample s;
+        s.at_s = seconds_since(start);
+        auto succeeded = succeeded_so_far(node, last_succeeded);
+        s.succeeded_per_s =
+            (succeeded - last_succeeded) / std::chrono::duration<double>(now - last_at).count();
+        last_succeeded = succeeded;
+        last_at = now;
+        auto pickups = run(conn, sql::soak_pickups, {std::to_string(sample_every.count())});
+        s.pickup_p50_ms = pickups.float64(0, 0);
+        s.pickup_p99_ms = pickups.float64(0, 1);
+        s.rss_mib = rss_mib(node.pid());
+        s.fds = open_fds(node.pid());
+        auto table = run(conn, sql::soak_table);
+        s.table_mib = static_cast<double>(table.int64(0, 0)) / (1 << 20);
+        s.indexes_mib = static_cast<double>(table.int64(0, 1)) / (1 << 20);
+        s.live = table.int64(0, 2);
+        s.dead = table.int64(0, 3);
+        s.autovacuums = table.int64(0, 4);
+        samples.push_back(s);
+        progress("soak " + fixed(s.at_s / 60, 1) + " min: " + fixed(s.succeeded_per_s, 0) +
+                 " tasks/s, pickup p50 " + fixed(s.pickup_p50_ms, 1) + " p99 " +
+                 fixed(s.pickup_p99_ms, 1) + " ms, RSS " + fixed(s.rss_mib, 1) + " MiB, " +
+                 std::to_string(s.fds) + " fds, table " + fixed(s.table_mib, 1) + " + " +
+                 fixed(s.indexes_mib, 1) + " MiB, dead " + std::to_string(s.dead) +
+                 ", autovacuums " + std::to_string(s.autovacuums));
+      }
+    });
     node.stop();
     check_interrupted();
     write_csv(options.prefix + ".csv", samples);
@@ -258,15 +251,12 @@ int run_soak(const soak_options& options) {
     // The verdict: the last quarter against the second.
     // The second quarter must begin in the steady state to be compared.
     bool steady_retention = options.duration >= 8 * success_retention;
-    auto second_rss = median(quarter(samples, 1, [](const sample& s) { return s.rss_mib; }));
-    auto last_rss = median(quarter(samples, 3, [](const sample& s) { return s.rss_mib; }));
-    auto second_p99 = median(quarter(samples, 1, [](const sample& s) { return s.pickup_p99_ms; }));
-    auto last_p99 = median(quarter(samples, 3, [](const sample& s) { return s.pickup_p99_ms; }));
+    auto second_rss = quarter(samples, 1, [](const sample& s) { return s.rss_mib; }).median();
+    auto last_rss = quarter(samples, 3, [](const sample& s) { return s.rss_mib; }).median();
+    auto second_p99 = quarter(samples, 1, [](const sample& s) { return s.pickup_p99_ms; }).median();
+    auto last_p99 = quarter(samples, 3, [](const sample& s) { return s.pickup_p99_ms; }).median();
     auto size = [](const sample& s) { return s.table_mib + s.indexes_mib; };
     auto second_size = quarter(samples, 1, size), last_size = quarter(samples, 3, size);
-    auto peak = [](const std::vector<double>& v) {
-      return v.empty() ? 0.0 : *std::max_element(v.begin(), v.end());
-    };
     struct bound {
       std::string what;
       double measured, limit;
@@ -278,7 +268,7 @@ int run_soak(const soak_options& options) {
         {"pickup p99, last quarter / second (median)", last_p99 / std::max(second_p99, 1e-9),
          p99_drift_bound, true},
         {"table + indexes, last quarter / second (peak)",
-         peak(last_size) / std::max(peak(second_size), 1e-9), table_growth_bound, steady_retention},
+         last_size.max() / std::max(second_size.max(), 1e-9), table_growth_bound, steady_retention},
     };
     bool held = true;
     std::cout << "\nsoak verdict (" << samples.size() << " samples; " << submitted.load()
