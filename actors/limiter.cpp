@@ -93,7 +93,6 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
         st.short_of_room = false;
         for (const auto& target : st.subscribers) self->send(target, wake_atom_v);
       },
-      [self](caf::get_atom) -> int64_t { return self->state.in_flight; },
       [self](stats_atom) {
         const auto& st = self->state;
         pb::Stats limits;

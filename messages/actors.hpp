@@ -474,8 +474,6 @@ using limiter_actor = pingable_actor::extend<
     caf::reacts_to<settle_atom, pb::PermitUse>,
     // Outcomes of these tasks are stored: their permits go back.
     caf::reacts_to<release_atom, pb::PermitRelease>,
-    // Tasks in flight on this node.
-    caf::replies_to<caf::get_atom>::with<int64_t>,
     // The limits that hold now (a reload changes them), each with its use
     // as far as this node knows it: the node's limit first, its tasks in
     // flight as its use; then the global and the types' limits, used 0 (the

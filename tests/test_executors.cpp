@@ -745,7 +745,7 @@ BOOST_AUTO_TEST_CASE(a_task_cancelled_as_it_is_handed_off_is_stopped_or_never_ru
                         key << " ran and was not told to stop");
   }
   BOOST_CHECK(test::eventually([&] {
-    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    auto in_flight = test::in_flight(*sys, node.limiter);
     return in_flight && *in_flight == 0;
   }));
 }

@@ -347,7 +347,9 @@ struct flow_fixture {
   int64_t in_flight() {
     auto n = std::make_shared<int64_t>(-1);
     sys.spawn([n, limiter = limiter](caf::event_based_actor* self) {
-      self->request(limiter, caf::infinite, caf::get_atom_v).then([n](int64_t x) { *n = x; });
+      self->request(limiter, caf::infinite, stats_atom_v).then([n](const pb::Stats& stats) {
+        *n = stats.limiter(0).used();
+      });
     });
     sched.run();
     return *n;

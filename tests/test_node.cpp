@@ -95,7 +95,7 @@ BOOST_AUTO_TEST_CASE(submitted_tasks_run_once_and_succeed) {
       "2000");
   // Every permit came back once the outcomes were stored.
   BOOST_CHECK(test::eventually([&] {
-    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    auto in_flight = test::in_flight(*sys, node.limiter);
     return in_flight && *in_flight == 0;
   }));
 }
@@ -195,7 +195,7 @@ BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
   std::this_thread::sleep_for(1500ms);  // the sleep is over, its outcome waits
   BOOST_CHECK_EQUAL(count("key = 'first' AND status = 'running'"), 1);
   BOOST_CHECK_EQUAL(count("key = 'second' AND status = 'pending'"), 1);
-  auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+  auto in_flight = test::in_flight(*sys, node.limiter);
   BOOST_CHECK(in_flight && *in_flight == 1);
   BOOST_REQUIRE(holder.exec("ROLLBACK"));
   BOOST_CHECK(test::eventually([&] { return count("status = 'succeeded'") == 2; }));

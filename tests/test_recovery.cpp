@@ -568,7 +568,7 @@ BOOST_AUTO_TEST_CASE(the_reconciler_gives_back_permits_of_executions_the_databas
       },
       5s));
   BOOST_CHECK(test::eventually([&] {
-    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    auto in_flight = test::in_flight(*sys, node.limiter);
     return in_flight && *in_flight == 0;
   }));
 }
@@ -625,7 +625,7 @@ BOOST_AUTO_TEST_CASE(a_stopping_node_lets_short_work_finish_and_hands_back_the_r
       "generate_series(1, 2) k");
   // In flight: the dispatcher has them (the pusher counts them just before).
   BOOST_REQUIRE(test::eventually([&] {
-    auto in_flight = test::ask<int64_t>(*sys, node.limiter, caf::get_atom_v);
+    auto in_flight = test::in_flight(*sys, node.limiter);
     return in_flight && *in_flight == 5;
   }));
   stop_node(*sys, node);

@@ -99,12 +99,32 @@ int node_process::stop(int signal, std::chrono::seconds patience) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
-int64_t node_process::peak_rss() const {
-  if (pid_ <= 0) return 0;
-  std::ifstream in{"/proc/" + std::to_string(pid_) + "/status"};
+namespace {
+
+/// A memory field of /proc/<pid>/status ("VmHWM:"), in bytes; 0 if unknown.
+int64_t status_bytes(pid_t pid, const std::string& field) {
+  if (pid <= 0) return 0;
+  std::ifstream in{"/proc/" + std::to_string(pid) + "/status"};
   for (std::string line; std::getline(in, line);)
-    if (line.rfind("VmHWM:", 0) == 0) return std::atoll(line.c_str() + 6) * 1024;
+    if (line.rfind(field, 0) == 0) return std::atoll(line.c_str() + field.size()) * 1024;
   return 0;
+}
+
+}  // namespace
+
+int64_t node_process::peak_rss() const {
+  return status_bytes(pid_, "VmHWM:");
+}
+
+int64_t node_process::rss() const {
+  return status_bytes(pid_, "VmRSS:");
+}
+
+int node_process::open_fds() const {
+  if (pid_ <= 0) return 0;
+  std::error_code ec;
+  std::filesystem::directory_iterator fds{"/proc/" + std::to_string(pid_) + "/fd", ec};
+  return ec ? 0 : static_cast<int>(std::distance(fds, std::filesystem::directory_iterator{}));
 }
 
 double node_process::cpu_seconds() const {

@@ -39,6 +39,10 @@ class node_process {
   pid_t pid() const { return pid_; }
   /// Its peak resident memory so far (VmHWM), in bytes; 0 if unknown.
   int64_t peak_rss() const;
+  /// Its resident memory now (VmRSS), in bytes; 0 if unknown.
+  int64_t rss() const;
+  /// The file descriptors it holds open now.
+  int open_fds() const;
   /// The processor time it used so far, user and system, in seconds.
   double cpu_seconds() const;
   /// The last lines of its log, for failure messages.

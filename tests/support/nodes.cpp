@@ -6,6 +6,12 @@ namespace taskmill::test {
 
 using namespace std::chrono_literals;
 
+std::optional<int64_t> in_flight(caf::actor_system& sys, const limiter_actor& limiter) {
+  auto stats = ask<pb::Stats>(sys, limiter, stats_atom_v);
+  if (!stats || stats->limiter_size() == 0) return std::nullopt;
+  return stats->limiter(0).used();
+}
+
 config test_node_config(const std::string& name) {
   config cfg;
   cfg.node.name = name;

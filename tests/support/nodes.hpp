@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <deque>
+#include <optional>
 #include <string>
 
 namespace taskmill::test {
@@ -15,6 +16,10 @@ namespace taskmill::test {
 /// polling, and the built-in types NOOP, SLEEP and FAIL with short fixed
 /// backoff.
 config test_node_config(const std::string& name);
+
+/// The tasks in flight on a node, as its limiter's stats tell them (the
+/// node's own limit comes first); none when the limiter does not answer.
+std::optional<int64_t> in_flight(caf::actor_system& sys, const limiter_actor& limiter);
 
 /// Nodes in this process on a database of their own, stopped at the end.
 struct nodes_fixture : actor_system_fixture {

@@ -232,9 +232,11 @@ drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list
   return out;
 }
 
-std::string task_json(const char* type, const std::string& key, const char* execute_at) {
+std::string task_json(const char* type, const std::string& key, const char* execute_at,
+                      const char* payload) {
   std::string out = std::string{R"({"type":")"} + type + R"(","key":")" + key + '"';
   if (execute_at) out += std::string{R"(,"execute_at":")"} + execute_at + '"';
+  if (payload) out += std::string{R"(,"payload":)"} + payload;
   return out + "}";
 }
 

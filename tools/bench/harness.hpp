@@ -182,8 +182,11 @@ class bench_node {
 
   std::string api() const { return "http://127.0.0.1:" + std::to_string(port_); }
 
-  /// The process of its running incarnation (0: none).
-  pid_t pid() const { return process_ ? process_->pid() : 0; }
+  /// Its running incarnation's resident memory now, in bytes (0: none).
+  int64_t rss() const { return process_ ? process_->rss() : 0; }
+
+  /// The file descriptors its running incarnation holds open (0: none).
+  int open_fds() const { return process_ ? process_->open_fds() : 0; }
 
   /// The processor time its last incarnation used, to its stop.
   double last_cpu_seconds() const { return last_cpu_seconds_; }
@@ -297,8 +300,9 @@ struct phase_report {
 using announce_fn = std::function<void(const std::string& what, int run, int64_t peak_rss)>;
 
 /// One task of `type` and `key` as POST /v1/tasks takes it, due at
-/// `execute_at` (RFC 3339; null: now).
-std::string task_json(const char* type, const std::string& key, const char* execute_at);
+/// `execute_at` (RFC 3339; null: now), with `payload` (JSON; null: none).
+std::string task_json(const char* type, const std::string& key, const char* execute_at,
+                      const char* payload = nullptr);
 
 /// POSTs `body` to /v1/tasks, failing the bench unless it is accepted.
 void post_tasks(http_session& session, const std::string& body);

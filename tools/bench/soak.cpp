@@ -3,8 +3,6 @@
 #include "messages/time.hpp"
 #include "tools/bench/harness.hpp"
 
-#include <dirent.h>
-
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -56,23 +54,6 @@ struct sample {
   int64_t autovacuums = 0;
 };
 
-double rss_mib(pid_t pid) {
-  std::ifstream status{"/proc/" + std::to_string(pid) + "/status"};
-  for (std::string line; std::getline(status, line);)
-    if (line.rfind("VmRSS:", 0) == 0) return std::stod(line.substr(6)) / 1024;
-  return 0;
-}
-
-int open_fds(pid_t pid) {
-  int n = 0;
-  if (auto* dir = opendir(("/proc/" + std::to_string(pid) + "/fd").c_str())) {
-    while (auto* entry = readdir(dir))
-      if (entry->d_name[0] != '.') ++n;
-    closedir(dir);
-  }
-  return n;
-}
-
 /// The node's count of succeeded outcomes, from /metrics; `last` when it
 /// does not answer.
 double succeeded_so_far(const bench_node& node, double last) {
@@ -83,10 +64,6 @@ double succeeded_so_far(const bench_node& node, double last) {
   return at == std::string::npos ? 0 : std::stod(metrics->body.substr(at + name.size()));
 }
 
-std::string one_task(const char* type, const std::string& key, const std::string& extra) {
-  return std::string{R"({"type":")"} + type + R"(","key":")" + key + '"' + extra + "}";
-}
-
 /// Submits the load until `stop`, one second's worth at a time.
 void load(const bench_node& node, const std::atomic<bool>& stop, std::atomic<int64_t>& submitted) {
   http_session session{node.api()};
@@ -95,22 +72,22 @@ void load(const bench_node& node, const std::atomic<bool>& stop, std::atomic<int
     auto key = [&](const char* what, int i) {
       return std::string{what} + "-" + std::to_string(second) + "-" + std::to_string(i);
     };
-    const auto later =
-        R"(,"execute_at":")" + format_rfc3339(wall_clock_micros() + 30'000'000) + '"';
+    const auto later = format_rfc3339(wall_clock_micros() + 30'000'000);
     for (int b = 0; b < batches_per_second; ++b) {
       std::string body = R"({"tasks":[)";
       for (int i = 0; i < batch_size; ++i) {
         if (i > 0) body += ',';
-        body += one_task("SOAK_OK", key("b", b * batch_size + i), i % 10 == 0 ? later : "");
+        body += task_json("SOAK_OK", key("b", b * batch_size + i),
+                          i % 10 == 0 ? later.c_str() : nullptr);
       }
       post_tasks(session, body + "]}");
     }
     for (int i = 0; i < single_per_second; ++i)
-      post_tasks(session, one_task("SOAK_OK", key("s", i), ""));
+      post_tasks(session, task_json("SOAK_OK", key("s", i), nullptr));
     for (int i = 0; i < failing_per_second; ++i)
-      post_tasks(session, one_task("SOAK_FAIL", key("f", i), ""));
+      post_tasks(session, task_json("SOAK_FAIL", key("f", i), nullptr));
     for (int i = 0; i < timing_out_per_second; ++i)
-      post_tasks(session, one_task("SOAK_SLOW", key("t", i), R"(,"payload":500)"));
+      post_tasks(session, task_json("SOAK_SLOW", key("t", i), nullptr, "500"));
     submitted += batches_per_second * batch_size + single_per_second + failing_per_second +
                  timing_out_per_second;
     std::this_thread::sleep_until(began + 1s);
@@ -224,8 +201,8 @@ int run_soak(const soak_options& options) {
         auto pickups = run(conn, sql::soak_pickups, {std::to_string(sample_every.count())});
         s.pickup_p50_ms = pickups.float64(0, 0);
         s.pickup_p99_ms = pickups.float64(0, 1);
-        s.rss_mib = rss_mib(node.pid());
-        s.fds = open_fds(node.pid());
+        s.rss_mib = static_cast<double>(node.rss()) / (1 << 20);
+        s.fds = node.open_fds();
         auto table = run(conn, sql::soak_table);
         s.table_mib = static_cast<double>(table.int64(0, 0)) / (1 << 20);
         s.indexes_mib = static_cast<double>(table.int64(0, 1)) / (1 << 20);
