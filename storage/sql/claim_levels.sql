@@ -10,8 +10,9 @@
 -- backwards, because claims take the oldest first and leave the entries of
 -- the tasks they took at that end until a vacuum: read from there, a drain's
 -- probes stepped over them at every claim. The oldest end is probed too,
--- for nodes that run only some types, and pays that cost; the claim's search
--- in claim order, which the probe of that end decides on, pays it as well.
+-- for nodes that run only some types while tasks of others are queued, and
+-- pays that cost; the claim's search in claim order, which the probe of
+-- that end decides on, pays it as well.
 --
 -- The probes take a task of any type: filtered by the node's types, they
 -- read through every due task of the others on the way to one of its own, a
@@ -42,6 +43,13 @@ SET enable_sort = off
 SET jit = off AS $$
 DECLARE
   v_foreign_newest integer[];
+  -- Whether tasks of types this node does not run are queued at all: only
+  -- then can an end be foreign, and the oldest ends are probed. Each
+  -- queued type is probed from its newest end, up to 32 of them (more are
+  -- taken as so).
+  v_others boolean := p_types IS NOT NULL
+                      AND (SELECT count(*) > 32 OR coalesce(bool_or(q.type <> ALL (p_types)), false)
+                             FROM taskmill.queued_types('{}', 33) AS q(type));
 BEGIN
   SELECT coalesce(array_agg(l.p ORDER BY l.p)
                     FILTER (WHERE p_types IS NULL OR newest_due.type = ANY (p_types)), '{}'),
@@ -60,7 +68,7 @@ BEGIN
       ORDER BY t.execute_at DESC, t.id DESC LIMIT 1) AS newest_due
    LEFT JOIN LATERAL (
      SELECT t.type FROM taskmill.tasks t
-      WHERE p_types IS NOT NULL
+      WHERE v_others
         AND t.status IN ('pending', 'failed') AND t.priority = l.p
         AND t.execute_at <= now()
         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)

@@ -5,6 +5,8 @@
 #include "storage/statements.hpp"
 #include "tools/node/node.hpp"
 
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
@@ -26,6 +28,13 @@ std::string text_or_empty(const db::result& res, int row, const char* name) {
 }
 
 }  // namespace
+
+int64_t buffers_of(db::connection& conn, const std::string& sql) {
+  auto res = conn.exec("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + sql);
+  BOOST_REQUIRE_MESSAGE(res, describe(res));
+  auto plan = nlohmann::json::parse(res->string(0, 0))[0]["Plan"];
+  return plan.value("Shared Hit Blocks", int64_t{0}) + plan.value("Shared Read Blocks", int64_t{0});
+}
 
 task_row read_task_row(const db::result& res, int row) {
   task_row t;

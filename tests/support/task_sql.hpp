@@ -36,6 +36,9 @@ struct task_row {
 
 task_row read_task_row(const db::result& res, int row);
 
+/// Shared buffers `sql` touched, its nested statements included.
+int64_t buffers_of(db::connection& conn, const std::string& sql);
+
 /// The migrations of the releases before the baseline, as they shipped
 /// (tests/upgrade/legacy_v8/): version, name, SQL.
 std::vector<std::tuple<int, std::string, std::string>> pre_baseline_migrations();
