@@ -566,6 +566,29 @@ BOOST_AUTO_TEST_CASE(the_due_level_probe_does_not_step_over_claimed_tasks) {
   }
 }
 
+// The oldest ends are probed only where tasks of types the node does not run
+// are queued: those are found before, between and after its types in order,
+// finished ones do not count, and past 16 types they are taken as there.
+BOOST_AUTO_TEST_CASE(other_types_queued_are_found_in_every_gap_between_a_nodes_types) {
+  test::task_database db{"othersqueued"};
+  auto others = [&](const std::string& types) {
+    return db.scalar("SELECT taskmill.others_queued('" + types + "')::text");
+  };
+  db.insert_tasks(3, "'M'", "now()");
+  db.insert_tasks(3, "'Q'", "now()");
+  db.exec("UPDATE taskmill.tasks SET status = 'succeeded' WHERE type = 'Q'");
+  BOOST_CHECK_EQUAL(others("{M}"), "false");
+  BOOST_CHECK_EQUAL(others("{A,M,Z}"), "false");
+  db.insert_tasks(1, "'C'", "now() + interval '1 day'");
+  BOOST_CHECK_EQUAL(others("{M}"), "true");
+  BOOST_CHECK_EQUAL(others("{A,M}"), "true");
+  BOOST_CHECK_EQUAL(others("{M,C}"), "false");
+  db.insert_tasks(1, "'X'", "now()");
+  BOOST_CHECK_EQUAL(others("{C,M}"), "true");
+  BOOST_CHECK_EQUAL(others("{X,C,M}"), "false");
+  BOOST_CHECK_EQUAL(others("{A,C,D,E,F,G,H,I,J,K,L,M,N,O,P,R,X}"), "true");
+}
+
 // In a level whose newest due task is of a type the node does not run, the
 // probe asks the node's types one by one, each read only in that level: not
 // the other types' tasks of the level, nor the type's own of other levels

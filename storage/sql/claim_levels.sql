@@ -43,13 +43,9 @@ SET enable_sort = off
 SET jit = off AS $$
 DECLARE
   v_foreign_newest integer[];
-  -- Whether tasks of types this node does not run are queued at all: only
-  -- then can an end be foreign, and the oldest ends are probed. Each
-  -- queued type is probed from its newest end, up to 32 of them (more are
-  -- taken as so).
-  v_others boolean := p_types IS NOT NULL
-                      AND (SELECT count(*) > 32 OR coalesce(bool_or(q.type <> ALL (p_types)), false)
-                             FROM taskmill.queued_types('{}', 33) AS q(type));
+  -- Only where tasks of types this node does not run are queued can an
+  -- end be foreign, and the oldest ends are probed.
+  v_others boolean := p_types IS NOT NULL AND taskmill.others_queued(p_types);
 BEGIN
   SELECT coalesce(array_agg(l.p ORDER BY l.p)
                     FILTER (WHERE p_types IS NULL OR newest_due.type = ANY (p_types)), '{}'),
@@ -134,6 +130,33 @@ BEGIN
   END IF;
   SELECT q.quotas, q.taken INTO quotas, taken
     FROM taskmill.quotas_of_turns(p_turns, 0, p_levels, p_room) q;
+END
+$$;
+
+-- Whether tasks of types other than p_types are due or waiting for their
+-- time: one probe in the index led by the type for each gap between
+-- p_types in order, and past the last. For more than 16 types, taken as so
+-- without a probe.
+CREATE FUNCTION taskmill.others_queued(p_types text[]) RETURNS boolean
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off AS $$
+BEGIN
+  IF cardinality(p_types) > 16 THEN
+    RETURN true;
+  END IF;
+  RETURN EXISTS (SELECT 1
+                   FROM (SELECT lag(u.type, 1, '') OVER (ORDER BY u.type) AS low, u.type AS high
+                           FROM (SELECT DISTINCT t.type FROM unnest(p_types) AS t(type)) u) g
+                  CROSS JOIN LATERAL (
+                    SELECT 1 FROM taskmill.tasks d
+                     WHERE d.status IN ('pending', 'failed') AND d.type > g.low
+                       AND d.type < g.high
+                     ORDER BY d.type LIMIT 1) x)
+         OR EXISTS (SELECT 1 FROM taskmill.tasks d
+                     WHERE d.status IN ('pending', 'failed')
+                       AND d.type > (SELECT max(t.type) FROM unnest(p_types) AS t(type))
+                     ORDER BY d.type LIMIT 1);
 END
 $$;
 
