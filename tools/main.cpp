@@ -102,6 +102,11 @@ int main(int argc, char** argv) {
       ->add_option("--runs", bench_opts.runs,
                    "Runs of each measurement (default: 3 full, 1 otherwise)")
       ->check(CLI::Range(1, 100));
+  bench
+      ->add_option("--history-tasks", bench_opts.history_tasks,
+                   "Finished tasks the history phase loads (default: 10,000,000 full, "
+                   "1,000,000 quick); a million takes about 470 MB of disk")
+      ->check(CLI::Range(1'000, 1'000'000'000));
   std::string soak_duration;
   taskmill::bench::soak_options soak_opts;
   bench->add_option("--soak", soak_duration,

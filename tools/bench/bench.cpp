@@ -259,6 +259,7 @@ json report_json(const bench_options& options, const std::string& where,
 int measure(const bench_options& options) {
   auto p = plan_for(options.size);
   if (options.runs > 0) p.runs = options.runs;
+  if (options.history_tasks > 0) p.history_tasks = options.history_tasks;
   auto want = [&](const char* phase) {
     return options.only.empty() ||
            std::find(options.only.begin(), options.only.end(), phase) != options.only.end();

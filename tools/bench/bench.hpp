@@ -24,6 +24,8 @@ struct bench_options {
   std::vector<std::string> only;
   /// Runs of each measurement; 0: the plan's (3 full, 1 otherwise).
   int runs = 0;
+  /// Finished tasks the history phase loads; 0: the plan's.
+  int history_tasks = 0;
 };
 
 /// The phases of a bench run, for --only.
