@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include <deque>
+#include <functional>
 
 using namespace taskmill;
 using namespace std::chrono_literals;
@@ -30,12 +31,14 @@ struct api_fixture : test::nodes_fixture {
   std::vector<std::pair<std::string, std::string>> headers;
 
   explicit api_fixture(const std::string& token = "",
-                       std::chrono::milliseconds poll_interval = 500ms)
+                       std::chrono::milliseconds poll_interval = 500ms,
+                       const std::function<void(config&)>& adjust = {})
       : nodes_fixture("api") {
     auto cfg = test::test_node_config("api-node");
     cfg.api.token = token;
     cfg.scheduling.poll_interval = poll_interval;
     cfg.api.max_body_bytes = 4 << 20;
+    if (adjust) adjust(cfg);
     base = api_url(start(cfg));
   }
 
@@ -81,6 +84,21 @@ struct token_fixture : api_fixture {
 /// it claims because it was woken.
 struct slow_poll_fixture : api_fixture {
   slow_poll_fixture() : api_fixture("", 10s) {}
+};
+
+/// The same, its SLEEP tasks keyed in space "pool" (keys given at submit),
+/// one running a key, as its config says.
+struct keyed_slow_poll_fixture : api_fixture {
+  keyed_slow_poll_fixture()
+      : api_fixture("", 10s, [](config& cfg) {
+          auto& sleep = cfg.types.at("SLEEP");
+          sleep.timeout = 60s;
+          sleep.max_retries = 0;
+          sleep.key_space = "pool";
+          auto& pool = cfg.key_spaces["pool"];
+          pool.name = "pool";
+          pool.limit = 1;
+        }) {}
 };
 
 }  // namespace
@@ -523,11 +541,7 @@ BOOST_AUTO_TEST_CASE(protobuf_bodies_work_like_json) {
 // SPEC §4 Keyed limits: a key's limit raised through the API holds at once
 // on a running node, and one lowered holds for the next starts.
 BOOST_FIXTURE_TEST_CASE(a_key_limit_changed_through_the_api_holds_on_running_nodes,
-                        slow_poll_fixture) {
-  db.exec(
-      "SELECT taskmill.put_type_settings('{SLEEP}', '{60000}', '{0}', '{fixed}', '{1}', '{1000}', "
-      "'{0}', '{NULL}', '{NULL}', NULL, NULL, NULL, '[{\"name\": \"pool\", \"limit\": 1}]', "
-      "'{pool}', '{NULL}', '{NULL}')");
+                        keyed_slow_poll_fixture) {
   std::string tasks;
   for (int i = 0; i < 6; ++i)
     tasks += std::string{i > 0 ? "," : ""} + R"({"type": "SLEEP", "key": "s)" + std::to_string(i) +
