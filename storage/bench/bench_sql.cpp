@@ -118,7 +118,8 @@ SELECT $1, 'cal' || g, now() + interval '2 days' + g * interval '50 ms', md5(g::
 )sql";
 
 // Within the node's default success retention (a day), so that its purge
-// leaves them while the bench measures beside them.
+// leaves them while the bench measures beside them: tasks $3 + 1 to $3 + $2
+// of a history of $4, spread over 19 hours.
 const char* const load_history = R"sql(
 INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
                             backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter,
@@ -126,8 +127,9 @@ INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retri
 SELECT $1, 'h' || g, f.at - interval '10 ms', md5(g::text), taskmill.default_priority(),
        s.max_retries, s.timeout_ms, s.backoff_kind, s.backoff_base_ms, s.backoff_cap_ms,
        s.backoff_jitter, 'succeeded', 1, 'history', f.at - interval '5 ms', f.at, f.at
-  FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s,
-       LATERAL (SELECT now() - interval '20 hours' + g * (interval '19 hours' / $2::integer)
+  FROM generate_series($3::integer + 1, $3::integer + $2::integer) g,
+       taskmill.type_settings($1) s,
+       LATERAL (SELECT now() - interval '20 hours' + g * (interval '19 hours' / $4::integer)
                   AS at) f
 )sql";
 

@@ -45,8 +45,9 @@ extern const char* const pickup_by_prefix;
 extern const char* const waiting_by_prefix;
 /// $1: type, $2: how many. Tasks due days later: a calendar.
 extern const char* const load_calendar;
-/// $1: type, $2: how many. Tasks that succeeded over the last day, as a
-/// long-lived table holds them.
+/// $1: type, $2: how many, $3: how many were loaded before, $4: all of
+/// them. Tasks that succeeded over the last day, as a long-lived table holds
+/// them, loaded in parts.
 extern const char* const load_history;
 /// The id of the newest task that succeeded (0: none).
 extern const char* const newest_succeeded;

@@ -104,7 +104,14 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   }
   progress("loading " + std::to_string(plan.finished_tasks) + " finished tasks");
   auto start = steady::now();
-  run(conn, sql::load_history, {std::string{history_type}, std::to_string(plan.finished_tasks)});
+  // In statements of 10M at most, each well within the bench's statement
+  // timeout (10 minutes).
+  constexpr int64_t per_statement = 10'000'000;
+  for (int64_t loaded = 0; loaded < plan.finished_tasks; loaded += per_statement)
+    run(conn, sql::load_history,
+        {std::string{history_type},
+         std::to_string(std::min<int64_t>(per_statement, plan.finished_tasks - loaded)),
+         std::to_string(loaded), std::to_string(plan.finished_tasks)});
   // As autovacuum would have by the time a table holds that history.
   run(conn, sql::vacuum_tasks);
   progress("  loaded and vacuumed in " + fixed(seconds_since(start), 1) + " s");
