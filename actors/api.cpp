@@ -7,6 +7,7 @@
 #include "actors/http/task_endpoints.hpp"
 #include "actors/http/web_assets.hpp"
 #include "actors/http/workflow_endpoints.hpp"
+#include "actors/limiter.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
 #include "messages/json_codec.hpp"
@@ -178,9 +179,8 @@ void metrics(self_ptr self, call_ptr c) {
             self->request(o.limiter, local_request_timeout, stats_atom_v)
                 .then(
                     [self, c](const pb::Stats& limits) {
-                      // The limiter gives the node's limit first, its tasks in flight as use.
                       self->state.options.metrics->in_flight.Set(
-                          static_cast<double>(limits.limiter(0).used()));
+                          static_cast<double>(tasks_in_flight(limits)));
                       self->request(self->state.options.jobs, local_request_timeout, jobs_atom_v,
                                     stats_atom_v)
                           .then(

@@ -40,6 +40,9 @@ struct limiter_state {
 
 namespace {
 
+/// The scope of the node's own limit among the limiter's stats.
+constexpr const char* node_scope = "node";
+
 int64_t count_of(const std::map<std::string, int64_t>& counts, const std::string& type) {
   auto it = counts.find(type);
   return it == counts.end() ? 0 : it->second;
@@ -102,7 +105,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           l->set_used(used);
           l->set_limit(limit);
         };
-        add("node", st.in_flight, st.options.node_limit);
+        add(node_scope, st.in_flight, st.options.node_limit);
         add("global", 0, st.options.global_limit);
         for (const auto& [type, limit] : st.options.type_limits) add("type:" + type, 0, limit);
         return limits;
@@ -147,6 +150,12 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) 
     if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
     options.keyed = options.keyed || !t.key_space().empty();
   }
+}
+
+int64_t tasks_in_flight(const pb::Stats& limits) {
+  for (const auto& l : limits.limiter())
+    if (l.scope() == node_scope) return l.used();
+  return 0;
 }
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options) {

@@ -35,4 +35,8 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);
 
+/// The node's tasks in flight, from the limits the limiter's stats give:
+/// the use of the node's own limit.
+int64_t tasks_in_flight(const pb::Stats& limits);
+
 }  // namespace taskmill

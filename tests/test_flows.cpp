@@ -348,7 +348,7 @@ struct flow_fixture {
     auto n = std::make_shared<int64_t>(-1);
     sys.spawn([n, limiter = limiter](caf::event_based_actor* self) {
       self->request(limiter, caf::infinite, stats_atom_v).then([n](const pb::Stats& stats) {
-        *n = stats.limiter(0).used();
+        *n = tasks_in_flight(stats);
       });
     });
     sched.run();

@@ -1,5 +1,7 @@
 #include "tests/support/nodes.hpp"
 
+#include "actors/limiter.hpp"
+
 #include <boost/test/unit_test.hpp>
 
 namespace taskmill::test {
@@ -8,8 +10,8 @@ using namespace std::chrono_literals;
 
 std::optional<int64_t> in_flight(caf::actor_system& sys, const limiter_actor& limiter) {
   auto stats = ask<pb::Stats>(sys, limiter, stats_atom_v);
-  if (!stats || stats->limiter_size() == 0) return std::nullopt;
-  return stats->limiter(0).used();
+  if (!stats) return std::nullopt;
+  return tasks_in_flight(*stats);
 }
 
 config test_node_config(const std::string& name) {

@@ -17,8 +17,8 @@ namespace taskmill::test {
 /// backoff.
 config test_node_config(const std::string& name);
 
-/// The tasks in flight on a node, as its limiter's stats tell them (the
-/// node's own limit comes first); none when the limiter does not answer.
+/// The tasks in flight on a node, as its limiter's stats tell them; none
+/// when the limiter does not answer.
 std::optional<int64_t> in_flight(caf::actor_system& sys, const limiter_actor& limiter);
 
 /// Nodes in this process on a database of their own, stopped at the end.
