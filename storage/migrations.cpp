@@ -99,11 +99,12 @@ caf::error take_over_pre_baseline(connection& conn, const migration& baseline,
 }
 
 // Drops every function, trigger, view and composite type of the schema
-// (tables' row types aside): the definitions files then create today's. Without CASCADE: should an
-// object outside taskmill depend on one, the change fails rather than drop it. Objects of an
-// extension are not ours: CREATE EXTENSION run as the taskmill user puts them in the schema named
-// like it (search_path "$user"), e.g. pg_stat_statements' views. Nor are procedures and aggregates,
-// which the definitions never create: DROP FUNCTION refused them, and no node started.
+// (tables' row types aside; a partition's triggers go with its table's): the definitions files then
+// create today's. Without CASCADE: should an object outside taskmill depend on one, the change
+// fails rather than drop it. Objects of an extension are not ours: CREATE EXTENSION run as the
+// taskmill user puts them in the schema named like it (search_path "$user"), e.g.
+// pg_stat_statements' views. Nor are procedures and aggregates, which the definitions never create:
+// DROP FUNCTION refused them, and no node started.
 constexpr const char* drop_definitions_sql = R"sql(
 DO $$
 DECLARE
@@ -112,6 +113,7 @@ BEGIN
   FOR r IN SELECT t.tgname, t.tgrelid::regclass AS tbl
              FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
             WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal
+              AND t.tgparentid = 0
               AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_class'::regclass
                                  AND d.objid = c.oid AND d.deptype = 'e') LOOP
     EXECUTE format('DROP TRIGGER %I ON %s', r.tgname, r.tbl);

@@ -126,7 +126,7 @@ void check_claim_reads_little(const task_database& db, const std::string& sql, i
   BOOST_CHECK_EQUAL(claimed->rows(), expected);
   auto read = conn.exec(
       "SELECT idx_tup_fetch, seq_tup_read FROM pg_stat_xact_user_tables "
-      "WHERE schemaname = 'taskmill' AND relname = 'tasks'");
+      "WHERE schemaname = 'taskmill' AND relname = 'live_tasks'");
   BOOST_REQUIRE(read);
   BOOST_CHECK_LT(read->int64(0, 0), 200);
   BOOST_CHECK_EQUAL(read->int64(0, 1), 0);

@@ -850,6 +850,67 @@ BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
   BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.task_keys"), 3);
 }
 
+// SPEC §11: a day of stopped tasks goes whole. Its tasks leave the task
+// table as the day is detached; what refers to them goes a batch at a time
+// while the day's rows stay; then its table is dropped.
+BOOST_AUTO_TEST_CASE(a_day_of_stopped_tasks_past_the_purge_retention_goes_whole) {
+  test::task_database db{"days"};
+  auto term = db.seize_lead();
+  const std::string day = "((now() AT TIME ZONE 'UTC')::date - 10)";
+  const std::string table = "'taskmill.' || taskmill.stopped_day_table" + day;
+  BOOST_REQUIRE_EQUAL(count(db, "SELECT taskmill.make_stopped_days(" + day + ", " + day + ")"), 1);
+  db.exec("SELECT count(taskmill.submit('D', 'd' || g)) FROM generate_series(1, 7) g");
+  db.exec("SELECT taskmill.submit('D', 'today'), taskmill.submit('D', 'undated')");
+  db.exec(
+      "INSERT INTO taskmill.attempts (task_id, attempt, outcome) "
+      "SELECT id, 1, 'failed' FROM taskmill.tasks");
+  auto stop_at = [&](const std::string& keys, const std::string& at) {
+    db.exec("UPDATE taskmill.tasks SET status = 'stopped', updated_at = " + at + " WHERE key " +
+            keys);
+  };
+  stop_at("LIKE 'd_'", "taskmill.stopped_day_start" + day + " + interval '1 hour'");
+  stop_at("= 'today'", "now()");
+  stop_at("= 'undated'", "now() - interval '20 days'");
+  auto in_day = [&] {
+    return count(db,
+                 "SELECT count(*) FROM taskmill.tasks WHERE tableoid = to_regclass(" + table + ")");
+  };
+  BOOST_REQUIRE_EQUAL(in_day(), 7);
+  auto day_rows = [&] {
+    return count(db,
+                 "SELECT (xpath('/row/n/text()', query_to_xml(format('SELECT count(*) AS n "
+                 "FROM %s', " +
+                     table + "), false, true, '')))[1]::text::bigint");
+  };
+  auto purge = [&] { return count(db, "SELECT taskmill.sweep_purge(604800000, 3, " + term + ")"); };
+  // The undated task goes by itself; the day is detached, its first three
+  // tasks' references go.
+  BOOST_CHECK_EQUAL(purge(), 4);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.tasks WHERE key LIKE 'd_'"), 0);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.task_keys WHERE key LIKE 'd_'"), 4);
+  BOOST_CHECK_EQUAL(day_rows(), 7);
+  BOOST_CHECK_EQUAL(purge(), 3);
+  BOOST_CHECK_EQUAL(purge(), 1);
+  BOOST_CHECK_EQUAL(day_rows(), 7);
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.task_keys WHERE key LIKE 'd_'"), 0);
+  BOOST_CHECK_EQUAL(purge(), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT to_regclass(" + table + ") IS NULL"), "t");
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.stopped_day_purges"), 0);
+  // Of the day's tasks' attempts, none is left; those of the task stopped
+  // today are.
+  BOOST_CHECK_EQUAL(count(db,
+                          "SELECT count(*) FROM taskmill.attempts a WHERE NOT EXISTS "
+                          "(SELECT 1 FROM taskmill.tasks t WHERE t.id = a.task_id)"),
+                    0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(key, ',') FROM taskmill.tasks"), "today");
+  BOOST_CHECK_EQUAL(count(db, "SELECT count(*) FROM taskmill.attempts"), 1);
+  // The coming days are made ahead of them.
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT to_regclass('taskmill.' || taskmill.stopped_day_table((now() AT TIME "
+                "ZONE 'UTC')::date + 2)) IS NOT NULL"),
+      "t");
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 namespace {

@@ -119,6 +119,64 @@ BOOST_AUTO_TEST_CASE(the_claim_indexes_are_rebuilt_over_the_tasks_already_there)
                     "capped:pending,capped:running,other:running");
 }
 
+// SPEC §11: a populated task table is partitioned in place. Its stopped
+// tasks move into the days they stopped on (those of more than two months
+// ago into the undated partition), the others stay as they were, keys and
+// ids too, and new ids follow on.
+BOOST_AUTO_TEST_CASE(a_populated_databases_stopped_tasks_move_into_their_days) {
+  test::scratch_database database{"migdays"};
+  auto conn = database.connect();
+  const auto& all = db::all_migrations();
+  std::vector<db::migration> before;
+  std::copy_if(all.begin(), all.end(), std::back_inserter(before),
+               [](const db::migration& m) { return m.version < 21; });
+  BOOST_REQUIRE(db::apply_migrations(conn, before, {}));
+  // As the definitions of the generation before do: a task's delete drops
+  // its key.
+  database.exec(
+      "CREATE FUNCTION taskmill.drop_keys() RETURNS trigger LANGUAGE plpgsql AS "
+      "$$ BEGIN DELETE FROM taskmill.task_keys; RETURN NULL; END $$");
+  database.exec(
+      "CREATE TRIGGER keys_gone AFTER DELETE ON taskmill.tasks FOR EACH STATEMENT EXECUTE "
+      "FUNCTION taskmill.drop_keys()");
+  database.exec(
+      "INSERT INTO taskmill.tasks (type, key, status, updated_at, trace_id, priority, max_retries, "
+      "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) "
+      "SELECT 'T', 'k' || s.g, s.status::taskmill.task_status, now() - s.age, 't', 3, 3, 5000, "
+      "'exponential', 1000, 3600000, 0.1 "
+      "FROM unnest('{pending,pending,succeeded,dead,cancelled,stopped,stopped,stopped,stopped,"
+      "stopped}'::text[], '{0,0,1 hour,2 days,3 days,0,1 day,1 day,3 days,100 days}'::interval[]) "
+      "WITH ORDINALITY AS s(status, age, g)");
+  database.exec("INSERT INTO taskmill.task_keys SELECT type, key, version, id FROM taskmill.tasks");
+  auto last_id = database.scalar("SELECT max(id) FROM taskmill.tasks");
+  auto upgraded = db::apply_migrations(conn, all);
+  BOOST_REQUIRE_MESSAGE(upgraded, test::describe(upgraded));
+  test::write_default_type_settings(conn);
+  auto where = database.scalar(
+      "SELECT string_agg(s.status || ':' || s.part, ',' ORDER BY s.g) FROM (SELECT "
+      "substr(key, 2)::int AS g, status, CASE WHEN tableoid = 'taskmill.live_tasks'::regclass "
+      "THEN 'live' WHEN tableoid = 'taskmill.stopped_tasks_undated'::regclass THEN 'undated' "
+      "WHEN tableoid = to_regclass('taskmill.' || taskmill.stopped_day_table((updated_at AT TIME "
+      "ZONE 'UTC')::date)) THEN 'its day' ELSE tableoid::regclass::text END AS part "
+      "FROM taskmill.tasks) s");
+  BOOST_CHECK_EQUAL(where,
+                    "pending:live,pending:live,succeeded:live,dead:live,cancelled:live,"
+                    "stopped:its day,stopped:its day,stopped:its day,stopped:its day,"
+                    "stopped:undated");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.task_keys"), "10");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT max(id) FROM taskmill.tasks"), last_id);
+  auto next = database.scalar("SELECT ((taskmill.submit('T', 'new')).task).id");
+  BOOST_CHECK_GT(std::stoll(next), std::stoll(last_id));
+  BOOST_CHECK_EQUAL(database.scalar("SELECT ((taskmill.submit('T', 'k7')).outcome)"), "replaced");
+  BOOST_CHECK_EQUAL(
+      database.scalar("SELECT to_regclass('taskmill.' || taskmill.stopped_day_table((now() AT "
+                      "TIME ZONE 'UTC')::date + 1)) IS NOT NULL"),
+      "t");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.claim_by_turns('n', 500, "
+                                    "'{3,3,3}', '{}', '{}', 0, NULL, NULL, NULL)"),
+                    "4");
+}
+
 BOOST_AUTO_TEST_CASE(concurrent_nodes_apply_each_migration_once) {
   test::scratch_database database{"migrace"};
   constexpr int nodes = 8;
@@ -435,7 +493,7 @@ namespace {
 /// its own, and the claimed tasks' entries stay until the test is over.
 void load_still_tasks(const test::task_database& db, int n, const std::string& type,
                       const std::string& execute_at, const std::string& priority = "3") {
-  db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
+  db.exec("ALTER TABLE taskmill.live_tasks SET (autovacuum_enabled = false)");
   db.insert_tasks(n, type, execute_at, priority);
   db.exec("VACUUM ANALYZE taskmill.tasks");
 }
@@ -449,7 +507,7 @@ int64_t task_index_stat_of(db::connection& conn, const std::string& sql, const c
   BOOST_REQUIRE(conn.exec(sql));
   auto counted = conn.exec(std::string{"SELECT sum("} + stat +
                            "(i.indexrelid)) FROM pg_index i "
-                           "WHERE i.indrelid = 'taskmill.tasks'::regclass");
+                           "WHERE i.indrelid = 'taskmill.live_tasks'::regclass");
   BOOST_REQUIRE_MESSAGE(counted, test::describe(counted));
   BOOST_REQUIRE(conn.exec("COMMIT"));
   return counted->int64(0, 0);
@@ -522,7 +580,7 @@ BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {
   // Known to be empty, and no autovacuum to bring the statistics up to date
   // (which would make the kept plans anew) while the test runs.
   db.exec("VACUUM ANALYZE taskmill.tasks, taskmill.task_keys");
-  db.exec("ALTER TABLE taskmill.tasks SET (autovacuum_enabled = false)");
+  db.exec("ALTER TABLE taskmill.live_tasks SET (autovacuum_enabled = false)");
   db.exec("ALTER TABLE taskmill.task_keys SET (autovacuum_enabled = false)");
   auto early = db.connect();
   for (const auto& sql : {submit_batch_of("early-", 1), claim_of("early", 1),

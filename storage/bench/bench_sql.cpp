@@ -272,10 +272,11 @@ SELECT coalesce(percentile_cont(0.5) WITHIN GROUP (ORDER BY l.ms), 0),
 )sql";
 
 const char* const soak_table = R"sql(
-SELECT pg_relation_size('taskmill.tasks'), pg_indexes_size('taskmill.tasks'), s.n_live_tup,
-       s.n_dead_tup, s.autovacuum_count, s.autoanalyze_count
+SELECT sum(pg_relation_size(s.relid))::bigint, sum(pg_indexes_size(s.relid))::bigint,
+       sum(s.n_live_tup)::bigint, sum(s.n_dead_tup)::bigint, sum(s.autovacuum_count)::bigint,
+       sum(s.autoanalyze_count)::bigint
   FROM pg_stat_user_tables s
- WHERE s.relid = 'taskmill.tasks'::regclass
+ WHERE s.relid IN (SELECT p.relid FROM pg_partition_tree('taskmill.tasks') p WHERE p.isleaf)
 )sql";
 
 }  // namespace taskmill::db::bench_sql

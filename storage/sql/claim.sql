@@ -221,7 +221,7 @@ BEGIN
         UPDATE taskmill.tasks t
            SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
                heartbeat_at = now(), started_at = now(), updated_at = now()
-         WHERE t.id = ANY (v_lock.ids)
+         WHERE t.id = ANY (v_lock.ids) AND t.status IN ('pending', 'failed')
         RETURNING (taskmill.as_running(t, v_turns_taken)).*;
       v_claimed := v_claimed || v_lock.ids;
     END IF;

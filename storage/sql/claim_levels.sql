@@ -153,10 +153,11 @@ BEGIN
                      WHERE d.status IN ('pending', 'failed') AND d.type > g.low
                        AND d.type < g.high
                      ORDER BY d.type LIMIT 1) x)
-         OR EXISTS (SELECT 1 FROM taskmill.tasks d
-                     WHERE d.status IN ('pending', 'failed')
-                       AND d.type > (SELECT max(t.type) FROM unnest(p_types) AS t(type))
-                     ORDER BY d.type LIMIT 1);
+         -- Not EXISTS: over partitions, that is planned to read every entry.
+         OR (SELECT d.type FROM taskmill.tasks d
+              WHERE d.status IN ('pending', 'failed')
+                AND d.type > (SELECT max(t.type) FROM unnest(p_types) AS t(type))
+              ORDER BY d.type LIMIT 1) IS NOT NULL;
 END
 $$;
 

@@ -175,13 +175,14 @@ BEGIN
   RETURN QUERY
     WITH locked AS (
       SELECT c.id, c.status, c.execute_at FROM taskmill.tasks c
-       WHERE c.id = ANY (p_ids)
+       WHERE c.id = ANY (p_ids) AND c.status IN ('pending', 'failed')
        FOR UPDATE SKIP LOCKED)
     UPDATE taskmill.tasks t
        SET status = 'running', attempt = t.attempt + 1, picked_by = p_node,
            heartbeat_at = now(), started_at = now(), updated_at = now()
       FROM locked
-     WHERE t.id = locked.id AND locked.status IN ('pending', 'failed')
+     WHERE t.id = locked.id AND t.status IN ('pending', 'failed')
+       AND locked.status IN ('pending', 'failed')
        AND locked.execute_at <= now()
     RETURNING (taskmill.as_running(t, p_turns_taken)).*;
   PERFORM set_config('taskmill.tallied', '', true);

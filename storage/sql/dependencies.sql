@@ -368,16 +368,16 @@ CREATE TRIGGER tasks_finished AFTER UPDATE ON taskmill.tasks
 -- for it again too. A step is given its parents' results here unless the
 -- caller brings back several at once (taskmill.rearming), and gives them once
 -- all are waiting (taskmill.retry_workflow).
-CREATE FUNCTION taskmill.task_rearmed() RETURNS trigger
+CREATE FUNCTION taskmill.rearm_task(p_task taskmill.tasks) RETURNS void
 LANGUAGE plpgsql AS $$
 DECLARE
   v_left integer;
 BEGIN
-  IF NEW.has_children THEN
+  IF p_task.has_children THEN
     WITH reopened AS (
       UPDATE taskmill.task_edges e SET done = false
         FROM taskmill.task_waits w
-       WHERE e.parent_id = NEW.id AND e.done AND w.task_id = e.child_id
+       WHERE e.parent_id = p_task.id AND e.done AND w.task_id = e.child_id
       RETURNING e.child_id
     )
     UPDATE taskmill.task_waits w SET parents_left = w.parents_left + 1
@@ -385,27 +385,53 @@ BEGIN
   END IF;
   PERFORM 1 FROM taskmill.tasks p
    WHERE p.id IN (SELECT e.parent_id FROM taskmill.task_edges e
-                   WHERE e.child_id = NEW.id AND NOT e.done)
+                   WHERE e.child_id = p_task.id AND NOT e.done)
    ORDER BY p.id FOR NO KEY UPDATE;
-  SELECT count(*) INTO v_left FROM taskmill.task_edges e WHERE e.child_id = NEW.id AND NOT e.done;
+  SELECT count(*) INTO v_left FROM taskmill.task_edges e WHERE e.child_id = p_task.id AND NOT e.done;
   IF v_left > 0 THEN
     INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
-    VALUES (NEW.id, v_left, NEW.execute_at)
+    VALUES (p_task.id, v_left, p_task.execute_at)
     ON CONFLICT (task_id) DO UPDATE
       SET parents_left = EXCLUDED.parents_left, execute_at = EXCLUDED.execute_at;
-    UPDATE taskmill.tasks t SET execute_at = 'infinity', deadline_at = NULL WHERE t.id = NEW.id;
-  ELSIF NEW.parent_results IS NOT NULL
+    UPDATE taskmill.tasks t SET execute_at = 'infinity', deadline_at = NULL WHERE t.id = p_task.id;
+  ELSIF p_task.parent_results IS NOT NULL
         AND current_setting('taskmill.rearming', true) IS DISTINCT FROM 'on' THEN
-    PERFORM taskmill.give_parent_results(ARRAY[NEW.id]);
+    PERFORM taskmill.give_parent_results(ARRAY[p_task.id]);
   END IF;
+END
+$$;
+
+CREATE FUNCTION taskmill.task_rearmed() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM taskmill.rearm_task(NEW);
   RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER tasks_rearmed AFTER UPDATE ON taskmill.tasks
   FOR EACH ROW
-  WHEN (OLD.status IN ('succeeded', 'dead', 'cancelled', 'stopped') AND NEW.status = 'pending')
+  WHEN (OLD.status IN ('succeeded', 'dead', 'cancelled') AND NEW.status = 'pending')
   EXECUTE FUNCTION taskmill.task_rearmed();
+
+-- A stopped task brought back leaves the stopped tasks' partition: its
+-- update is a delete there and an insert among the live tasks, which fire
+-- no update trigger. A purged one is not found among them.
+CREATE FUNCTION taskmill.stopped_task_left() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_task taskmill.tasks;
+BEGIN
+  SELECT t.* INTO v_task FROM taskmill.live_tasks t WHERE t.id = OLD.id AND t.status = 'pending';
+  IF FOUND THEN
+    PERFORM taskmill.rearm_task(v_task);
+  END IF;
+  RETURN NULL;
+END
+$$;
+
+CREATE TRIGGER stopped_tasks_left AFTER DELETE ON taskmill.stopped_tasks
+  FOR EACH ROW EXECUTE FUNCTION taskmill.stopped_task_left();
 
 -- The parents a waiting task still waits for (at most p_limit of them), and
 -- how many there are.

@@ -25,7 +25,7 @@ BEGIN
     SELECT u.id, u.attempt, now(), left(u.line, 4096)
       FROM unnest(p_ids, p_attempts, p_lines) WITH ORDINALITY AS u(id, attempt, line, n)
       JOIN taskmill.tasks t ON t.id = u.id AND t.attempt = u.attempt
-     WHERE t.id = ANY (p_ids)
+     WHERE t.id = ANY (p_ids) AND t.status <> 'stopped'
      ORDER BY u.n
     RETURNING l.task_id, l.attempt
   )

@@ -91,8 +91,10 @@ CREATE FUNCTION taskmill.status_counts(p_exact_up_to bigint)
 RETURNS TABLE (type text, status text, n bigint, estimated boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
-  -- -1 until the table was first vacuumed or analyzed.
-  v_rows real := (SELECT c.reltuples FROM pg_class c WHERE c.oid = 'taskmill.tasks'::regclass);
+  -- Each partition's -1 until it was first vacuumed or analyzed.
+  v_rows real := (SELECT sum(greatest(c.reltuples, 0)) FROM pg_class c
+                   WHERE c.oid IN (SELECT p.relid FROM pg_partition_tree('taskmill.tasks') p
+                                    WHERE p.isleaf));
   v_percent real := least(100, 100 * 20000 / greatest(v_rows, 1));
 BEGIN
   RETURN QUERY SELECT l.type, l.status, l.n, l.estimated FROM taskmill.live_counts(p_exact_up_to) l;

@@ -227,7 +227,7 @@ BEGIN
   UPDATE taskmill.tasks t
      SET status = 'running', attempt = t.attempt + 1, picked_by = v_node,
          heartbeat_at = v_started, started_at = v_started, updated_at = v_started
-   WHERE t.id = v_task.id
+   WHERE t.id = v_task.id AND t.status <> 'stopped'
   RETURNING t.* INTO v_task;
   PERFORM pg_notify('taskmill_handoffs', taskmill.hand_off_notice(v_task, v_generation));
   RETURN NULL;

@@ -38,7 +38,6 @@ DECLARE
   v_tallying boolean;
   v_types text[];
   v_ended bigint[];
-  v_running constant taskmill.task_status := 'running';
   -- The tasks with children that finished, and whether each ended dead.
   v_parents bigint[];
   v_parents_dead boolean[];
@@ -71,7 +70,7 @@ BEGIN
            updated_at = now()
       FROM unnest(p_ids, p_attempts, p_outcomes, p_results, p_errors)
              AS i(id, attempt, outcome, result, error)
-     WHERE t.id = ANY (p_ids) AND t.id = i.id AND t.status = v_running AND t.attempt = i.attempt
+     WHERE t.id = ANY (p_ids) AND t.id = i.id AND t.status = 'running' AND t.attempt = i.attempt
     RETURNING t.id, t.type, t.status, i.attempt, i.outcome, i.error, t.picked_by,
               t.started_at, t.has_children
   ),
@@ -111,7 +110,7 @@ BEGIN
     SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
            CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
       FROM unnest(p_ids, p_attempts, p_outcomes, p_errors) AS i(id, attempt, outcome, error)
-      JOIN taskmill.tasks t ON t.id = i.id AND t.id = ANY (p_ids)
+      JOIN taskmill.tasks t ON t.id = i.id AND t.id = ANY (p_ids) AND t.status <> 'stopped'
      WHERE i.attempt BETWEEN 1 AND t.attempt
        -- The attempt that succeeded is in the history already, as its task.
        AND NOT (i.attempt = t.attempt AND t.finished_at IS NOT NULL)

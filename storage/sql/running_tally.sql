@@ -81,7 +81,8 @@ BEGIN
   IF EXISTS (SELECT 1 FROM taskmill.running_tally r
               WHERE r.scope = 'type' AND r.name <> ALL (p_capped)) THEN
     PERFORM taskmill.tally_running(ARRAY(SELECT t.type FROM taskmill.tasks t
-                                          WHERE t.id = ANY (p_ids)), false);
+                                          WHERE t.id = ANY (p_ids) AND t.status = 'running'),
+                                   false);
   ELSE
     PERFORM taskmill.tally_running(p_capped, p_taken::bigint[], false, cardinality(p_ids));
   END IF;

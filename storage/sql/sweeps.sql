@@ -135,7 +135,8 @@ LANGUAGE sql AS $$
   SELECT taskmill.fence(p_term);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
-     WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
+     WHERE t.status = 'succeeded'
+       AND t.id IN (SELECT x.id FROM taskmill.tasks x
                      WHERE x.status = 'succeeded'
                        AND x.updated_at < now() - p_retention_ms * interval '1 ms'
                      ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
@@ -148,19 +149,54 @@ $$;
 -- (their workflow remembering a failed one) and callback slots; so are workflows left
 -- without steps, long-dead nodes, cancels never taken, closed firings of
 -- recurring jobs and alerts (with their deliveries), and keys' starts
--- past their rate's period. Answers the most rows
+-- past their rate's period. Stopped tasks in a day of their own go with
+-- the whole day (storage/sql/stopped_days.sql): their rows stay, what
+-- refers to them goes a batch at a time. Answers the most rows
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
                                      p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE sql AS $$
   SELECT taskmill.fence(p_term);
-  WITH gone AS (
+  -- A statement of its own: a day is not dropped while a statement reads it.
+  SELECT taskmill.turn_stopped_days(p_retention_ms);
+  WITH picked AS (
+    SELECT x.id FROM (
+      SELECT l.id, l.updated_at FROM (
+        SELECT l.id, l.updated_at FROM taskmill.live_tasks l
+         WHERE l.status IN ('dead', 'cancelled')
+           AND l.updated_at < now() - p_retention_ms * interval '1 ms'
+         ORDER BY l.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED) l
+      UNION ALL
+      SELECT u.id, u.updated_at FROM (
+        SELECT u.id, u.updated_at FROM taskmill.stopped_tasks_undated u
+         WHERE taskmill.stopped_days_go_whole(p_retention_ms)
+           AND u.updated_at < now() - p_retention_ms * interval '1 ms'
+         ORDER BY u.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED) u
+      UNION ALL
+      SELECT s.id, s.updated_at FROM (
+        SELECT s.id, s.updated_at FROM taskmill.stopped_tasks s
+         WHERE NOT taskmill.stopped_days_go_whole(p_retention_ms)
+           AND s.updated_at < now() - p_retention_ms * interval '1 ms'
+         ORDER BY s.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED) s) x
+     ORDER BY x.updated_at LIMIT p_limit
+  ),
+  deleted AS (
     DELETE FROM taskmill.tasks t
-     WHERE t.id IN (SELECT x.id FROM taskmill.tasks x
-                     WHERE x.status IN ('stopped', 'dead', 'cancelled')
-                       AND x.updated_at < now() - p_retention_ms * interval '1 ms'
-                     ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
+     WHERE t.id IN (SELECT p.id FROM picked p) AND t.status IN ('stopped', 'dead', 'cancelled')
     RETURNING t.id, t.status),
+  day_batch AS (
+    SELECT b.id, b.type, b.key, b.version FROM taskmill.stopped_day_batch(p_limit) b
+  ),
+  -- Their keys, as the delete of a task drops them (storage/sql/identity.sql).
+  day_keys AS (
+    DELETE FROM taskmill.task_keys k USING day_batch b
+     WHERE k.type = b.type AND k.key = b.key AND k.version = b.version AND k.task_id = b.id
+  ),
+  gone AS (
+    SELECT d.id, d.status FROM deleted d
+    UNION ALL
+    SELECT b.id, 'stopped'::taskmill.task_status FROM day_batch b
+  ),
   history AS (
     DELETE FROM taskmill.attempts a USING gone g WHERE a.task_id = g.id
   ),
