@@ -563,6 +563,40 @@ hot_path_buffers measure(db::connection& conn, const std::string& node) {
 // A page of the task list that fills stops reading there: among 60,000
 // tasks an unfiltered page of 10 touches a few buffers, not the 50,000 rows
 // a page reads at most when its filter matches few.
+// SPEC §11: claims and outcomes never read a stopped task, however many
+// there are: their statements name the statuses they read, and are planned
+// against the live tasks alone.
+BOOST_AUTO_TEST_CASE(claims_and_outcomes_read_no_stopped_task) {
+  test::task_database db{"livealone"};
+  db.insert_tasks(2000, "'S'", "now()");
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped'");
+  db.insert_tasks(300, "'T'", "now() - interval '1 minute'");
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec("BEGIN"));
+  for (int round = 0; round < 3; ++round) {
+    auto claimed = conn.exec(
+        "SELECT coalesce(array_agg(id), '{}'), coalesce(array_agg(attempt), '{}') FROM "
+        "taskmill.claim_by_turns('n1', 100, '{3,3,3,3,3}', '{}', '{}', 0, NULL, NULL, NULL)");
+    BOOST_REQUIRE_MESSAGE(claimed, test::describe(claimed));
+    auto done = conn.exec(
+        "SELECT count(*) FILTER (WHERE applied) FROM taskmill.complete_many($1::bigint[], "
+        "$2::int[], array_fill('succeeded'::text, ARRAY[cardinality($1::bigint[])]), NULL, NULL, "
+        "'n1')",
+        {claimed->string(0, 0), claimed->string(0, 1)});
+    BOOST_REQUIRE_MESSAGE(done, test::describe(done));
+    BOOST_CHECK_EQUAL(done->int64(0, 0), 100);
+  }
+  auto read = conn.exec(
+      "SELECT sum(s.seq_scan + coalesce(s.idx_scan, 0)) FROM pg_stat_xact_user_tables s "
+      "WHERE s.relid IN (SELECT p.relid FROM pg_partition_tree('taskmill.stopped_tasks') p)");
+  BOOST_REQUIRE_MESSAGE(read, test::describe(read));
+  BOOST_CHECK_EQUAL(read->int64(0, 0), 0);
+  BOOST_REQUIRE(conn.exec("ROLLBACK"));
+  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.stopped_tasks WHERE type = 'S'"),
+                    "2000");
+}
+
 BOOST_AUTO_TEST_CASE(a_full_page_of_the_task_list_reads_only_its_rows) {
   test::task_database db{"listpage"};
   load_still_tasks(db, 60000, "'T'", "now()");

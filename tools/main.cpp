@@ -107,6 +107,11 @@ int main(int argc, char** argv) {
                    "Finished tasks the history phase loads (default: 10,000,000 full, "
                    "1,000,000 quick); a million takes about 470 MB of disk")
       ->check(CLI::Range(1'000, 1'000'000'000));
+  bench
+      ->add_option("--purge-tasks", bench_opts.purge_tasks,
+                   "Stopped tasks the purge phase purges, of a day and row by row (default: "
+                   "1,000,000 full, 100,000 quick)")
+      ->check(CLI::Range(1'000, 100'000'000));
   std::string soak_duration;
   taskmill::bench::soak_options soak_opts;
   bench->add_option("--soak", soak_duration,

@@ -279,4 +279,50 @@ SELECT sum(pg_relation_size(s.relid))::bigint, sum(pg_indexes_size(s.relid))::bi
  WHERE s.relid IN (SELECT p.relid FROM pg_partition_tree('taskmill.tasks') p WHERE p.isleaf)
 )sql";
 
+// Whether the schema keeps stopped tasks by day, and the table of the day
+// $1 days ago (UTC).
+const char* const keeps_stopped_days =
+    "SELECT to_regproc('taskmill.make_stopped_days') IS NOT NULL";
+
+const char* const make_stopped_day =
+    "SELECT taskmill.make_stopped_days(d, d) "
+    "FROM (SELECT (now() AT TIME ZONE 'UTC')::date - $1::integer AS d) x";
+
+// $2 tasks of type $1 (keys $3 || g) that succeeded and stopped $4 days ago
+// (UTC: an hour into that day, a millisecond apart), one in ten after a
+// failed attempt; their keys as a submit writes them (the table's trigger).
+const char* const load_stopped = R"sql(
+WITH stopped AS (
+  INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
+                              backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter,
+                              status, attempt, picked_by, started_at, finished_at, updated_at)
+  SELECT $1, $3 || g, a.at, md5(g::text), 3, s.max_retries, s.timeout_ms, s.backoff_kind,
+         s.backoff_base_ms, s.backoff_cap_ms, s.backoff_jitter, 'stopped',
+         CASE WHEN g % 10 = 0 THEN 2 ELSE 1 END, 'purge', a.at, a.at, a.at
+    FROM generate_series(1, $2::integer) g, taskmill.type_settings($1) s,
+         LATERAL (SELECT ((now() AT TIME ZONE 'UTC')::date - $4::integer)::timestamp
+                         AT TIME ZONE 'UTC' + interval '1 hour' + g * interval '1 ms' AS at) a
+  RETURNING id, attempt, updated_at)
+INSERT INTO taskmill.attempts (task_id, attempt, node, started_at, finished_at, outcome, error)
+SELECT p.id, 1, 'purge', p.updated_at, p.updated_at, 'failed', 'boom'
+  FROM stopped p WHERE p.attempt = 2
+)sql";
+
+// The lead, taken for the bench's own sweeps (its term), and given up.
+const char* const seize_lead =
+    "UPDATE taskmill.leadership SET node = 'bench', incarnation = 'bench', term = term + 1, "
+    "expires_at = now() + interval '1 day' RETURNING term";
+
+const char* const give_up_lead = "UPDATE taskmill.leadership SET expires_at = now()";
+
+// One sweep of the leader's purge, as its watcher makes it ($1 the purge
+// retention in ms, $2 its batch, $3 the term).
+const char* const purge_sweep = "SELECT taskmill.sweep_purge($1::bigint, $2::integer, $3::bigint)";
+
+const char* const wal_position = "SELECT pg_current_wal_lsn()::text";
+
+const char* const wal_since = "SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint";
+
+const char* const tasks_of_type = "SELECT count(*) FROM taskmill.tasks WHERE type = $1";
+
 }  // namespace taskmill::db::bench_sql

@@ -42,7 +42,7 @@ DECLARE
       p_capped_types, p_type_limits, p_global_limit, p_types, p_local_types, p_local_room) c);
 BEGIN
   RETURN QUERY SELECT t.* FROM unnest(v_ids) WITH ORDINALITY AS c(id, n)
-                 JOIN taskmill.tasks t ON t.id = c.id ORDER BY c.n;
+                 JOIN taskmill.tasks t ON t.id = c.id AND t.status = 'running' ORDER BY c.n;
 END
 $$;
 

@@ -416,7 +416,7 @@ CREATE TRIGGER tasks_rearmed AFTER UPDATE ON taskmill.tasks
 
 -- A stopped task brought back leaves the stopped tasks' partition: its
 -- update is a delete there and an insert among the live tasks, which fire
--- no update trigger. A purged one is not found among them.
+-- no update trigger. Not for the purge's deletes (taskmill.sweep_purge).
 CREATE FUNCTION taskmill.stopped_task_left() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -431,7 +431,8 @@ END
 $$;
 
 CREATE TRIGGER stopped_tasks_left AFTER DELETE ON taskmill.stopped_tasks
-  FOR EACH ROW EXECUTE FUNCTION taskmill.stopped_task_left();
+  FOR EACH ROW WHEN (current_setting('taskmill.purging', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION taskmill.stopped_task_left();
 
 -- The parents a waiting task still waits for (at most p_limit of them), and
 -- how many there are.

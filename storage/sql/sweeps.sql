@@ -155,10 +155,15 @@ $$;
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
                                      p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE sql AS $$
-  SELECT taskmill.fence(p_term);
+LANGUAGE plpgsql AS $$
+DECLARE
+  v_lost integer;
+BEGIN
+  PERFORM taskmill.fence(p_term);
   -- A statement of its own: a day is not dropped while a statement reads it.
-  SELECT taskmill.turn_stopped_days(p_retention_ms);
+  PERFORM taskmill.turn_stopped_days(p_retention_ms);
+  -- Deleted, not brought back (taskmill.stopped_task_left).
+  PERFORM set_config('taskmill.purging', 'on', true);
   WITH picked AS (
     SELECT x.id FROM (
       SELECT l.id, l.updated_at FROM (
@@ -275,6 +280,10 @@ LANGUAGE sql AS $$
   )
   SELECT greatest((SELECT count(*) FROM gone), (SELECT count(*) FROM firings),
                   (SELECT count(*) FROM alerts), (SELECT count(*) FROM key_starts))::integer
+    INTO v_lost;
+  PERFORM set_config('taskmill.purging', '', true);
+  RETURN v_lost;
+END
 $$;
 
 -- Watcher: broadcast shards still waiting for a node that is no longer alive

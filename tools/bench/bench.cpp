@@ -7,6 +7,7 @@
 #include "tools/bench/keys.hpp"
 #include "tools/bench/latency.hpp"
 #include "tools/bench/limits.hpp"
+#include "tools/bench/purge.hpp"
 
 #include "actors/http/http_server.hpp"
 #include "messages/errors.hpp"
@@ -33,8 +34,8 @@
 namespace taskmill {
 
 const std::vector<std::string> bench_phases{
-    "submit", "end-to-end", "latency",  "wake-up", "backlog",  "drain",  "limits",
-    "keys",   "pooler",     "calendar", "flows",   "progress", "history"};
+    "submit", "end-to-end", "latency",  "wake-up", "backlog",  "drain",   "limits",
+    "keys",   "pooler",     "calendar", "flows",   "progress", "history", "purge"};
 
 namespace {
 
@@ -90,25 +91,28 @@ struct plan {
   double talking_seconds;
   /// Finished tasks the table holds under the history's measurements.
   int history_tasks;
+  /// Stopped tasks each of the purge's measurements purges.
+  int purge_tasks;
 };
 
 plan plan_for(bench_size size) {
   switch (size) {
     case bench_size::smoke:
-      return {1,     0.5, 5'000,  2.0, 200, 20'000, 5'000, 5'000, 10'000, {20'000}, 20'000, 5'000,
-              5'000, 500, 20'000, 100, 2.0, 50'000, 64,    100,   500,    200,      3.0,    20'000};
+      return {1,        0.5,    5'000, 2.0,   200, 20'000, 5'000, 5'000, 10'000,
+              {20'000}, 20'000, 5'000, 5'000, 500, 20'000, 100,   2.0,   50'000,
+              64,       100,    500,   200,   3.0, 20'000, 5'000};
     case bench_size::quick:
-      return {1,      1.0,       10'000,  3.0,     200,    100'000, 10'000, 10'000,
-              20'000, {100'000}, 100'000, 100'000, 20'000, 2'000,   20'000, 300,
-              3.0,    200'000,   64,      200,     2'000,  1'000,   5.0,    1'000'000};
+      return {1,         1.0,     10'000,  3.0,    200,   100'000,   10'000, 10'000, 20'000,
+              {100'000}, 100'000, 100'000, 20'000, 2'000, 20'000,    300,    3.0,    200'000,
+              64,        200,     2'000,   1'000,  5.0,   1'000'000, 100'000};
     case bench_size::full:
       break;
   }
-  return {3,         5.0,     100'000,   15.0,      200,
-          1'000'000, 10'000,  10'000,    100'000,   {100'000, 1'000'000},
-          100'000,   100'000, 100'000,   10'000,    100'000,
-          1'000,     10.0,    5'000'000, 64,        1'000,
-          10'000,    1'000,   10.0,      10'000'000};
+  return {3,         5.0,     100'000,   15.0,       200,
+          1'000'000, 10'000,  10'000,    100'000,    {100'000, 1'000'000},
+          100'000,   100'000, 100'000,   10'000,     100'000,
+          1'000,     10.0,    5'000'000, 64,         1'000,
+          10'000,    1'000,   10.0,      10'000'000, 1'000'000};
 }
 
 const char* size_name(bench_size size) {
@@ -260,6 +264,7 @@ int measure(const bench_options& options) {
   auto p = plan_for(options.size);
   if (options.runs > 0) p.runs = options.runs;
   if (options.history_tasks > 0) p.history_tasks = options.history_tasks;
+  if (options.purge_tasks > 0) p.purge_tasks = options.purge_tasks;
   auto want = [&](const char* phase) {
     return options.only.empty() ||
            std::find(options.only.begin(), options.only.end(), phase) != options.only.end();
@@ -309,7 +314,7 @@ int measure(const bench_options& options) {
       pooled_submit_ratio{"ratio"}, chain_step{"ms"}, fan_submit{"s"}, fan_out_rate{"tasks/s"},
       fan_out_ratio{"ratio"}, fan_in{"ms"}, progress_rate{"reports/s"},
       progress_statements{"statements/s"}, reports_per_statement{"ratio"};
-  phase_report limits, keys, history;
+  phase_report limits, keys, history, purge;
   auto peak_rss = [&] {
     return std::max(
         {node.peak_rss(), talking.peak_rss(), limits.peak_rss, keys.peak_rss, history.peak_rss});
@@ -453,6 +458,10 @@ int measure(const bench_options& options) {
         measure_history({p.runs, p.history_tasks, p.drain_tasks, p.latency_seconds, p.latency_rate},
                         options.binary, database.conninfo(), conn, announce);
   }
+  if (want("purge")) {
+    node.stop();
+    purge = measure_purge({p.runs, p.purge_tasks}, conn, announce);
+  }
   rss.runs.push_back(static_cast<double>(peak_rss()) / (1 << 20));
   run(conn, sql::reset_tasks);
 
@@ -527,6 +536,7 @@ int measure(const bench_options& options) {
   targets.insert(targets.end(), keys.targets.begin(), keys.targets.end());
   rows.insert(rows.end() - 1, history.rows.begin(), history.rows.end());
   targets.insert(targets.end(), history.targets.begin(), history.targets.end());
+  rows.insert(rows.end() - 1, purge.rows.begin(), purge.rows.end());
   std::erase_if(rows, [](const auto& row) { return row.second.runs.empty(); });
   std::erase_if(targets, [](const target& t) { return t.measured.runs.empty(); });
   std::printf("taskmill bench (%s) on %s, %u CPUs\n", size_name(options.size),

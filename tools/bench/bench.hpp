@@ -26,6 +26,8 @@ struct bench_options {
   int runs = 0;
   /// Finished tasks the history phase loads; 0: the plan's.
   int history_tasks = 0;
+  /// Stopped tasks the purge phase purges; 0: the plan's.
+  int purge_tasks = 0;
 };
 
 /// The phases of a bench run, for --only.

@@ -1,0 +1,84 @@
+#include "tools/bench/purge.hpp"
+
+#include "config/config.hpp"
+#include "messages/errors.hpp"
+#include "storage/bench/bench_sql.hpp"
+
+namespace taskmill::bench {
+namespace {
+
+constexpr const char* purge_type = "BENCH_PURGE";
+/// The watcher's default purge retention, a week, in ms.
+constexpr const char* retention_ms = "604800000";
+/// When the purged tasks stopped: a day wholly past that retention.
+constexpr int stopped_days_ago = 10;
+
+struct purge_figures {
+  double seconds = 0;
+  double wal_mb = 0;
+};
+
+/// Loads `plan.tasks` tasks stopped `stopped_days_ago` days ago (that day's
+/// table made first if `of_a_day`), then purges them to the last.
+purge_figures purge_once(db::connection& conn, const purge_plan& plan, bool of_a_day,
+                         const std::string& term, const std::string& label) {
+  auto days_ago = std::to_string(stopped_days_ago);
+  run(conn, sql::reset_tasks);
+  if (of_a_day) run(conn, sql::make_stopped_day, {days_ago});
+  run(conn, sql::load_stopped,
+      {std::string{purge_type}, std::to_string(plan.tasks), label, days_ago});
+  run(conn, sql::vacuum_tasks);
+  // From a checkpoint, so that both purges pay the same first page images.
+  if (auto done = conn.exec(sql::checkpoint); !done)
+    progress("  no CHECKPOINT (" + error_message(done.error()) + ")");
+  auto batch = std::to_string(config{}.watcher.batch_size);
+  auto wal_at = run(conn, sql::wal_position).string(0, 0);
+  auto start = steady::now();
+  while (run(conn, sql::purge_sweep, {retention_ms, batch, term}).int64(0, 0) > 0)
+    check_interrupted();
+  purge_figures f;
+  f.seconds = seconds_since(start);
+  f.wal_mb = static_cast<double>(run(conn, sql::wal_since, {wal_at}).int64(0, 0)) / (1 << 20);
+  if (auto left = run(conn, sql::tasks_of_type, {std::string{purge_type}}).int64(0, 0); left > 0)
+    throw bench_failure{"purge: " + std::to_string(left) + " stopped tasks were left"};
+  return f;
+}
+
+}  // namespace
+
+phase_report measure_purge(const purge_plan& plan, db::connection& conn,
+                           const announce_fn& announce) {
+  auto tasks = short_count(plan.tasks);
+  series day_s{"s"}, day_wal{"MB"}, rows_s{"s"}, rows_wal{"MB"}, time_ratio{"ratio"},
+      wal_ratio{"ratio"};
+  // Where a release keeps no days, both are purged row by row.
+  auto days = run(conn, sql::keeps_stopped_days).string(0, 0) == "t";
+  // The bench sweeps as the leader would (no node runs meanwhile).
+  auto term = run(conn, sql::seize_lead).string(0, 0);
+  for (int r = 0; r < plan.runs; ++r) {
+    announce("purge of " + tasks + " stopped tasks of a day", r, 0);
+    auto day = purge_once(conn, plan, days, term, "d" + std::to_string(r) + "-");
+    announce("purge of " + tasks + " stopped tasks without a day", r, 0);
+    auto rows = purge_once(conn, plan, false, term, "r" + std::to_string(r) + "-");
+    day_s.runs.push_back(day.seconds);
+    day_wal.runs.push_back(day.wal_mb);
+    rows_s.runs.push_back(rows.seconds);
+    rows_wal.runs.push_back(rows.wal_mb);
+    time_ratio.runs.push_back(day.seconds / rows.seconds);
+    wal_ratio.runs.push_back(day.wal_mb / rows.wal_mb);
+  }
+  run(conn, sql::give_up_lead);
+  run(conn, sql::reset_tasks);
+  phase_report report;
+  report.rows = {
+      {"purge: " + tasks + " stopped tasks of a day, time", day_s},
+      {"  WAL written by that purge", day_wal},
+      {"  the same stopped without a day (row by row), time", rows_s},
+      {"  WAL written row by row", rows_wal},
+      {"  a day's purge / row by row: time", time_ratio},
+      {"  a day's purge / row by row: WAL", wal_ratio},
+  };
+  return report;
+}
+
+}  // namespace taskmill::bench
