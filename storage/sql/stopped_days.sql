@@ -3,7 +3,7 @@
 -- is wholly past the purge retention it is detached (its tasks are gone from
 -- taskmill.tasks at once), what refers to its tasks is deleted a batch at a
 -- time, and the day's table is dropped whole: no row of it is deleted, so
--- its purge writes no WAL and leaves nothing to vacuum.
+-- its rows cost the purge no WAL and leave nothing to vacuum.
 
 CREATE FUNCTION taskmill.stopped_day_table(p_day date) RETURNS text
 LANGUAGE sql IMMUTABLE AS $$
