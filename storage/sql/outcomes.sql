@@ -110,7 +110,7 @@ BEGIN
     SELECT i.id, i.attempt, coalesce(p_node, t.picked_by),
            CASE WHEN t.attempt = i.attempt THEN t.started_at END, now(), i.outcome, i.error
       FROM unnest(p_ids, p_attempts, p_outcomes, p_errors) AS i(id, attempt, outcome, error)
-      JOIN taskmill.tasks t ON t.id = i.id AND t.id = ANY (p_ids) AND t.status <> 'stopped'
+      JOIN taskmill.tasks t ON t.id = i.id AND t.id = ANY (p_ids)
      WHERE i.attempt BETWEEN 1 AND t.attempt
        -- The attempt that succeeded is in the history already, as its task.
        AND NOT (i.attempt = t.attempt AND t.finished_at IS NOT NULL)

@@ -67,7 +67,7 @@ DECLARE
   v_made integer := 0;
 BEGIN
   FOR v_day IN SELECT generate_series(p_from, p_to, interval '1 day')::date LOOP
-    CONTINUE WHEN EXISTS (SELECT 1 FROM taskmill.stopped_days() d WHERE d.day = v_day);
+    CONTINUE WHEN to_regclass('taskmill.' || taskmill.stopped_day_table(v_day)) IS NOT NULL;
     IF taskmill.try_stopped_days_ddl(format(
          'CREATE TABLE taskmill.%I PARTITION OF taskmill.stopped_tasks FOR VALUES FROM (%L) TO (%L)',
          taskmill.stopped_day_table(v_day), taskmill.stopped_day_start(v_day),
