@@ -86,7 +86,7 @@ db::connection scratch_database::connect_direct() const {
 
 db::result scratch_database::exec(const std::string& sql,
                                   const std::vector<db::param>& params) const {
-  if (!conn_ || conn_->broken()) conn_ = std::make_unique<db::connection>(connect());
+  if (!conn_ || conn_->broken()) conn_ = std::make_unique<db::connection>(connect_direct());
   auto res = conn_->exec(sql, params);
   if (!res) BOOST_FAIL("SQL failed: " << error_message(res.error()) << "\n  in: " << sql);
   return std::move(*res);

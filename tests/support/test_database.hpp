@@ -43,7 +43,9 @@ class scratch_database {
   /// The same straight to the server, past any pooler (to LISTEN).
   db::connection connect_direct() const;
 
-  /// Runs SQL on a connection of its own; fails the test on error.
+  /// Runs SQL on a connection of its own, straight to the server: a test's
+  /// own statements observe, and a pooler that a killed node's sessions left
+  /// answering with their results must not fail them. Fails the test on error.
   db::result exec(const std::string& sql, const std::vector<db::param>& params = {}) const;
 
   /// The first column of the first row as text.
