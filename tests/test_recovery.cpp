@@ -311,13 +311,13 @@ struct silent_leader_case {
 BOOST_AUTO_TEST_CASE(a_silent_leader_loses_the_lead_within_the_lease_and_comes_back_a_follower) {
   silent_leader_case c{"silentleader"};
   c.start(true);
-  c.run([&] { c.proxy->go_silent(); }, [&] { c.proxy->restore(); }, 10s);
+  c.run([&] { c.proxy->go_silent(); }, [&] { c.proxy->restore(); }, 6s);
 }
 
 BOOST_AUTO_TEST_CASE(a_frozen_leader_does_not_act_as_leader_when_it_thaws) {
   silent_leader_case c{"frozenleader"};
   c.start(false);
-  c.run([&] { kill(c.a->pid(), SIGSTOP); }, [&] { kill(c.a->pid(), SIGCONT); }, 8s);
+  c.run([&] { kill(c.a->pid(), SIGSTOP); }, [&] { kill(c.a->pid(), SIGCONT); }, 5s);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
