@@ -66,16 +66,31 @@ db::connection connect(const std::string& conninfo) {
   return std::move(*conn);
 }
 
+namespace {
+
+// The bench's own statements race the nodes it runs (a reset's TRUNCATE
+// against a leader's first sweeps); a deadlock rolls a statement back whole,
+// so it runs again.
+template <class Exec>
+db::result run_until_not_deadlocked(const Exec& exec) {
+  constexpr int tries = 5;
+  for (int tried = 1;; ++tried) {
+    auto res = exec();
+    if (res) return std::move(*res);
+    if (!is(res.error(), errc::retryable) || tried == tries)
+      throw bench_failure{error_message(res.error())};
+    std::this_thread::sleep_for(std::chrono::milliseconds{100 * tried});
+  }
+}
+
+}  // namespace
+
 db::result run(db::connection& conn, const char* statement, const std::vector<db::param>& params) {
-  auto res = conn.exec(statement, params);
-  if (!res) throw bench_failure{error_message(res.error())};
-  return std::move(*res);
+  return run_until_not_deadlocked([&] { return conn.exec(statement, params); });
 }
 
 db::result run(db::connection& conn, const char* statement) {
-  auto res = conn.exec(statement);
-  if (!res) throw bench_failure{error_message(res.error())};
-  return std::move(*res);
+  return run_until_not_deadlocked([&] { return conn.exec(statement); });
 }
 
 void in_parallel(int n, const std::function<void(int)>& work) {
