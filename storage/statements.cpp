@@ -153,18 +153,6 @@ const statement list_tasks{
     "$7::int) x WHERE (SELECT count(*) FROM page) < $6::int) SELECT m.*, scan.scan_last, "
     "scan.scan_rows FROM scan LEFT JOIN page m ON true ORDER BY m.id"};
 
-// The same page of the tasks of one type ($1), read through the type's
-// index: a type's page costs its own rows beside any number of others.
-const statement list_type_tasks{
-    "list_type_tasks",
-    "WITH page AS (SELECT s.* FROM (SELECT * FROM taskmill.tasks WHERE type = $1 AND id > "
-    "$5::bigint ORDER BY id LIMIT $7::int) s WHERE ($2::text IS NULL OR s.key = $2) AND "
-    "($3::taskmill.task_status IS NULL OR s.status = $3) AND ($4::text IS NULL OR s.batch = $4) "
-    "ORDER BY s.id LIMIT $6::int), scan AS (SELECT max(x.id) AS scan_last, count(*) AS scan_rows "
-    "FROM (SELECT id FROM taskmill.tasks WHERE type = $1 AND id > $5::bigint ORDER BY id LIMIT "
-    "$7::int) x WHERE (SELECT count(*) FROM page) < $6::int) SELECT m.*, scan.scan_last, "
-    "scan.scan_rows FROM scan LEFT JOIN page m ON true ORDER BY m.id"};
-
 // The tasks of one (type, key): live ones by their keys, cancelled ones by
 // the index of cancelled tasks (tasks itself has no index on type and key).
 const statement list_unit_tasks{
@@ -432,7 +420,6 @@ const std::vector<const statement*>& all() {
       &waiting_reason,
       &put_type_settings,
       &list_tasks,
-      &list_type_tasks,
       &list_unit_tasks,
       &task_attempts,
       &retry_task,

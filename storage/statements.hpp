@@ -65,7 +65,6 @@ extern const statement record_alert_deliveries;
 extern const statement list_alerts;
 extern const statement alert_metrics;
 extern const statement list_tasks;
-extern const statement list_type_tasks;
 extern const statement list_unit_tasks;
 extern const statement task_attempts;
 extern const statement retry_task;

@@ -318,10 +318,7 @@ caf::result<pb::TaskList> list_tasks(self_ptr self, const pb::ListTasksRequest& 
   auto optional_text = [](const std::string& s) { return s.empty() ? db::param{} : db::param{s}; };
   auto limit = req.limit() > 0 ? req.limit() : 100;
   bool one_unit = !req.type().empty() && !req.key().empty();
-  const auto& statement = one_unit             ? db::sql::list_unit_tasks
-                          : req.type().empty() ? db::sql::list_tasks
-                                               : db::sql::list_type_tasks;
-  db::call c{&statement,
+  db::call c{one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
              {optional_text(req.type()), optional_text(req.key()),
               req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
                                                           : db::param{status_name(req.status())},

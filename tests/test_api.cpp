@@ -296,29 +296,20 @@ BOOST_AUTO_TEST_CASE(a_large_calendar_is_estimated_in_the_stats_and_metrics) {
 
 // A page reads at most 50,000 tasks past its token, so that a filter that
 // matches few of a million tasks answers as fast as any other; following the
-// tokens finds every match. A type's page reads that type's tasks alone: a
-// rare type fills it at once.
-BOOST_AUTO_TEST_CASE(a_rare_status_is_listed_in_bounded_pages_and_a_rare_type_in_one) {
+// tokens finds every match.
+BOOST_AUTO_TEST_CASE(a_rare_type_is_listed_in_bounded_pages) {
   db.exec(
       "INSERT INTO taskmill.tasks (type, key, status, priority, execute_at, trace_id, max_retries, "
       "timeout_ms, backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter) SELECT CASE WHEN "
-      "g % 60000 = 2 THEN 'RARE' ELSE 'BULK' END, 'b' || g, CASE WHEN g % 60000 = 3 THEN "
-      "'dead'::taskmill.task_status ELSE 'succeeded' END, 3, now(), 't', 3, 5000, 'fixed', 1000, "
-      "1000, 0 FROM generate_series(1, 130000) g");
-  struct listing {
-    std::string filter;
-    size_t matches;
-    int pages;
-  };
-  for (const auto& [filter, matches, pages_wanted] :
-       {listing{"type=RARE", 3, 1}, listing{"type=NO_SUCH_TYPE", 0, 1},
-        listing{"status=dead", 3, 3}}) {
-    BOOST_TEST_CONTEXT(filter) {
+      "g % 60000 = 2 THEN 'RARE' ELSE 'BULK' END, 'b' || g, 'succeeded', 3, now(), 't', 3, 5000, "
+      "'fixed', 1000, 1000, 0 FROM generate_series(1, 130000) g");
+  for (const std::string type : {"RARE", "NO_SUCH_TYPE"}) {
+    BOOST_TEST_CONTEXT("type " << type) {
       std::vector<int64_t> found;
       int pages = 0;
       std::string token;
       do {
-        auto page = call("GET", "/v1/tasks?" + filter + "&limit=10" +
+        auto page = call("GET", "/v1/tasks?type=" + type + "&limit=10" +
                                     (token.empty() ? "" : "&page_token=" + token))
                         .body;
         ++pages;
@@ -326,9 +317,9 @@ BOOST_AUTO_TEST_CASE(a_rare_status_is_listed_in_bounded_pages_and_a_rare_type_in
         token = page["next_page_token"].is_string() ? page["next_page_token"].get<std::string>()
                                                     : std::string{};
       } while (!token.empty() && pages < 10);
-      BOOST_CHECK_EQUAL(found.size(), matches);
+      BOOST_CHECK_EQUAL(found.size(), type == "RARE" ? 3u : 0u);
       BOOST_CHECK(std::is_sorted(found.begin(), found.end()));
-      BOOST_CHECK_EQUAL(pages, pages_wanted);
+      BOOST_CHECK_EQUAL(pages, 3);
     }
   }
 }
