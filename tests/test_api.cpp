@@ -255,6 +255,28 @@ BOOST_AUTO_TEST_CASE(metrics_per_type_and_recent_throughput) {
     BOOST_CHECK_MESSAGE(metrics.find(line) != std::string::npos, "no line " << line);
 }
 
+// A task is in flight on its node from its claim until its outcome is
+// stored, and /metrics says so.
+BOOST_AUTO_TEST_CASE(metrics_count_the_tasks_in_flight) {
+  auto in_flight = [&] {
+    auto metrics = call("GET", "/metrics").raw;
+    const std::string name = "\ntaskmill_in_flight ";
+    auto at = metrics.find(name);
+    BOOST_REQUIRE_MESSAGE(at != std::string::npos, metrics);
+    return std::stoi(metrics.substr(at + name.size()));
+  };
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+  for (const char* key : {"flying1", "flying2"})
+    call("POST", "/v1/tasks",
+         std::string{R"({"type": "SLEEP", "payload": {"ms": 1500}, "key": ")"} + key + "\"}");
+  BOOST_CHECK(test::eventually([&] { return in_flight() == 2; }, 5s));
+  BOOST_CHECK(test::eventually([&] { return in_flight() == 0; }, 10s));
+  BOOST_CHECK_EQUAL(
+      db.scalar(
+          "SELECT count(*) FROM taskmill.tasks WHERE type = 'SLEEP' AND status = 'succeeded'"),
+      "2");
+}
+
 // The console's overview asks for the stats every few seconds: with more
 // than 100,000 rows, finished tasks are estimated from a sample, and live
 // ones stay exact while there are up to 100,000 of them.
