@@ -323,6 +323,4 @@ const char* const wal_position = "SELECT pg_current_wal_lsn()::text";
 
 const char* const wal_since = "SELECT (pg_current_wal_lsn() - $1::pg_lsn)::bigint";
 
-const char* const tasks_of_type = "SELECT count(*) FROM taskmill.tasks WHERE type = $1";
-
 }  // namespace taskmill::db::bench_sql

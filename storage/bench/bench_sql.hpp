@@ -117,7 +117,7 @@ extern const char* const soak_table;
 /// The purge phase: whether the schema keeps stopped tasks by day, the table
 /// of the day $1 days ago, $2 stopped tasks of type $1 loaded as of $4 days
 /// ago (keys $3 || g), the lead taken and given up, a sweep of the purge,
-/// the WAL's position and the bytes written since one, a type's tasks.
+/// the WAL's position and the bytes written since one.
 extern const char* const keeps_stopped_days;
 extern const char* const seize_lead;
 extern const char* const give_up_lead;
@@ -126,6 +126,5 @@ extern const char* const load_stopped;
 extern const char* const purge_sweep;
 extern const char* const wal_position;
 extern const char* const wal_since;
-extern const char* const tasks_of_type;
 
 }  // namespace taskmill::db::bench_sql

@@ -40,7 +40,8 @@ class scratch_database {
 
   /// A plain connection (not in pipeline mode).
   db::connection connect() const;
-  /// The same straight to the server, past any pooler (to LISTEN).
+  /// The same straight to the server, past any pooler (to LISTEN, and for
+  /// the test's own statements).
   db::connection connect_direct() const;
 
   /// Runs SQL on a connection of its own, straight to the server: a test's

@@ -71,14 +71,18 @@ namespace {
 // The bench's own statements race the nodes it runs (a reset's TRUNCATE
 // against a leader's first sweeps); a deadlock rolls a statement back whole,
 // so it runs again.
+// Inside a transaction the deadlock aborted it, so a second try fails at
+// once; the first failure is the one reported.
 template <class Exec>
 db::result run_until_not_deadlocked(const Exec& exec) {
   constexpr int tries = 5;
+  caf::error first;
   for (int tried = 1;; ++tried) {
     auto res = exec();
     if (res) return std::move(*res);
+    if (!first) first = res.error();
     if (!is(res.error(), errc::retryable) || tried == tries)
-      throw bench_failure{error_message(res.error())};
+      throw bench_failure{error_message(first)};
     std::this_thread::sleep_for(std::chrono::milliseconds{100 * tried});
   }
 }

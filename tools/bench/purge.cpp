@@ -21,6 +21,18 @@ struct purge_figures {
   double vacuum_wal_mb = 0;
 };
 
+/// One kind of purge's figures over the runs.
+struct purge_series {
+  series seconds{"s"}, wal_mb{"MB"}, vacuum_seconds{"s"}, vacuum_wal_mb{"MB"};
+
+  void add(const purge_figures& f) {
+    seconds.runs.push_back(f.seconds);
+    wal_mb.runs.push_back(f.wal_mb);
+    vacuum_seconds.runs.push_back(f.vacuum_seconds);
+    vacuum_wal_mb.runs.push_back(f.vacuum_wal_mb);
+  }
+};
+
 double wal_mb_since(db::connection& conn, const std::string& position) {
   return static_cast<double>(run(conn, sql::wal_since, {position}).int64(0, 0)) / (1 << 20);
 }
@@ -51,7 +63,7 @@ purge_figures purge_once(db::connection& conn, const purge_plan& plan, bool of_a
   run(conn, sql::vacuum_tasks);
   f.vacuum_seconds = seconds_since(start);
   f.vacuum_wal_mb = wal_mb_since(conn, wal_at);
-  if (auto left = run(conn, sql::tasks_of_type, {std::string{purge_type}}).int64(0, 0); left > 0)
+  if (auto left = count_tasks(conn, {purge_type}).all; left > 0)
     throw bench_failure{"purge: " + std::to_string(left) + " stopped tasks were left"};
   return f;
 }
@@ -61,9 +73,8 @@ purge_figures purge_once(db::connection& conn, const purge_plan& plan, bool of_a
 phase_report measure_purge(const purge_plan& plan, db::connection& conn,
                            const announce_fn& announce) {
   auto tasks = short_count(plan.tasks);
-  series day_s{"s"}, day_wal{"MB"}, day_vacuum_s{"s"}, day_vacuum_wal{"MB"}, rows_s{"s"},
-      rows_wal{"MB"}, rows_vacuum_s{"s"}, rows_vacuum_wal{"MB"}, time_ratio{"ratio"},
-      wal_ratio{"ratio"};
+  purge_series of_a_day, row_by_row;
+  series time_ratio{"ratio"}, wal_ratio{"ratio"};
   // Where a release keeps no days, both are purged row by row.
   auto days = run(conn, sql::keeps_stopped_days).string(0, 0) == "t";
   // The bench sweeps as the leader would (no node runs meanwhile).
@@ -73,14 +84,8 @@ phase_report measure_purge(const purge_plan& plan, db::connection& conn,
     auto day = purge_once(conn, plan, days, term, "d" + std::to_string(r) + "-");
     announce("purge of " + tasks + " stopped tasks without a day", r, 0);
     auto rows = purge_once(conn, plan, false, term, "r" + std::to_string(r) + "-");
-    day_s.runs.push_back(day.seconds);
-    day_wal.runs.push_back(day.wal_mb);
-    day_vacuum_s.runs.push_back(day.vacuum_seconds);
-    day_vacuum_wal.runs.push_back(day.vacuum_wal_mb);
-    rows_s.runs.push_back(rows.seconds);
-    rows_wal.runs.push_back(rows.wal_mb);
-    rows_vacuum_s.runs.push_back(rows.vacuum_seconds);
-    rows_vacuum_wal.runs.push_back(rows.vacuum_wal_mb);
+    of_a_day.add(day);
+    row_by_row.add(rows);
     time_ratio.runs.push_back((day.seconds + day.vacuum_seconds) /
                               (rows.seconds + rows.vacuum_seconds));
     wal_ratio.runs.push_back((day.wal_mb + day.vacuum_wal_mb) / (rows.wal_mb + rows.vacuum_wal_mb));
@@ -89,14 +94,14 @@ phase_report measure_purge(const purge_plan& plan, db::connection& conn,
   run(conn, sql::reset_tasks);
   phase_report report;
   report.rows = {
-      {"purge: " + tasks + " stopped tasks of a day, time", day_s},
-      {"  WAL written by that purge", day_wal},
-      {"  the vacuum after it, time", day_vacuum_s},
-      {"  the vacuum after it, WAL", day_vacuum_wal},
-      {"  the same stopped without a day (row by row), time", rows_s},
-      {"  WAL written row by row", rows_wal},
-      {"  the vacuum after the rows, time", rows_vacuum_s},
-      {"  the vacuum after the rows, WAL", rows_vacuum_wal},
+      {"purge: " + tasks + " stopped tasks of a day, time", of_a_day.seconds},
+      {"  WAL written by that purge", of_a_day.wal_mb},
+      {"  the vacuum after it, time", of_a_day.vacuum_seconds},
+      {"  the vacuum after it, WAL", of_a_day.vacuum_wal_mb},
+      {"  the same stopped without a day (row by row), time", row_by_row.seconds},
+      {"  WAL written row by row", row_by_row.wal_mb},
+      {"  the vacuum after the rows, time", row_by_row.vacuum_seconds},
+      {"  the vacuum after the rows, WAL", row_by_row.vacuum_wal_mb},
       {"  a day's purge / row by row, with vacuums: time", time_ratio},
       {"  a day's purge / row by row, with vacuums: WAL", wal_ratio},
   };
