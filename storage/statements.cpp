@@ -62,7 +62,7 @@ const statement complete_many{
     "SELECT * FROM taskmill.complete_many($1::bigint[], $2::int[], $3::text[], $4::jsonb[], "
     "$5::text[], $6::text)"};
 
-const statement get_task{"get_task", "SELECT * FROM taskmill.tasks WHERE id = $1::bigint"};
+const statement get_task{"get_task", "SELECT * FROM taskmill.task_by_id($1::bigint)"};
 
 const statement task_relatives{
     "task_relatives",
@@ -135,49 +135,23 @@ const statement put_type_settings{
     "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int, "
     "$13::jsonb, $14::text[], $15::text[], $16::text[], $17::int[])"};
 
-// A page of tasks in id order. The page reads at most $7 tasks past the
-// page token through the primary key, whatever the filters match, so that a
-// filter matching few of millions of tasks costs the same as any other: the
-// page may then hold fewer than $6 - 1 tasks, and scan_last says where the
-// next one goes on. The read stops once the page is full, so a page that
-// fills costs its own rows, however many the table holds; only a short
-// page counts where its scan ended (scan_rows 0 otherwise). Without a match
-// it is one row with only scan_*.
+// A page of tasks in id order (storage/sql/task_reads.sql): $7 is how many
+// tasks past the page token it reads at most.
 const statement list_tasks{
     "list_tasks",
-    "WITH page AS (SELECT s.* FROM (SELECT * FROM taskmill.tasks WHERE id > $5::bigint ORDER BY "
-    "id LIMIT $7::int) s WHERE ($1::text IS NULL OR s.type = $1) AND ($2::text IS NULL OR s.key = "
-    "$2) AND ($3::taskmill.task_status IS NULL OR s.status = $3) AND ($4::text IS NULL OR s.batch "
-    "= $4) ORDER BY s.id LIMIT $6::int), scan AS (SELECT max(x.id) AS scan_last, count(*) AS "
-    "scan_rows FROM (SELECT id FROM taskmill.tasks WHERE id > $5::bigint ORDER BY id LIMIT "
-    "$7::int) x WHERE (SELECT count(*) FROM page) < $6::int) SELECT m.*, scan.scan_last, "
-    "scan.scan_rows FROM scan LEFT JOIN page m ON true ORDER BY m.id"};
+    "SELECT (p.task).*, p.scan_last, p.scan_rows FROM taskmill.task_page($1::text, $2::text, "
+    "$3::taskmill.task_status, $4::text, $5::bigint, $6::int, $7::int) p ORDER BY (p.task).id"};
 
-// The tasks of one (type, key): live ones by their keys, cancelled ones by
-// the index of cancelled tasks (tasks itself has no index on type and key).
 const statement list_unit_tasks{
     "list_unit_tasks",
-    "SELECT * FROM taskmill.tasks WHERE id IN (SELECT k.task_id FROM taskmill.task_keys k WHERE "
-    "k.type = $1 AND k.key = $2 UNION ALL SELECT c.id FROM taskmill.tasks c WHERE c.status = "
-    "'cancelled' AND c.type = $1 AND c.key = $2) AND ($3::taskmill.task_status IS NULL OR status "
-    "= $3) AND ($4::text IS NULL OR batch = $4) AND id > $5::bigint ORDER BY id LIMIT $6::int"};
+    "SELECT * FROM taskmill.unit_task_page($1::text, $2::text, $3::taskmill.task_status, $4::text, "
+    "$5::bigint, $6::int)"};
 
-// Finished attempts, and the one under way if the task is running.
-const statement task_attempts{
-    "task_attempts",
-    "SELECT t.id, h.attempt, h.node, h.started_at, h.finished_at, h.outcome, h.error "
-    "FROM taskmill.tasks t LEFT JOIN taskmill.attempt_history h ON h.task_id = t.id WHERE t.id = "
-    "$1::bigint "
-    "UNION ALL SELECT t.id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL "
-    "FROM taskmill.tasks t WHERE t.id = $1::bigint AND t.status = 'running' AND NOT EXISTS "
-    "(SELECT 1 FROM taskmill.attempts a WHERE a.task_id = t.id AND a.attempt = t.attempt) "
-    "ORDER BY 2 NULLS FIRST, 5 NULLS LAST"};
+const statement task_attempts{"task_attempts", "SELECT * FROM taskmill.task_attempts($1::bigint)"};
 
 const statement retry_task{"retry_task", "SELECT * FROM taskmill.retry($1::bigint)"};
 
-const statement batch_counts{
-    "batch_counts",
-    "SELECT status::text, count(*) FROM taskmill.tasks WHERE batch = $1 GROUP BY 1"};
+const statement batch_counts{"batch_counts", "SELECT status, n FROM taskmill.batch_counts($1)"};
 
 const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
 
@@ -260,15 +234,13 @@ const statement attempt_log{
     "$3::int) l"};
 
 const statement task_status{"task_status",
-                            "SELECT status::text FROM taskmill.tasks WHERE id = $1::bigint"};
+                            "SELECT status::text FROM taskmill.task_by_id($1::bigint)"};
 
 const statement attempt_deadline{"attempt_deadline",
                                  "SELECT taskmill.attempt_deadline($1::bigint, $2::int)"};
 
-const statement batch_records{
-    "batch_records",
-    "SELECT coalesce(sum(p.processed), 0), coalesce(sum(p.failed), 0) FROM taskmill.tasks t "
-    "JOIN taskmill.task_progress p ON p.task_id = t.id WHERE t.batch = $1"};
+const statement batch_records{"batch_records",
+                              "SELECT processed, failed FROM taskmill.batch_records($1)"};
 
 const statement take_cancels{
     "take_cancels",

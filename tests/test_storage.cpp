@@ -602,11 +602,86 @@ BOOST_AUTO_TEST_CASE(a_full_page_of_the_task_list_reads_only_its_rows) {
   load_still_tasks(db, 60000, "'T'", "now()");
   auto conn = db.connect();
   BOOST_REQUIRE(conn.exec(std::string{"PREPARE page AS "} + db::sql::list_tasks.sql));
+  // Its first call makes the plan the session keeps.
+  BOOST_REQUIRE(conn.exec("EXECUTE page(NULL, NULL, NULL, NULL, 0, 11, 50000)"));
   auto full = test::buffers_of(conn, "EXECUTE page(NULL, NULL, NULL, NULL, 0, 11, 50000)");
   auto none = test::buffers_of(conn, "EXECUTE page('NONE', NULL, NULL, NULL, 0, 11, 50000)");
   BOOST_TEST_MESSAGE(full << " buffers for a full page, " << none << " for a page of no match");
   BOOST_CHECK_LT(full, 50);
   BOOST_CHECK_GT(none, 10 * full);
+}
+
+// Stopped tasks lie in a table a day: a read of tasks that cannot name a
+// status would be planned against a month of day tables at every call. The
+// plan made once serves any task.
+BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
+  test::task_database db{"readplans"};
+  db.exec("SELECT taskmill.make_stopped_days(current_date - 30, current_date - 1)");
+  load_still_tasks(db, 20000, "'T'", "now()");
+  // Half of them a history of successes (whose attempts are their rows).
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', attempt = 1, picked_by = 'n', "
+      "started_at = now(), finished_at = now() WHERE id % 2 = 0");
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  auto conn = db.connect();
+  auto first = conn.exec("SELECT min(id) FROM taskmill.tasks");
+  BOOST_REQUIRE(first);
+  auto id = first->string(0, 0);
+  const std::vector<std::pair<const db::statement*, std::string>> reads{
+      {&db::sql::get_task, "(" + id + ")"},
+      {&db::sql::task_status, "(" + id + ")"},
+      {&db::sql::task_attempts, "(" + id + ")"},
+      {&db::sql::list_tasks, "(NULL, NULL, NULL, NULL, 0, 11, 50000)"},
+      {&db::sql::list_tasks, "('T', NULL, 'pending', NULL, 0, 11, 50000)"},
+      {&db::sql::list_unit_tasks, "('T', 'k1', NULL, NULL, 0, 11)"},
+      {&db::sql::batch_counts, "('b')"},
+      {&db::sql::batch_records, "('b')"}};
+  for (const auto& [read, args] : reads) {
+    std::string name = read->name;
+    BOOST_REQUIRE(conn.exec("DEALLOCATE ALL"));
+    BOOST_REQUIRE(conn.exec("PREPARE " + name + " AS " + read->sql));
+    auto plan = conn.exec("EXPLAIN (FORMAT JSON) EXECUTE " + name + args);
+    BOOST_REQUIRE_MESSAGE(plan, test::describe(plan));
+    BOOST_CHECK_MESSAGE(plan->string(0, 0).find("stopped_tasks_") == std::string::npos,
+                        name << " plans the day tables at each call");
+    for (int i = 0; i < 2; ++i) BOOST_REQUIRE(conn.exec("EXECUTE " + name + args));
+    // A plan for any task reads its own rows, not the table.
+    auto buffers = test::buffers_of(conn, "EXECUTE " + name + args);
+    BOOST_CHECK_MESSAGE(buffers < 100, name << args << " read " << buffers << " buffers");
+  }
+  // What each function reads the tasks with, planned once and kept.
+  for (const char* statement :
+       {"WITH page AS", "t.status <> 'stopped'", "c.status = 'cancelled'",
+        "t.status::text, count(*)", "taskmill.task_progress", "taskmill.attempt_history"}) {
+    auto kept = conn.exec(
+        "SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'CachedPlan' AND "
+        "strpos(ident, $1) > 0",
+        {std::string{statement}});
+    BOOST_REQUIRE_MESSAGE(kept, test::describe(kept));
+    BOOST_CHECK_MESSAGE(kept->int64(0, 0) > 0, "no plan kept of " << statement);
+  }
+}
+
+// A plan kept for a statement that reads tasks by id locks every day's table
+// at each call: a submit of a unit new to the table has no id to read.
+BOOST_AUTO_TEST_CASE(a_submit_of_a_new_unit_locks_no_day_table) {
+  test::task_database db{"newunit"};
+  db.exec("SELECT taskmill.make_stopped_days(current_date - 30, current_date - 1)");
+  auto conn = db.connect();
+  auto day_locks = [&](const std::string& submit) {
+    BOOST_REQUIRE(conn.exec("BEGIN"));
+    BOOST_REQUIRE(conn.exec(submit));
+    auto locks = conn.exec(
+        "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation "
+        "WHERE l.pid = pg_backend_pid() AND c.relname LIKE 'stopped_tasks_2%'");
+    BOOST_REQUIRE_MESSAGE(locks, test::describe(locks));
+    BOOST_REQUIRE(conn.exec("COMMIT"));
+    return locks->int64(0, 0);
+  };
+  for (int i = 1; i <= 3; ++i)
+    BOOST_CHECK_EQUAL(day_locks(submit_one_of("new-" + std::to_string(i))), 0);
+  // A unit with a task looks for its versions among the days too.
+  BOOST_CHECK_GT(day_locks(submit_one_of("new-1")), 0);
 }
 
 BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {

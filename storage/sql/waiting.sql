@@ -32,7 +32,7 @@ DECLARE
   v_rate_room integer;
   v_opens_at timestamptz;
 BEGIN
-  SELECT * INTO t FROM taskmill.tasks WHERE id = p_id;
+  SELECT * INTO t FROM taskmill.task_by_id(p_id);
   IF NOT FOUND OR t.status NOT IN ('pending', 'failed') THEN
     RETURN;
   END IF;

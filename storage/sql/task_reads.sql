@@ -1,0 +1,113 @@
+-- Tasks read by id and pages of the task list: the API's and the console's
+-- reads. Stopped tasks lie in a table a day (storage/sql/stopped_days.sql),
+-- so a statement over taskmill.tasks that cannot name a status is planned
+-- against every day's table and its indexes, and the planning grows with the
+-- purge retention while the execution does not. Each read here is planned
+-- once a session (a generic plan), in a function because the node's own
+-- statements are planned at every call behind a transaction pooler, and
+-- the list's would be anyway: its filters left NULL make a call's own plan
+-- look cheaper than the shared one.
+
+-- Task p_id: no row if there is none. A live task is found without the
+-- stopped days' tables.
+CREATE FUNCTION taskmill.task_by_id(p_id bigint) RETURNS SETOF taskmill.tasks ROWS 1
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY SELECT * FROM taskmill.tasks t WHERE t.id = p_id AND t.status <> 'stopped';
+  IF NOT FOUND THEN
+    RETURN QUERY SELECT * FROM taskmill.tasks t WHERE t.id = p_id AND t.status = 'stopped';
+  END IF;
+END
+$$;
+
+-- A page of tasks in id order after p_after: at most p_limit of those among
+-- the p_scan tasks past it that match the filters (a NULL filter matches
+-- every task), so that a filter matching few of millions of tasks costs the
+-- same as any other: the page may then be short, and scan_last says where
+-- the next one goes on. The read stops once the page is full, so a page
+-- that fills costs its own rows, however many the table holds; only a short
+-- page counts where its scan ended (scan_rows; 0 otherwise). Without a match
+-- it is one row with only scan_last and scan_rows.
+CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
+                                   p_batch text, p_after bigint, p_limit integer, p_scan integer)
+RETURNS TABLE (task taskmill.tasks, scan_last bigint, scan_rows bigint)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY
+  WITH page AS (
+    SELECT s.* FROM (SELECT * FROM taskmill.tasks t WHERE t.id > p_after
+                      ORDER BY t.id LIMIT p_scan) s
+     WHERE (p_type IS NULL OR s.type = p_type) AND (p_key IS NULL OR s.key = p_key)
+       AND (p_status IS NULL OR s.status = p_status) AND (p_batch IS NULL OR s.batch = p_batch)
+     ORDER BY s.id LIMIT p_limit
+  ), scan AS (
+    SELECT max(x.id) AS last_id, count(*) AS scanned
+      FROM (SELECT t.id FROM taskmill.tasks t WHERE t.id > p_after ORDER BY t.id LIMIT p_scan) x
+     WHERE (SELECT count(*) FROM page) < p_limit
+  )
+  SELECT m::taskmill.tasks, scan.last_id, scan.scanned FROM scan LEFT JOIN page m ON true
+   ORDER BY m.id;
+END
+$$;
+
+-- The tasks of one (type, key) after p_after, in id order, at most p_limit:
+-- those its keys name (live or stopped) and the cancelled ones, which keep
+-- none.
+CREATE FUNCTION taskmill.unit_task_page(p_type text, p_key text, p_status taskmill.task_status,
+                                        p_batch text, p_after bigint, p_limit integer)
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY
+  SELECT t.* FROM (SELECT k.task_id FROM taskmill.task_keys k
+                    WHERE k.type = p_type AND k.key = p_key AND k.task_id > p_after
+                   UNION
+                   SELECT c.id FROM taskmill.tasks c
+                    WHERE c.status = 'cancelled' AND c.type = p_type AND c.key = p_key
+                      AND c.id > p_after) u,
+         LATERAL taskmill.task_by_id(u.task_id) t
+   WHERE (p_status IS NULL OR t.status = p_status) AND (p_batch IS NULL OR t.batch = p_batch)
+   ORDER BY t.id LIMIT p_limit;
+END
+$$;
+
+-- The statuses of a batch's tasks, with how many have each.
+CREATE FUNCTION taskmill.batch_counts(p_batch text) RETURNS TABLE (status text, n bigint)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY SELECT t.status::text, count(*) FROM taskmill.tasks t WHERE t.batch = p_batch
+                GROUP BY 1;
+END
+$$;
+
+-- The records a batch's tasks reported processed and failed, summed.
+CREATE FUNCTION taskmill.batch_records(p_batch text, OUT processed bigint, OUT failed bigint)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  SELECT coalesce(sum(p.processed), 0), coalesce(sum(p.failed), 0) INTO processed, failed
+    FROM taskmill.tasks t JOIN taskmill.task_progress p ON p.task_id = t.id
+   WHERE t.batch = p_batch;
+END
+$$;
+
+-- Task p_id's finished attempts and the one under way if it is running, in
+-- order; a task without attempts yet is one row without one; no task, no
+-- row.
+CREATE FUNCTION taskmill.task_attempts(p_id bigint)
+RETURNS TABLE (id bigint, attempt integer, node text, started_at timestamptz,
+               finished_at timestamptz, outcome text, error text)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY
+  SELECT t.id, h.attempt, h.node, h.started_at, h.finished_at, h.outcome, h.error
+    FROM taskmill.task_by_id(p_id) t
+         LEFT JOIN (SELECT * FROM taskmill.attempt_history a WHERE a.task_id = p_id) h ON true
+  UNION ALL
+  SELECT t.id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL
+    FROM taskmill.tasks t
+   WHERE t.id = p_id AND t.status = 'running'
+     AND NOT EXISTS (SELECT 1 FROM taskmill.attempts a
+                      WHERE a.task_id = t.id AND a.attempt = t.attempt)
+   ORDER BY 2 NULLS FIRST, 5 NULLS LAST;
+END
+$$;
