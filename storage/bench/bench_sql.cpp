@@ -133,6 +133,11 @@ SELECT $1, 'h' || g, f.at - interval '10 ms', md5(g::text), taskmill.default_pri
                   AS at) f
 )sql";
 
+const char* const make_past_days = R"sql(
+SELECT taskmill.make_stopped_days((now() AT TIME ZONE 'UTC')::date - $1::integer,
+                                  (now() AT TIME ZONE 'UTC')::date - 1)
+)sql";
+
 const char* const newest_succeeded = R"sql(
 SELECT coalesce(max(id), 0) FROM taskmill.tasks WHERE status = 'succeeded'
 )sql";

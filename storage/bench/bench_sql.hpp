@@ -49,6 +49,9 @@ extern const char* const load_calendar;
 /// them. Tasks that succeeded over the last day, as a long-lived table holds
 /// them, loaded in parts.
 extern const char* const load_history;
+/// $1: how many days. The tables of the days before today that a purge
+/// retention of that many days keeps stopped tasks in.
+extern const char* const make_past_days;
 /// The id of the newest task that succeeded (0: none).
 extern const char* const newest_succeeded;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.
