@@ -663,8 +663,9 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
 }
 
 // A plan kept for a statement that reads tasks by id locks every day's table
-// at each call: a submit of a unit new to the table has no id to read.
-BOOST_AUTO_TEST_CASE(a_submit_of_a_new_unit_locks_no_day_table) {
+// at each call: a submit of a new unit, or a duplicate of a live task, reads
+// no day.
+BOOST_AUTO_TEST_CASE(submits_of_new_units_and_duplicates_of_live_tasks_lock_no_day_table) {
   test::task_database db{"newunit"};
   db.exec("SELECT taskmill.make_stopped_days(current_date - 30, current_date - 1)");
   auto conn = db.connect();
@@ -680,8 +681,13 @@ BOOST_AUTO_TEST_CASE(a_submit_of_a_new_unit_locks_no_day_table) {
   };
   for (int i = 1; i <= 3; ++i)
     BOOST_CHECK_EQUAL(day_locks(submit_one_of("new-" + std::to_string(i))), 0);
-  // A unit with a task looks for its versions among the days too.
-  BOOST_CHECK_GT(day_locks(submit_one_of("new-1")), 0);
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', attempt = 1, picked_by = 'n', "
+      "started_at = now(), finished_at = now() WHERE key IN ('new-1', 'new-2')");
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE key = 'new-2'");
+  // A duplicate of a live success, then of a stopped one.
+  for (int i = 1; i <= 3; ++i) BOOST_CHECK_EQUAL(day_locks(submit_one_of("new-1")), 0);
+  BOOST_CHECK_GT(day_locks(submit_one_of("new-2")), 0);
 }
 
 BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {

@@ -50,25 +50,24 @@ $$;
 
 -- The highest non-cancelled version of (type, key): its current task. In
 -- PL/pgSQL its plan is kept for the session: as a SQL function it was planned
--- at every call, half of a one-task submit. The tasks are read by their ids,
--- not joined: a kept plan made while the tables were empty could otherwise
--- read all of them at every call once they are not. A unit without tasks
--- reads none: the read of ids is planned against every day's table of
--- stopped tasks, and locks each at every call.
+-- at every call, half of a one-task submit; made while the tables were
+-- empty, it could scan them at every call once they are not, hence no
+-- sequential scans. Cancelled tasks hold no key, so it is the task of the
+-- unit's newest key, read by id among the live tasks first
+-- (taskmill.task_by_id): a kept plan that reads the days' tables locks each
+-- of them at every call.
 CREATE FUNCTION taskmill.current_task(p_type text, p_key text) RETURNS taskmill.tasks
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off AS $$
 DECLARE
   v_task taskmill.tasks;
-  v_ids bigint[] := ARRAY(SELECT k.task_id FROM taskmill.task_keys k
-                           WHERE k.type = p_type AND k.key = p_key);
+  v_id bigint := (SELECT k.task_id FROM taskmill.task_keys k
+                   WHERE k.type = p_type AND k.key = p_key
+                   ORDER BY k.version DESC LIMIT 1);
 BEGIN
-  IF cardinality(v_ids) > 0 THEN
-    SELECT t.* INTO v_task
-      FROM taskmill.tasks t
-     WHERE t.id = ANY (v_ids) AND t.status <> 'cancelled'
-     ORDER BY t.version DESC LIMIT 1;
+  IF v_id IS NOT NULL THEN
+    SELECT * INTO v_task FROM taskmill.task_by_id(v_id);
   END IF;
   RETURN v_task;
 END

@@ -9,9 +9,10 @@
 -- look cheaper than the shared one.
 
 -- Task p_id: no row if there is none. A live task is found without the
--- stopped days' tables.
+-- stopped days' tables. Submits call it (taskmill.current_task): its plan,
+-- made once, must not be a scan.
 CREATE FUNCTION taskmill.task_by_id(p_id bigint) RETURNS SETOF taskmill.tasks ROWS 1
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
   RETURN QUERY SELECT * FROM taskmill.tasks t WHERE t.id = p_id AND t.status <> 'stopped';
   IF NOT FOUND THEN
