@@ -73,6 +73,8 @@ $$
 const char* const vacuum_tasks =
     "VACUUM ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
 
+const char* const analyze_tasks = "ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
+
 const char* const checkpoint = "CHECKPOINT";
 
 const char* const load_backlog = R"sql(

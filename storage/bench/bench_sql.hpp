@@ -31,6 +31,8 @@ extern const char* const vacuum_raw;
 /// Removes every task and attempt: the bench database is its own.
 extern const char* const reset_tasks;
 extern const char* const vacuum_tasks;
+/// The statistics of the task tables, as autovacuum would keep them.
+extern const char* const analyze_tasks;
 /// Needs superuser or pg_checkpoint; the bench goes on without it.
 extern const char* const checkpoint;
 /// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.
