@@ -151,7 +151,8 @@ const statement task_attempts{"task_attempts", "SELECT * FROM taskmill.task_atte
 
 const statement retry_task{"retry_task", "SELECT * FROM taskmill.retry($1::bigint)"};
 
-const statement batch_counts{"batch_counts", "SELECT status, n FROM taskmill.batch_counts($1)"};
+const statement batch_counts{"batch_counts",
+                             "SELECT status, n, processed, failed FROM taskmill.batch_counts($1)"};
 
 const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
 
@@ -238,9 +239,6 @@ const statement task_status{"task_status",
 
 const statement attempt_deadline{"attempt_deadline",
                                  "SELECT taskmill.attempt_deadline($1::bigint, $2::int)"};
-
-const statement batch_records{"batch_records",
-                              "SELECT processed, failed FROM taskmill.batch_records($1)"};
 
 const statement take_cancels{
     "take_cancels",
@@ -420,7 +418,6 @@ const std::vector<const statement*>& all() {
       &append_logs,
       &attempt_log,
       &task_status,
-      &batch_records,
       &key_space_views,
       &top_keys,
       &key_view,

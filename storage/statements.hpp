@@ -93,7 +93,6 @@ extern const statement attempt_deadline;
 extern const statement append_logs;
 extern const statement attempt_log;
 extern const statement task_status;
-extern const statement batch_records;
 
 /// The statement of a compensation rule: rows of `query` (key, execute_at,
 /// payload) without a live task of type $1 are submitted, at most $2 of them;

@@ -129,15 +129,15 @@ caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) 
   return out;
 }
 
-caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const db::result& records,
-                                                 const std::string& batch) {
+caf::expected<pb::BatchCounts> read_batch_counts(const db::result& res, const std::string& batch) {
   if (res.rows() == 0) return make_error(errc::not_found, "no batch " + batch);
   pb::BatchCounts out;
   out.set_batch(batch);
-  for (int row = 0; row < res.rows(); ++row)
+  for (int row = 0; row < res.rows(); ++row) {
     (*out.mutable_counts())[res.string(row, 0)] = res.int64(row, 1);
-  out.set_records_processed(records.int64(0, 0));
-  out.set_records_failed(records.int64(0, 1));
+    out.set_records_processed(out.records_processed() + res.int64(row, 2));
+    out.set_records_failed(out.records_failed() + res.int64(row, 3));
+  }
   return out;
 }
 
@@ -339,9 +339,8 @@ caf::result<pb::AttemptList> attempts(self_ptr self, int64_t id) {
 }
 
 caf::result<pb::BatchCounts> batch_counts(self_ptr self, const std::string& batch) {
-  return ask_db<pb::BatchCounts>(
-      self, {db::call{&db::sql::batch_counts, {batch}}, db::call{&db::sql::batch_records, {batch}}},
-      [batch](results& rs) { return read_batch_counts(*rs[0], *rs[1], batch); });
+  return ask_db<pb::BatchCounts>(self, {db::call{&db::sql::batch_counts, {batch}}},
+                                 [batch](results& rs) { return read_batch_counts(*rs[0], batch); });
 }
 
 caf::result<pb::Stats> live_counts(self_ptr self) {

@@ -634,8 +634,7 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
       {&db::sql::list_tasks, "(NULL, NULL, NULL, NULL, 0, 11, 50000)"},
       {&db::sql::list_tasks, "('T', NULL, 'pending', NULL, 0, 11, 50000)"},
       {&db::sql::list_unit_tasks, "('T', 'k1', NULL, NULL, 0, 11)"},
-      {&db::sql::batch_counts, "('b')"},
-      {&db::sql::batch_records, "('b')"}};
+      {&db::sql::batch_counts, "('b')"}};
   for (const auto& [read, args] : reads) {
     std::string name = read->name;
     BOOST_REQUIRE(conn.exec("DEALLOCATE ALL"));
@@ -650,9 +649,8 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
     BOOST_CHECK_MESSAGE(buffers < 100, name << args << " read " << buffers << " buffers");
   }
   // What each function reads the tasks with, planned once and kept.
-  for (const char* statement :
-       {"WITH page AS", "t.status <> 'stopped'", "c.status = 'cancelled'",
-        "t.status::text, count(*)", "taskmill.task_progress", "taskmill.attempt_history"}) {
+  for (const char* statement : {"WITH page AS", "t.status <> 'stopped'", "c.status = 'cancelled'",
+                                "t.status::text, count(*)", "taskmill.attempt_history"}) {
     auto kept = conn.exec(
         "SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'CachedPlan' AND "
         "strpos(ident, $1) > 0",
@@ -927,6 +925,95 @@ BOOST_AUTO_TEST_CASE(a_claim_under_a_type_limit_does_not_read_its_tasks_due_late
                               "FROM (SELECT priority, count(*) AS n FROM taskmill.tasks "
                               "WHERE status = 'running' GROUP BY priority) r"),
                     "2:5,3:3");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(task_reads)
+
+namespace {
+
+/// The rows of the node's `read` with `params`, each made by `row` (an SQL
+/// expression over its columns), comma-separated in the order `read` gives
+/// them or by `order`.
+std::string rows_of(const test::task_database& db, const db::statement& read,
+                    const std::string& row, const std::vector<db::param>& params,
+                    const std::string& order = "row_order") {
+  return db.scalar("SELECT coalesce(string_agg(" + row + ", ',' ORDER BY " + order +
+                       "), '') FROM (SELECT r.*, row_number() OVER () AS row_order FROM (" +
+                       read.sql + ") r) r",
+                   params);
+}
+
+}  // namespace
+
+// SPEC §4: processed and failed records sum per batch, beside its counts.
+BOOST_AUTO_TEST_CASE(a_batch_counts_its_statuses_and_sums_its_records) {
+  test::task_database db{"batchreads"};
+  for (const auto* key : {"b1", "b2", "b3"})
+    db.call(std::string{"submit('T', '"} + key + "', batch => 'b')");
+  db.call("submit('T', 'other', batch => 'o')");
+  auto claimed = db.claim(2);
+  BOOST_REQUIRE_EQUAL(claimed.size(), 2u);
+  std::vector<std::pair<int, int>> records{{100, 6}, {50, 1}};
+  for (size_t i = 0; i < claimed.size(); ++i)
+    BOOST_CHECK_EQUAL(
+        db.scalar("SELECT applied::text FROM taskmill.report_progress(ARRAY[$1::bigint], "
+                  "ARRAY[$2::int], ARRAY[NULL::real], ARRAY[$3::bigint], ARRAY[$4::bigint], "
+                  "ARRAY[NULL])",
+                  {std::to_string(claimed[i].id), std::to_string(claimed[i].attempt),
+                   std::to_string(records[i].first), std::to_string(records[i].second)}),
+        "true");
+  BOOST_REQUIRE(db.complete(claimed[0].id, claimed[0].attempt, "succeeded"));
+  BOOST_CHECK_EQUAL(
+      rows_of(db, db::sql::batch_counts, "status || ':' || n || ':' || processed || ':' || failed",
+              {"b"}, "status"),
+      "pending:1:0:0,running:1:50:1,succeeded:1:100:6");
+  BOOST_CHECK_EQUAL(rows_of(db, db::sql::batch_counts, "status", {"none"}), "");
+}
+
+// A unit's page holds every version of it once, in id order: the cancelled
+// ones (which hold no key) and the stopped ones (in a day's table).
+BOOST_AUTO_TEST_CASE(a_units_page_holds_its_cancelled_and_stopped_versions_once) {
+  test::task_database db{"unitreads"};
+  auto first = db.call("submit('T', 'u')");
+  auto second = db.call("submit('T', 'u', version => 1)");
+  db.call("submit('T', 'other')");
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', attempt = 1, picked_by = 'n', "
+      "started_at = now(), finished_at = now() WHERE id = $1",
+      {std::to_string(second.id)});
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE id = $1",
+          {std::to_string(second.id)});
+  auto page = [&](db::param status, const std::string& after) {
+    return rows_of(db, db::sql::list_unit_tasks, "status::text",
+                   {"T", "u", std::move(status), db::param{}, after, "11"});
+  };
+  BOOST_CHECK_EQUAL(page(db::param{}, "0"), "cancelled,stopped");
+  BOOST_CHECK_EQUAL(page(db::param{"cancelled"}, "0"), "cancelled");
+  BOOST_CHECK_EQUAL(page(db::param{}, std::to_string(first.id)), "stopped");
+}
+
+// A task's attempts: none yet is one row without an attempt; the finished
+// ones in order, then the one under way; no task, no row.
+BOOST_AUTO_TEST_CASE(a_tasks_attempts_are_its_finished_ones_and_the_one_under_way) {
+  test::task_database db{"attemptreads"};
+  auto task = db.call("submit('T', 'a', max_retries => 1)");
+  auto id = std::to_string(task.id);
+  auto attempts = [&](const std::string& of) {
+    return rows_of(db, db::sql::task_attempts,
+                   "coalesce(attempt::text, '-') || ':' || coalesce(outcome, '-')", {of});
+  };
+  BOOST_CHECK_EQUAL(attempts(id), "-:-");
+  auto claimed = db.claim(1);
+  BOOST_REQUIRE_EQUAL(claimed.size(), 1u);
+  BOOST_CHECK_EQUAL(attempts(id), "-:-,1:running");
+  BOOST_REQUIRE(db.complete(claimed[0].id, claimed[0].attempt, "retry", "boom"));
+  BOOST_REQUIRE_EQUAL(db.by_id(task.id).status, "failed");
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '1 hour' WHERE id = $1", {id});
+  BOOST_REQUIRE_EQUAL(db.claim(1).size(), 1u);
+  BOOST_CHECK_EQUAL(attempts(id), "1:retry,2:running");
+  BOOST_CHECK_EQUAL(attempts("0"), "");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -72,22 +72,18 @@ BEGIN
 END
 $$;
 
--- The statuses of a batch's tasks, with how many have each.
-CREATE FUNCTION taskmill.batch_counts(p_batch text) RETURNS TABLE (status text, n bigint)
+-- The statuses of a batch's tasks, with how many have each and the records
+-- they reported processed and failed.
+CREATE FUNCTION taskmill.batch_counts(p_batch text)
+RETURNS TABLE (status text, n bigint, processed bigint, failed bigint)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 BEGIN
-  RETURN QUERY SELECT t.status::text, count(*) FROM taskmill.tasks t WHERE t.batch = p_batch
-                GROUP BY 1;
-END
-$$;
-
--- The records a batch's tasks reported processed and failed, summed.
-CREATE FUNCTION taskmill.batch_records(p_batch text, OUT processed bigint, OUT failed bigint)
-LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
-BEGIN
-  SELECT coalesce(sum(p.processed), 0), coalesce(sum(p.failed), 0) INTO processed, failed
-    FROM taskmill.tasks t JOIN taskmill.task_progress p ON p.task_id = t.id
-   WHERE t.batch = p_batch;
+  RETURN QUERY
+  SELECT t.status::text, count(*), coalesce(sum(p.processed), 0)::bigint,
+         coalesce(sum(p.failed), 0)::bigint
+    FROM taskmill.tasks t LEFT JOIN taskmill.task_progress p ON p.task_id = t.id
+   WHERE t.batch = p_batch
+   GROUP BY 1;
 END
 $$;
 
@@ -98,17 +94,21 @@ CREATE FUNCTION taskmill.task_attempts(p_id bigint)
 RETURNS TABLE (id bigint, attempt integer, node text, started_at timestamptz,
                finished_at timestamptz, outcome text, error text)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  t taskmill.tasks;
 BEGIN
+  SELECT * INTO t FROM taskmill.task_by_id(p_id);
+  IF NOT FOUND THEN
+    RETURN;
+  END IF;
   RETURN QUERY
-  SELECT t.id, h.attempt, h.node, h.started_at, h.finished_at, h.outcome, h.error
-    FROM taskmill.task_by_id(p_id) t
-         LEFT JOIN (SELECT * FROM taskmill.attempt_history a WHERE a.task_id = p_id) h ON true
+  SELECT p_id, h.attempt, h.node, h.started_at, h.finished_at, h.outcome, h.error
+    FROM (SELECT) one LEFT JOIN taskmill.attempt_history h ON h.task_id = p_id
   UNION ALL
-  SELECT t.id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL
-    FROM taskmill.tasks t
-   WHERE t.id = p_id AND t.status = 'running'
+  SELECT p_id, t.attempt, t.picked_by, t.started_at, NULL, 'running', NULL
+   WHERE t.status = 'running'
      AND NOT EXISTS (SELECT 1 FROM taskmill.attempts a
-                      WHERE a.task_id = t.id AND a.attempt = t.attempt)
+                      WHERE a.task_id = p_id AND a.attempt = t.attempt)
    ORDER BY 2 NULLS FIRST, 5 NULLS LAST;
 END
 $$;
