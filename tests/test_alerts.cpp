@@ -378,8 +378,15 @@ BOOST_AUTO_TEST_CASE(an_alert_is_stored_listed_counted_and_delivered_through_fai
     BOOST_CHECK_EQUAL(h.body["details"]["key"], "doomed");
     BOOST_CHECK_EQUAL(h.idempotency_key, "taskmill-alert-" + h.body["id"].dump());
   }
-  auto listed = get_json(api + "/v1/alerts");
-  BOOST_REQUIRE_EQUAL(listed["alerts"].size(), 1u);
+  // The receiver has answered before the node records the delivery.
+  json listed;
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        listed = get_json(api + "/v1/alerts");
+        return listed["alerts"].size() == 1u && listed["alerts"][0]["deliveries"].size() == 1u &&
+               !listed["alerts"][0]["deliveries"][0]["delivered_at"].is_null();
+      },
+      30s));
   const auto& alert = listed["alerts"][0];
   BOOST_CHECK_EQUAL(alert["kind"], "dead_task");
   BOOST_CHECK_EQUAL(alert["type"], "FAIL");
