@@ -269,7 +269,7 @@ int measure(const bench_options& options) {
     return options.only.empty() ||
            std::find(options.only.begin(), options.only.end(), phase) != options.only.end();
   };
-  bench_database database{options.database};
+  bench_database database{options.database, options.size == bench_size::smoke};
   auto conn = connect(database.conninfo());
 
   arrivals seen;

@@ -59,12 +59,14 @@ db::result run(db::connection& conn, const char* statement, const std::vector<db
 db::result run(db::connection& conn, const char* statement);
 
 /// The bench's own database: on a private server in a temporary directory, or
-/// created on the given server and dropped afterwards.
+/// created on the given server and dropped afterwards. A private server is
+/// durable unless `throwaway` (the smoke run, which checks that every
+/// measurement runs, not its figures).
 class bench_database {
  public:
-  explicit bench_database(const std::string& server) {
+  bench_database(const std::string& server, bool throwaway) {
     if (server.empty()) {
-      start_private_server();
+      start_private_server(throwaway);
     } else {
       admin_conninfo_ = server;
       name_ = "taskmill_bench_" + std::to_string(getpid());
@@ -99,17 +101,19 @@ class bench_database {
   /// connections), in front of the private server; empty without one.
   const std::string& pooled_conninfo() const { return pooled_conninfo_; }
   std::string description() const {
-    return server_
-               ? "private PostgreSQL (durable settings) on port " + std::to_string(server_->port())
-               : "database " + name_ + " on the given server";
+    if (!server_) return "database " + name_ + " on the given server";
+    return std::string{"private PostgreSQL ("} + (throwaway_ ? "fsync off" : "durable settings") +
+           ") on port " + std::to_string(server_->port());
   }
 
  private:
-  void start_private_server() {
+  void start_private_server(bool throwaway) {
     temp_dir_ = (fs::temp_directory_path() / "taskmill-bench-XXXXXX").string();
     if (!mkdtemp(temp_dir_.data())) throw bench_failure{"cannot create a temporary directory"};
     db::embedded_postgres_options options;
     options.dir = temp_dir_;
+    options.throwaway = throwaway;
+    throwaway_ = throwaway;
     progress("starting a private PostgreSQL in " + temp_dir_);
     auto started = db::embedded_postgres::start(options);
     if (!started) {
@@ -126,6 +130,7 @@ class bench_database {
   }
 
   std::optional<db::embedded_postgres> server_;
+  bool throwaway_ = false;
   std::string temp_dir_;
   std::string admin_conninfo_;
   std::string name_;

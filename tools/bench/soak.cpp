@@ -155,7 +155,7 @@ int run_soak(const soak_options& options) {
   std::signal(SIGINT, on_interrupt);
   std::signal(SIGTERM, on_interrupt);
   try {
-    bench_database database{options.database};
+    bench_database database{options.database, false};
     auto retention =
         std::to_string(
             std::chrono::duration_cast<std::chrono::seconds>(success_retention).count()) +
