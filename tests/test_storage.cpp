@@ -661,8 +661,8 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
 }
 
 // A plan kept for a statement that reads tasks by id locks every day's table
-// at each call: a submit of a new unit, or a duplicate of a live task, reads
-// no day.
+// at each call: a submit of a new unit, a duplicate of a live task, or one
+// that replaces a waiting task, reads no day.
 BOOST_AUTO_TEST_CASE(submits_of_new_units_and_duplicates_of_live_tasks_lock_no_day_table) {
   test::task_database db{"newunit"};
   db.exec("SELECT taskmill.make_stopped_days(current_date - 30, current_date - 1)");
@@ -685,7 +685,18 @@ BOOST_AUTO_TEST_CASE(submits_of_new_units_and_duplicates_of_live_tasks_lock_no_d
   db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE key = 'new-2'");
   // A duplicate of a live success, then of a stopped one.
   for (int i = 1; i <= 3; ++i) BOOST_CHECK_EQUAL(day_locks(submit_one_of("new-1")), 0);
+  // A replacing submit plans its update for the task at hand; once a session
+  // it also plans one for any task (to weigh a kept plan), which locks the days.
+  int replaces_locking_days = 0;
+  for (int i = 1; i <= 10; ++i) {
+    BOOST_CHECK_EQUAL(db.scalar(submit_one_of("new-3")), "replaced");
+    if (day_locks(submit_one_of("new-3")) > 0) ++replaces_locking_days;
+  }
+  BOOST_CHECK_LE(replaces_locking_days, 1);
+  db.exec("UPDATE taskmill.tasks SET status = 'failed', retry_count = 1 WHERE key = 'new-3'");
+  BOOST_CHECK_EQUAL(day_locks(submit_one_of("new-3")), 0);
   BOOST_CHECK_GT(day_locks(submit_one_of("new-2")), 0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT status FROM taskmill.tasks WHERE key = 'new-2'"), "pending");
 }
 
 BOOST_AUTO_TEST_CASE(plans_kept_from_empty_tables_cost_what_plans_made_now_do) {

@@ -95,6 +95,9 @@ DECLARE
   v_start_error text;
   v_parents_left integer;
   v_waiting boolean;
+  -- The statuses a replaced task may hold: a stopped one apart, as a plan
+  -- naming 'stopped' locks every day's table.
+  v_replaced taskmill.task_status[];
   -- Of a type keyed (storage/sql/keys.sql): the task's key and class.
   v_concurrency_key text;
   v_key_class text;
@@ -139,6 +142,8 @@ BEGIN
       IF v_waiting THEN
         UPDATE taskmill.task_waits w SET execute_at = v_execute_at WHERE w.task_id = cur.id;
       END IF;
+      v_replaced := CASE WHEN cur.status = 'stopped' THEN '{stopped}'
+                         ELSE '{pending,failed,dead}' END;
       UPDATE taskmill.tasks t
          SET status = 'pending', payload = v_payload,
              execute_at = CASE WHEN v_waiting THEN t.execute_at ELSE v_execute_at END,
@@ -150,7 +155,7 @@ BEGIN
              shard_total = submit.shard_total, retry_count = 0, result = NULL,
              heartbeat_at = NULL, updated_at = now(), key_space = s.key_space,
              concurrency_key = v_concurrency_key, key_class = v_key_class
-       WHERE t.id = cur.id AND t.status IN ('pending', 'failed', 'dead', 'stopped')
+       WHERE t.id = cur.id AND t.status = ANY (v_replaced)
          AND (t.execute_at = 'infinity') = v_waiting
       RETURNING t.* INTO task;
       IF FOUND THEN
