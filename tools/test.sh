@@ -20,6 +20,6 @@ trap stop_test_server EXIT
 cd build
 tested=$SECONDS
 status=0
-ctest --output-on-failure --timeout 900 "$@" || status=$?
+ctest --output-on-failure --timeout 900 -j 2 "$@" || status=$?
 echo "tests took $(took $tested); with the install and the build, $(took $began)"
 exit $status
