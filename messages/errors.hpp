@@ -19,7 +19,7 @@ enum class errc : uint8_t {
   unauthorized,
   storage_unavailable,  // PostgreSQL cannot be reached right now
   storage_error,        // a statement failed
-  retryable,            // deadlock, serialization failure or lock timeout: try again
+  retryable,            // deadlock, serialization failure, lock timeout, full lock table: try again
   unavailable,          // the node is starting or stopping
   internal,
   method_not_allowed,  // a known path, another method

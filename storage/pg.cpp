@@ -16,7 +16,10 @@ namespace taskmill::db {
 namespace {
 
 errc classify(std::string_view sqlstate) {
-  if (sqlstate == "40P01" || sqlstate == "40001" || sqlstate == "55P03") return errc::retryable;
+  // 53200: out of shared memory, mostly the lock table full of other
+  // transactions' locks, free again once they end.
+  if (sqlstate == "40P01" || sqlstate == "40001" || sqlstate == "55P03" || sqlstate == "53200")
+    return errc::retryable;
   if (sqlstate == "P0002") return errc::not_found;
   if (sqlstate == "23505" || sqlstate == "55006") return errc::conflict;
   if (sqlstate.substr(0, 2) == "22" || sqlstate == "23514" || sqlstate == "23502")

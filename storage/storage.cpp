@@ -10,6 +10,7 @@
 #include "storage/hand_off_notice.hpp"
 #include "storage/job_rows.hpp"
 #include "storage/listener.hpp"
+#include "storage/lock_table.hpp"
 #include "storage/migrations.hpp"
 #include "storage/rows.hpp"
 #include "storage/statements.hpp"
@@ -24,6 +25,7 @@
 #include <limits>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 namespace taskmill::storage_internal {
@@ -90,6 +92,12 @@ bool connect(self_ptr self) {
   if (!conn) return fail(conn.error());
   auto version = db::apply_migrations(*conn, db::all_migrations());
   if (!version) return fail(version.error());
+  // Said once a process: each storage actor connects, and again after a loss.
+  static std::once_flag lock_table_told;
+  std::call_once(lock_table_told, [&] {
+    if (auto shortfall = db::lock_table_shortfall(*conn); shortfall && *shortfall)
+      spdlog::warn("storage: {}", **shortfall);
+  });
   auto statements = db::sql::all();
   for (const auto& rule : st.rule_statements) statements.push_back(&rule);
   if (auto err = conn->prepare_and_enter_pipeline(statements)) return fail(err);

@@ -139,6 +139,38 @@ BOOST_AUTO_TEST_CASE(submit_run_and_read_back) {
   BOOST_CHECK_EQUAL(batch.body["counts"]["succeeded"], 1);
 }
 
+// PostgreSQL's lock table is shared by the server's sessions, and a submit
+// holds a lock a task until it commits: one that finds the table full of
+// other transactions' locks is answered 503, retryable, and stores nothing;
+// once they end, the same submit goes through.
+BOOST_AUTO_TEST_CASE(a_submit_that_finds_the_lock_table_full_is_answered_retryable) {
+  json batch;
+  for (int i = 0; i < 2000; ++i)
+    batch["tasks"].push_back({{"type", "NOOP"}, {"key", std::to_string(i)}});
+  auto hog = db.connect_direct();
+  BOOST_REQUIRE(hog.exec("BEGIN"));
+  int held = 0;
+  for (;; held += 1000) {
+    BOOST_REQUIRE(hog.exec("SAVEPOINT chunk"));
+    if (!hog.exec("SELECT pg_advisory_xact_lock(7777, g) FROM generate_series(" +
+                  std::to_string(held) + ", " + std::to_string(held + 999) + ") g")) {
+      BOOST_REQUIRE(hog.exec("ROLLBACK TO SAVEPOINT chunk"));
+      break;
+    }
+    BOOST_REQUIRE(hog.exec("RELEASE SAVEPOINT chunk"));
+  }
+  BOOST_TEST_MESSAGE("the lock table was full with " << held << " locks held");
+  auto refused = call("POST", "/v1/tasks", batch.dump());
+  BOOST_REQUIRE(hog.exec("COMMIT"));
+  expect_error(refused, 503, "shared memory");
+  BOOST_CHECK_EQUAL(refused.body["error"]["code"], "retryable");
+  BOOST_CHECK_EQUAL(count_tasks(), 0);
+  auto taken = call("POST", "/v1/tasks", batch.dump());
+  BOOST_REQUIRE_EQUAL(taken.status, 200);
+  BOOST_CHECK_EQUAL(taken.body["results"].size(), 2000u);
+  BOOST_CHECK_EQUAL(count_tasks(), 2000);
+}
+
 BOOST_AUTO_TEST_CASE(batch_submits_answer_in_order) {
   auto res =
       call("POST", "/v1/tasks",

@@ -26,6 +26,7 @@
 #include "messages/url.hpp"
 #include "messages/validate.hpp"
 #include "storage/hand_off_notice.hpp"
+#include "storage/lock_table.hpp"
 #include "tools/node/config_reload.hpp"
 #include "tools/tcp_proxy.hpp"
 
@@ -1690,6 +1691,25 @@ BOOST_AUTO_TEST_CASE(a_flood_of_names_shares_one_other_series) {
                     metric_names_limit + 1);
   BOOST_CHECK_EQUAL(label_values(job_text, "taskmill_job_last_fired_seconds", "job").size(),
                     metric_names_limit);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(lock_table)
+
+BOOST_AUTO_TEST_CASE(a_lock_table_short_of_a_few_largest_batches_is_named_with_the_setting) {
+  // PostgreSQL's defaults: 64 locks a session, 100 sessions.
+  auto defaults = db::lock_table_shortfall(64, 100);
+  BOOST_REQUIRE(defaults);
+  BOOST_CHECK_MESSAGE(defaults->find("holds 6400 locks") != std::string::npos, *defaults);
+  BOOST_CHECK_MESSAGE(
+      defaults->find("max_locks_per_transaction to 400 or more") != std::string::npos, *defaults);
+  auto just_short = db::lock_table_shortfall(199, 200);
+  BOOST_REQUIRE(just_short);
+  BOOST_CHECK_MESSAGE(just_short->find("to 200 or more") != std::string::npos, *just_short);
+  BOOST_CHECK(!db::lock_table_shortfall(200, 200));
+  // The embedded PostgreSQL's.
+  BOOST_CHECK(!db::lock_table_shortfall(256, 200));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,6 +3,7 @@
 #include "messages/errors.hpp"
 #include "messages/text.hpp"
 #include "storage/job_rows.hpp"
+#include "storage/lock_table.hpp"
 #include "storage/migrations.hpp"
 #include "storage/pg.hpp"
 #include "storage/rows.hpp"
@@ -140,6 +141,8 @@ void check_database(const config& cfg, config_check& out) {
                         "against it");
     return;
   }
+  if (auto shortfall = db::lock_table_shortfall(*conn); shortfall && *shortfall)
+    out.notes.push_back("database: " + **shortfall);
   if (!prepare_schema(*conn, out)) return;
   // As a start goes: the jobs checked, the types written, the jobs written.
   auto jobs = config_jobs(cfg);

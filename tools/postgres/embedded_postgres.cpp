@@ -203,7 +203,7 @@ int start_server(const std::string& bin, const fs::path& dir,
   auto log = dir / "postgres.log";
   std::string server_options = "-p " + std::to_string(port) +
                                " -c listen_addresses=127.0.0.1 -c unix_socket_directories=''"
-                               " -c max_connections=200";
+                               " -c max_connections=200 -c max_locks_per_transaction=256";
   if (throwaway)
     server_options += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off";
   for (const auto& s : settings) server_options += " -c " + s;
