@@ -1,6 +1,5 @@
 #include "storage/lock_table.hpp"
 
-#include "messages/errors.hpp"
 #include "messages/validate.hpp"
 
 namespace taskmill::db {

@@ -171,6 +171,26 @@ BOOST_AUTO_TEST_CASE(a_submit_that_finds_the_lock_table_full_is_answered_retryab
   BOOST_CHECK_EQUAL(count_tasks(), 2000);
 }
 
+// SPEC §4: a batch's records sum over its tasks, whatever their status.
+BOOST_AUTO_TEST_CASE(a_batchs_records_sum_over_its_tasks_of_every_status) {
+  auto done = call("POST", "/v1/tasks", R"({"type": "NOOP", "key": "r1", "batch": "rb"})");
+  auto later =
+      call("POST", "/v1/tasks",
+           R"({"type": "NOOP", "key": "r2", "batch": "rb", "execute_at": "2099-01-01T00:00:00Z"})");
+  BOOST_REQUIRE(done.status == 200 && later.status == 200);
+  wait_for_status(done.body["task"]["id"].get<int64_t>(), "succeeded");
+  // As their attempts reported them: the finished one's and the earlier
+  // attempt's of the one due again.
+  db.exec(
+      "INSERT INTO taskmill.task_progress (task_id, attempt, processed, failed, reported_at) "
+      "VALUES ($1, 1, 100, 6, now()), ($2, 0, 50, 1, now())",
+      {done.body["task"]["id"].dump(), later.body["task"]["id"].dump()});
+  auto batch = call("GET", "/v1/batches/rb");
+  BOOST_REQUIRE_EQUAL(batch.status, 200);
+  BOOST_CHECK_EQUAL(batch.body["counts"], json::parse(R"({"pending": 1, "succeeded": 1})"));
+  BOOST_CHECK_EQUAL(batch.body["records"], json::parse(R"({"processed": 150, "failed": 7})"));
+}
+
 BOOST_AUTO_TEST_CASE(batch_submits_answer_in_order) {
   auto res =
       call("POST", "/v1/tasks",

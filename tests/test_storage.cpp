@@ -2,6 +2,7 @@
 #include <boost/test/unit_test.hpp>
 
 #include "messages/errors.hpp"
+#include "storage/lock_table.hpp"
 #include "storage/migrations.hpp"
 #include "storage/statements.hpp"
 #include "storage/storage.hpp"
@@ -1025,6 +1026,21 @@ BOOST_AUTO_TEST_CASE(a_tasks_attempts_are_its_finished_ones_and_the_one_under_wa
   BOOST_REQUIRE_EQUAL(db.claim(1).size(), 1u);
   BOOST_CHECK_EQUAL(attempts(id), "1:retry,2:running");
   BOOST_CHECK_EQUAL(attempts("0"), "");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(server)
+
+// The embedded PostgreSQL (the demo's, the tests' and the bench's) holds a
+// few batches of the largest size at once in its lock table, read as a node
+// reads it at start.
+BOOST_AUTO_TEST_CASE(the_embedded_servers_lock_table_holds_a_few_largest_batches) {
+  test::task_database db{"locktable"};
+  auto conn = db.connect_direct();
+  auto shortfall = db::lock_table_shortfall(conn);
+  BOOST_REQUIRE(shortfall);
+  BOOST_CHECK_MESSAGE(!*shortfall, shortfall->value_or(""));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

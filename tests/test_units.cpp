@@ -1708,8 +1708,6 @@ BOOST_AUTO_TEST_CASE(a_lock_table_short_of_a_few_largest_batches_is_named_with_t
   BOOST_REQUIRE(just_short);
   BOOST_CHECK_MESSAGE(just_short->find("to 200 or more") != std::string::npos, *just_short);
   BOOST_CHECK(!db::lock_table_shortfall(200, 200));
-  // The embedded PostgreSQL's.
-  BOOST_CHECK(!db::lock_table_shortfall(256, 200));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
