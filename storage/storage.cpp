@@ -21,12 +21,15 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <random>
 
 namespace taskmill::storage_internal {
 
@@ -45,6 +48,35 @@ void schedule_flush(self_ptr self) {
   self->state.flush_scheduled = true;
   self->send(self, caf::flush_atom_v);
 }
+
+std::chrono::milliseconds retry_delay(int failed, double unit_random) {
+  auto base = 50.0 * (1 << (2 * std::clamp(failed - 1, 0, max_tries)));
+  return std::chrono::milliseconds{static_cast<int64_t>(base * (0.75 + 0.5 * unit_random))};
+}
+
+void retry_later(self_ptr self, int failed, std::function<void()> requeue) {
+  auto& st = self->state;
+  auto delay = retry_delay(failed, std::uniform_real_distribution<double>{}(st.jitter));
+  st.retries.emplace_back(std::chrono::steady_clock::now() + delay, std::move(requeue));
+  self->delayed_send(self, delay, caf::flush_atom_v);
+}
+
+namespace {
+
+/// Puts the requests whose wait is over (all of them with `all`) back in
+/// their queues.
+void take_back_retries(self_ptr self, bool all) {
+  auto& retries = self->state.retries;
+  auto now = std::chrono::steady_clock::now();
+  auto waiting = std::stable_partition(retries.begin(), retries.end(),
+                                       [&](const auto& r) { return !all && r.first > now; });
+  std::vector<std::function<void()>> due;
+  for (auto it = waiting; it != retries.end(); ++it) due.push_back(std::move(it->second));
+  retries.erase(waiting, retries.end());
+  for (auto& requeue : due) requeue();
+}
+
+}  // namespace
 
 /// A call whose answer is the integer in its first row and column.
 caf::result<int32_t> ask_count(self_ptr self, db::call c) {
@@ -150,18 +182,25 @@ void requeue_submits(self_ptr self, std::vector<submit_request>& requests, const
   auto& st = self->state;
   bool split = !retryable(err) && requests.size() > 1 && !is(err, errc::storage_unavailable);
   int halves[2] = {++st.last_group, ++st.last_group};
+  std::vector<submit_request> later;
   for (size_t i = 0; i < requests.size(); ++i) {
     auto& r = requests[i];
     if (split) {
       // One bad submit must not fail the others merged with it.
       r.group = halves[i < requests.size() / 2 ? 0 : 1];
+      st.submits.push_back(std::move(r));
     } else if (retryable(err) && r.tries + 1 < max_tries) {
       ++r.tries;
+      later.push_back(std::move(r));
     } else {
       r.promise.deliver(err);
-      continue;
     }
-    st.submits.push_back(std::move(r));
+  }
+  if (!later.empty()) {
+    int failed = later.front().tries;
+    retry_later(self, failed, [self, later = std::move(later)]() mutable {
+      for (auto& r : later) self->state.submits.push_back(std::move(r));
+    });
   }
   schedule_flush(self);
 }
@@ -229,15 +268,20 @@ void add_submit_parts(self_ptr self, std::vector<part>& parts) {
 
 void requeue_completes(self_ptr self, std::vector<complete_request>& requests,
                        const caf::error& err) {
+  std::vector<complete_request> later;
   for (auto& r : requests) {
     if (retryable(err) && r.tries + 1 < max_tries) {
       ++r.tries;
-      self->state.completes.push_back(std::move(r));
+      later.push_back(std::move(r));
     } else {
       r.promise.deliver(err);
     }
   }
-  schedule_flush(self);
+  if (later.empty()) return;
+  int failed = later.front().tries;
+  retry_later(self, failed, [self, later = std::move(later)]() mutable {
+    for (auto& r : later) self->state.completes.push_back(std::move(r));
+  });
 }
 
 void add_complete_part(self_ptr self, std::vector<part>& parts) {
@@ -296,8 +340,8 @@ void add_plain_parts(self_ptr self, std::vector<part>& parts) {
       for (auto& res : rs) {
         if (!res && retryable(res.error()) && shared->tries + 1 < max_tries) {
           ++shared->tries;
-          self->state.plains.push_back(std::move(*shared));
-          schedule_flush(self);
+          retry_later(self, shared->tries,
+                      [self, shared] { self->state.plains.push_back(std::move(*shared)); });
           return;
         }
       }
@@ -327,6 +371,7 @@ void fail_queued(self_ptr self, const caf::error& err) {
 void flush(self_ptr self) {
   auto& st = self->state;
   st.flush_scheduled = false;
+  take_back_retries(self, !st.conn);
   if (!st.conn) {
     fail_queued(self, unavailable(self));
     return;

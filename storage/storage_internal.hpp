@@ -13,10 +13,12 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <chrono>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <optional>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -26,8 +28,15 @@ namespace storage_internal {
 
 using results = std::vector<caf::expected<db::result>>;
 
-// Deadlocks and serialization failures are tried again this often.
-constexpr int max_tries = 3;
+// Deadlocks, serialization failures and a full lock table are tried this
+// often in all, each try after a longer wait (retry_delay): what another
+// transaction holds is more often gone by then than at once.
+constexpr int max_tries = 4;
+
+/// The wait before a request's try after its `failed` first ones: 50, 200,
+/// 800 ms, each from 3/4 to 5/4 of that by `unit_random` (in [0, 1)), so
+/// that requests that failed together do not meet again.
+std::chrono::milliseconds retry_delay(int failed, double unit_random);
 
 // Rows per submit statement; a larger batch is split. Each row holds an
 // advisory lock until commit, and the lock table is shared and bounded.
@@ -72,6 +81,10 @@ struct storage_state {
   std::vector<storage_internal::submit_request> submits;
   std::vector<storage_internal::complete_request> completes;
   std::vector<storage_internal::plain_request> plains;
+  /// Requests waiting to be tried again: when, and what puts them back in
+  /// their queue.
+  std::vector<std::pair<std::chrono::steady_clock::time_point, std::function<void()>>> retries;
+  std::minstd_rand jitter{std::random_device{}()};
   bool flush_scheduled = false;
   bool reconnect_scheduled = false;
   int last_group = 0;
@@ -93,6 +106,9 @@ using self_ptr = storage_actor::stateful_pointer<storage_state>;
 caf::error unavailable(self_ptr self);
 bool retryable(const caf::error& err);
 void schedule_flush(self_ptr self);
+/// Runs `requeue`, which puts requests that failed `failed` times back in
+/// their queue, after their wait (retry_delay), and flushes then.
+void retry_later(self_ptr self, int failed, std::function<void()> requeue);
 
 /// Sends `calls` in the next round trip and answers `promise` with what
 /// `read` makes of their results. The first `must_succeed` calls (all, by

@@ -27,6 +27,7 @@
 #include "messages/validate.hpp"
 #include "storage/hand_off_notice.hpp"
 #include "storage/lock_table.hpp"
+#include "storage/storage_internal.hpp"
 #include "tools/node/config_reload.hpp"
 #include "tools/tcp_proxy.hpp"
 
@@ -1708,6 +1709,27 @@ BOOST_AUTO_TEST_CASE(a_lock_table_short_of_a_few_largest_batches_is_named_with_t
   BOOST_REQUIRE(just_short);
   BOOST_CHECK_MESSAGE(just_short->find("to 200 or more") != std::string::npos, *just_short);
   BOOST_CHECK(!db::lock_table_shortfall(200, 200));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(storage_retries)
+
+BOOST_AUTO_TEST_CASE(a_request_that_failed_waits_longer_at_each_try_and_apart_from_others) {
+  using std::chrono::milliseconds;
+  using storage_internal::retry_delay;
+  BOOST_CHECK_EQUAL(storage_internal::max_tries, 4);
+  int base = 50;
+  for (int failed = 1; failed < storage_internal::max_tries; ++failed, base *= 4) {
+    BOOST_CHECK_EQUAL(retry_delay(failed, 0.0).count(), base * 3 / 4);
+    BOOST_CHECK_EQUAL(retry_delay(failed, 0.5).count(), base);
+    BOOST_CHECK_LE(retry_delay(failed, 0.999).count(), base * 5 / 4);
+  }
+  // The waits of all tries but the last: about a second in all.
+  auto total = milliseconds{0};
+  for (int failed = 1; failed < storage_internal::max_tries; ++failed)
+    total += retry_delay(failed, 0.5);
+  BOOST_CHECK_EQUAL(total.count(), 1050);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
