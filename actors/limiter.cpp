@@ -23,6 +23,9 @@ struct limiter_state {
   std::map<std::string, int64_t> room_reserved;
   /// Told when permits come back: the pusher, and the peers.
   std::vector<wake_listener_actor> subscribers;
+  // A claim took a keyed task, whatever this node's config says: the
+  // database keys its type (another node's config did).
+  bool keyed_in_database = false;
   // A claim got fewer permits than it wanted: permits coming back may let the
   // pusher claim more. Other releases wake nobody; a claim that was not short
   // of permits found all the due work there was.
@@ -34,7 +37,7 @@ struct limiter_state {
   // coming back may be the one such a claim waited for.
   bool limited_in_claims() const {
     return options.global_limit > 0 || !options.type_limits.empty() || options.keyed ||
-           !capacity.empty();
+           keyed_in_database || !capacity.empty();
   }
 };
 
@@ -85,6 +88,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
           ++st.in_flight;
           ++st.by_type[type];
         }
+        st.keyed_in_database = st.keyed_in_database || use.keyed();
       },
       [self](release_atom, const pb::PermitRelease& release) {
         auto& st = self->state;
@@ -150,6 +154,11 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) 
     if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
     options.keyed = options.keyed || !t.key_space().empty();
   }
+}
+
+void add_claimed(pb::PermitUse& use, const pb::Task& task) {
+  use.add_claimed_types(task.type());
+  if (!task.key_space().empty()) use.set_keyed(true);
 }
 
 int64_t tasks_in_flight(const pb::Stats& limits) {

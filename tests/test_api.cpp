@@ -88,19 +88,29 @@ struct slow_poll_fixture : api_fixture {
   slow_poll_fixture() : api_fixture("", 10s) {}
 };
 
-/// The same, its SLEEP tasks keyed in space "pool" (keys given at submit),
-/// one running a key, as its config says.
+/// SLEEP tasks that may run a minute, once.
+void sleep_once(config& cfg) {
+  auto& sleep = cfg.types.at("SLEEP");
+  sleep.timeout = 60s;
+  sleep.max_retries = 0;
+}
+
+/// A node polling every 10 s whose SLEEP tasks are keyed in space "pool"
+/// (keys given at submit), one running a key, as its config says.
 struct keyed_slow_poll_fixture : api_fixture {
   keyed_slow_poll_fixture()
       : api_fixture("", 10s, [](config& cfg) {
-          auto& sleep = cfg.types.at("SLEEP");
-          sleep.timeout = 60s;
-          sleep.max_retries = 0;
-          sleep.key_space = "pool";
+          sleep_once(cfg);
+          cfg.types.at("SLEEP").key_space = "pool";
           auto& pool = cfg.key_spaces["pool"];
           pool.name = "pool";
           pool.limit = 1;
         }) {}
+};
+
+/// The same, but its config keys no type.
+struct unkeyed_slow_poll_fixture : api_fixture {
+  unkeyed_slow_poll_fixture() : api_fixture("", 10s, sleep_once) {}
 };
 
 }  // namespace
@@ -678,6 +688,38 @@ BOOST_FIXTURE_TEST_CASE(a_key_limit_changed_through_the_api_holds_on_running_nod
   std::this_thread::sleep_for(1200ms);
   BOOST_CHECK_EQUAL(running(), 1);
   db.exec("SELECT count(taskmill.cancel('SLEEP', key)) FROM taskmill.tasks WHERE type = 'SLEEP'");
+}
+
+// SPEC §4 Keyed limits: a type another node's config keys is keyed on a
+// node whose config does not say so; a task of a key at its limit starts as
+// soon as the key's running task ends, not at the node's next poll.
+BOOST_FIXTURE_TEST_CASE(a_type_keyed_by_another_nodes_config_starts_its_keys_next_task_at_once,
+                        unkeyed_slow_poll_fixture) {
+  db.exec(R"(SELECT taskmill.put_key_spaces('[{"name": "pool", "limit": 1}]'))");
+  db.exec("UPDATE taskmill.task_types SET key_space = 'pool' WHERE type = 'SLEEP'");
+  std::string tasks;
+  for (int i = 0; i < 4; ++i)
+    tasks += std::string{i > 0 ? "," : ""} + R"({"type": "SLEEP", "key": "k)" + std::to_string(i) +
+             R"(", "payload": {"ms": 1500}, "concurrency_key": "acme"})";
+  BOOST_REQUIRE_EQUAL(call("POST", "/v1/tasks", R"({"tasks": [)" + tasks + "]}").status, 200);
+  BOOST_REQUIRE(test::eventually(
+      [&] {
+        return db.scalar(
+                   "SELECT count(*) FROM taskmill.tasks WHERE type = 'SLEEP' AND status = "
+                   "'succeeded'") == "4";
+      },
+      40s));
+  // Each started after the one before ended, and within a second of it
+  // (the tasks were due a second or more before: no next-due wake-up).
+  auto gaps = db.exec(
+      "SELECT extract(epoch FROM started_at - lag(finished_at) OVER (ORDER BY started_at)) "
+      "FROM taskmill.tasks WHERE type = 'SLEEP' ORDER BY started_at OFFSET 1");
+  BOOST_REQUIRE_EQUAL(gaps.rows(), 3);
+  for (int i = 0; i < gaps.rows(); ++i) {
+    BOOST_TEST_MESSAGE("gap " << i << ": " << gaps.text(i, 0) << " s");
+    BOOST_CHECK_GE(gaps.float64(i, 0), 0.0);
+    BOOST_CHECK_LT(gaps.float64(i, 0), 1.0);
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()
