@@ -23,8 +23,9 @@ struct limiter_state {
   std::map<std::string, int64_t> room_reserved;
   /// Told when permits come back: the pusher, and the peers.
   std::vector<wake_listener_actor> subscribers;
-  // A claim took a keyed task, whatever this node's config says: the
-  // database keys its type (another node's config did).
+  // A claim found a type it was for keyed in the database, whatever this
+  // node's config says (another node's config keys it). Kept for the
+  // process's life, as a config that keys a type would be.
   bool keyed_in_database = false;
   // A claim got fewer permits than it wanted: permits coming back may let the
   // pusher claim more. Other releases wake nobody; a claim that was not short
@@ -154,11 +155,6 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) 
     if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
     options.keyed = options.keyed || !t.key_space().empty();
   }
-}
-
-void add_claimed(pb::PermitUse& use, const pb::Task& task) {
-  use.add_claimed_types(task.type());
-  if (!task.key_space().empty()) use.set_keyed(true);
 }
 
 int64_t tasks_in_flight(const pb::Stats& limits) {

@@ -35,9 +35,6 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);
 
-/// Adds `task`, just claimed or adopted, to what a claim tells the limiter.
-void add_claimed(pb::PermitUse& use, const pb::Task& task);
-
 /// The node's tasks in flight, from the limits the limiter's stats give:
 /// the use of the node's own limit.
 int64_t tasks_in_flight(const pb::Stats& limits);

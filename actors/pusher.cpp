@@ -3,7 +3,6 @@
 #include "config/config.hpp"
 
 #include "actors/hand_offs/hand_offs.hpp"
-#include "actors/limiter.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "messages/errors.hpp"
@@ -308,8 +307,9 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
-    add_claimed(use, task);
+    use.add_claimed_types(task.type());
   }
+  use.set_keyed(claimed.keyed());
   st.shares.settle({req.turns().begin(), req.turns().end()}, claimed.turns_taken(), got);
   st.options.metrics->claim_rounds.Increment();
   st.options.metrics->claimed.Increment(claimed.tasks_size());

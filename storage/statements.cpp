@@ -27,9 +27,16 @@ const statement cancel_by_key{
 // timestamp a row would cost the server its text form at every row.
 #define TASKMILL_CLAIMED_AT \
   "(SELECT (extract(epoch FROM now()) * 1000000)::bigint) AS claimed_at_us"
+// Whether the database keys a type the claim is for ($7: the node's types,
+// NULL: any), whatever the node's config says: asked once a claim, in the
+// statement rather than in taskmill.running_task, whose shape the prepared
+// claims of a node of the release before depend on.
+#define TASKMILL_KEYED                                                                 \
+  "(SELECT EXISTS (SELECT 1 FROM taskmill.task_types s WHERE s.key_space IS NOT NULL " \
+  "AND ($7::text[] IS NULL OR s.type = ANY ($7::text[])))) AS keyed"
 
 const statement claim{
-    "claim", "SELECT c.*, " TASKMILL_CLAIMED_AT
+    "claim", "SELECT c.*, " TASKMILL_CLAIMED_AT ", " TASKMILL_KEYED
              " FROM taskmill.claim_by_turns($1::text, $2::int, $3::int[], $4::text[], $5::int[], "
              "$6::int, $7::text[], $8::text[], $9::int[], $10::boolean) c"};
 
@@ -37,11 +44,12 @@ const statement claim{
 // offer's permits submits took unheard.
 const statement claim_taking_offer_back{
     "claim_taking_offer_back",
-    "SELECT (c.task).*, c.handed_unheard, " TASKMILL_CLAIMED_AT
+    "SELECT (c.task).*, c.handed_unheard, " TASKMILL_CLAIMED_AT ", " TASKMILL_KEYED
     " FROM taskmill.claim_taking_offer_back($1::text, $2::int, $3::int[], $4::text[], "
     "$5::int[], $6::int, $7::text[], $8::text[], $9::int[], $10::boolean, $11::int) c"};
 
 #undef TASKMILL_CLAIMED_AT
+#undef TASKMILL_KEYED
 
 const statement offer_permits{
     "offer_permits",

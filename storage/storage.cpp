@@ -50,13 +50,13 @@ void schedule_flush(self_ptr self) {
 }
 
 std::chrono::milliseconds retry_delay(int failed, double unit_random) {
-  auto base = 50.0 * (1 << (2 * std::clamp(failed - 1, 0, max_tries)));
+  auto base = 50.0 * (1 << (2 * std::clamp(failed - 1, 0, max_tries - 2)));
   return std::chrono::milliseconds{static_cast<int64_t>(base * (0.75 + 0.5 * unit_random))};
 }
 
 void retry_later(self_ptr self, int failed, std::function<void()> requeue) {
   auto& st = self->state;
-  auto delay = retry_delay(failed, std::uniform_real_distribution<double>{}(st.jitter));
+  auto delay = retry_delay(failed, std::uniform_real_distribution<double>{}(st.retry_random));
   st.retries.emplace_back(std::chrono::steady_clock::now() + delay, std::move(requeue));
   self->delayed_send(self, delay, caf::flush_atom_v);
 }
@@ -196,13 +196,8 @@ void requeue_submits(self_ptr self, std::vector<submit_request>& requests, const
       r.promise.deliver(err);
     }
   }
-  if (!later.empty()) {
-    int failed = later.front().tries;
-    retry_later(self, failed, [self, later = std::move(later)]() mutable {
-      for (auto& r : later) self->state.submits.push_back(std::move(r));
-    });
-  }
-  schedule_flush(self);
+  retry_later(self, std::move(later), &storage_state::submits);
+  if (split) schedule_flush(self);
 }
 
 /// The callbacks of a request (alone in its part) are answered after its
@@ -277,11 +272,7 @@ void requeue_completes(self_ptr self, std::vector<complete_request>& requests,
       r.promise.deliver(err);
     }
   }
-  if (later.empty()) return;
-  int failed = later.front().tries;
-  retry_later(self, failed, [self, later = std::move(later)]() mutable {
-    for (auto& r : later) self->state.completes.push_back(std::move(r));
-  });
+  retry_later(self, std::move(later), &storage_state::completes);
 }
 
 void add_complete_part(self_ptr self, std::vector<part>& parts) {
@@ -340,8 +331,9 @@ void add_plain_parts(self_ptr self, std::vector<part>& parts) {
       for (auto& res : rs) {
         if (!res && retryable(res.error()) && shared->tries + 1 < max_tries) {
           ++shared->tries;
-          retry_later(self, shared->tries,
-                      [self, shared] { self->state.plains.push_back(std::move(*shared)); });
+          std::vector<plain_request> later;
+          later.push_back(std::move(*shared));
+          retry_later(self, std::move(later), &storage_state::plains);
           return;
         }
       }

@@ -13,6 +13,7 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
 #include <limits>
@@ -84,7 +85,7 @@ struct storage_state {
   /// Requests waiting to be tried again: when, and what puts them back in
   /// their queue.
   std::vector<std::pair<std::chrono::steady_clock::time_point, std::function<void()>>> retries;
-  std::minstd_rand jitter{std::random_device{}()};
+  std::minstd_rand retry_random{std::random_device{}()};
   bool flush_scheduled = false;
   bool reconnect_scheduled = false;
   int last_group = 0;
@@ -109,6 +110,19 @@ void schedule_flush(self_ptr self);
 /// Runs `requeue`, which puts requests that failed `failed` times back in
 /// their queue, after their wait (retry_delay), and flushes then.
 void retry_later(self_ptr self, int failed, std::function<void()> requeue);
+
+/// Puts `later` back in the queue `queue` of the state once the wait of the
+/// request among them that failed most often is over.
+template <class Request>
+void retry_later(self_ptr self, std::vector<Request> later,
+                 std::vector<Request> storage_state::*queue) {
+  if (later.empty()) return;
+  int failed = 0;
+  for (const auto& r : later) failed = std::max(failed, r.tries);
+  retry_later(self, failed, [self, queue, later = std::move(later)]() mutable {
+    for (auto& r : later) (self->state.*queue).push_back(std::move(r));
+  });
+}
 
 /// Sends `calls` in the next round trip and answers `promise` with what
 /// `read` makes of their results. The first `must_succeed` calls (all, by

@@ -69,6 +69,7 @@ pb::ClaimedTasks read_claim(const db::result& claimed) {
   auto handed_unheard = claimed.column("handed_unheard");
   if (handed_unheard >= 0 && claimed.rows() > 0)
     out.set_handed_unheard(claimed.int32(0, handed_unheard));
+  if (claimed.rows() > 0) out.set_keyed(claimed.boolean(0, claimed.column("keyed")));
   for (int row = 0; row < claimed.rows(); ++row) {
     // A claim that took back an offer and no task answers in a row without one.
     if (claimed.is_null(row, cols.id)) continue;

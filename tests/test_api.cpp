@@ -199,12 +199,14 @@ BOOST_AUTO_TEST_CASE(a_submit_that_finds_the_lock_table_full_for_a_moment_is_sto
   auto batch = many_tasks(2000);
   auto hog = db.connect_direct();
   fill_the_lock_table(hog);
-  std::thread release{[&] {
+  bool released = false;
+  std::jthread release{[&] {
     std::this_thread::sleep_for(std::chrono::milliseconds{150});
-    BOOST_CHECK(hog.exec("COMMIT"));
+    released = static_cast<bool>(hog.exec("COMMIT"));
   }};
   auto taken = call("POST", "/v1/tasks", batch.dump());
   release.join();
+  BOOST_REQUIRE(released);
   BOOST_REQUIRE_EQUAL(taken.status, 200);
   BOOST_CHECK_EQUAL(taken.body["results"].size(), 2000u);
   BOOST_CHECK_EQUAL(count_tasks(), 2000);

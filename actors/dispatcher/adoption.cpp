@@ -1,5 +1,4 @@
 #include "actors/dispatcher/dispatcher_state.hpp"
-#include "actors/limiter.hpp"
 
 #include "messages/errors.hpp"
 
@@ -37,7 +36,7 @@ void read_and_run(self_ptr self, const pb::Executions& unknown) {
             std::vector<const pb::Task*> adopted;
             for (const auto& task : still_running.tasks()) {
               if (st.stopping || knows(st, task.id())) continue;
-              add_claimed(taken, task);
+              taken.add_claimed_types(task.type());
               adopted.push_back(&task);
             }
             if (taken.permits() > 0 || !adopted.empty())
@@ -84,7 +83,7 @@ void adopt(self_ptr self, const pb::Executions& running) {
     auto theirs = std::min<int32_t>(unknown.permits_held(), static_cast<int32_t>(at_once.size()));
     taken.set_permits(theirs);
     unknown.set_permits_held(unknown.permits_held() - theirs);
-    for (const auto* task : at_once) add_claimed(taken, *task);
+    for (const auto* task : at_once) taken.add_claimed_types(task->type());
     self->send(st.options.limiter, settle_atom_v, std::move(taken));
     for (const auto* task : at_once) execute(self, *task);
   }

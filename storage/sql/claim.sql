@@ -15,18 +15,16 @@ $$;
 
 -- A task as a claim gives it to its node: what running it takes (its
 -- timestamps and backoff settings aside), when it came due (for the pickup
--- latency), its key space (a node learns from its claims that another
--- node's config keys a type its own does not: actors/limiter.cpp), and how
--- far into its turns the claim went. The one list of the claim path: the
--- claims return it, the node reads its columns by name (storage/rows.cpp),
--- and a claim sends no other column, each of which costs the server its
--- text form.
+-- latency), and how far into its turns the claim went. The one list of the
+-- claim path: the claims return it, the node reads its columns by name
+-- (storage/rows.cpp), and a claim sends no other column, each of which
+-- costs the server its text form.
 CREATE TYPE taskmill.running_task AS (
   id bigint, type text, key text, version bigint, status taskmill.task_status,
   priority smallint, payload jsonb, attempt integer, retry_count integer,
   max_retries integer, timeout_ms integer, error text, batch text, shard_index integer,
   shard_total integer, trace_id text, picked_by text, execute_at timestamptz,
-  parent_results jsonb, key_space text, turns_taken integer);
+  parent_results jsonb, turns_taken integer);
 
 -- A task's row as taskmill.running_task. Inlined where it is called: a
 -- claim's RETURNING (taskmill.as_running(t, n)).* reads the columns alone.
@@ -36,7 +34,7 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT ROW(t.id, t.type, t.key, t.version, t.status, t.priority, t.payload, t.attempt,
              t.retry_count, t.max_retries, t.timeout_ms, t.error, t.batch, t.shard_index,
              t.shard_total, t.trace_id, t.picked_by, t.execute_at, t.parent_results,
-             t.key_space, p_turns_taken)::taskmill.running_task
+             p_turns_taken)::taskmill.running_task
 $$;
 
 -- SPEC §4, claim, refused to nodes declared dead, skipping levels without due
