@@ -23,9 +23,10 @@ struct limiter_state {
   std::map<std::string, int64_t> room_reserved;
   /// Told when permits come back: the pusher, and the peers.
   std::vector<wake_listener_actor> subscribers;
-  // A claim found a type it was for keyed in the database, whatever this
-  // node's config says (another node's config keys it). Kept for the
-  // process's life, as a config that keys a type would be.
+  // A claim found a type it was for keyed in the database (SPEC §4 Keyed
+  // limits): keys' limits may cut claims short. The database, not the
+  // config, because another node's config may key a type this one runs.
+  // Kept for the process's life.
   bool keyed_in_database = false;
   // A claim got fewer permits than it wanted: permits coming back may let the
   // pusher claim more. Other releases wake nobody; a claim that was not short
@@ -37,8 +38,8 @@ struct limiter_state {
   // limits or by the room left on executors of limited capacity; any permit
   // coming back may be the one such a claim waited for.
   bool limited_in_claims() const {
-    return options.global_limit > 0 || !options.type_limits.empty() || options.keyed ||
-           keyed_in_database || !capacity.empty();
+    return options.global_limit > 0 || !options.type_limits.empty() || keyed_in_database ||
+           !capacity.empty();
   }
 };
 
@@ -148,12 +149,10 @@ limiter_options limiter_options_from(const config& cfg) {
 void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) {
   options.global_limit = settings.global_limit();
   options.type_limits.clear();
-  options.keyed = false;
   for (const auto& t : settings.types()) {
     // The defaults' entry ("") is no type.
     if (t.type().empty()) continue;
     if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
-    options.keyed = options.keyed || !t.key_space().empty();
   }
 }
 

@@ -17,9 +17,6 @@ struct limiter_options {
   int32_t global_limit{};
   /// Cluster-wide running limits per type.
   std::map<std::string, int32_t> type_limits;
-  /// Whether its config keys types it runs (SPEC §4 Keyed limits): keys'
-  /// limits may cut its claims short.
-  bool keyed{};
   /// The types this node runs by configuration; any type when `any_type`.
   bool any_type{};
   std::vector<std::string> types;
@@ -30,7 +27,7 @@ struct limiter_options {
 limiter_options limiter_options_from(const config& cfg);
 
 /// The cluster-wide running limits of `settings` (the type settings as
-/// written to the database), and whether they key a type.
+/// written to the database).
 void set_limits(limiter_options& options, const pb::TypeSettingsList& settings);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);

@@ -31,9 +31,8 @@ const statement cancel_by_key{
 // NULL: any), whatever the node's config says: asked once a claim, in the
 // statement rather than in taskmill.running_task, whose shape the prepared
 // claims of a node of the release before depend on.
-#define TASKMILL_KEYED                                                                 \
-  "(SELECT EXISTS (SELECT 1 FROM taskmill.task_types s WHERE s.key_space IS NOT NULL " \
-  "AND ($7::text[] IS NULL OR s.type = ANY ($7::text[])))) AS keyed"
+#define TASKMILL_KEYED \
+  "(SELECT cardinality(k.types) > 0 FROM taskmill.keyed_types($7::text[]) k) AS keyed"
 
 const statement claim{
     "claim", "SELECT c.*, " TASKMILL_CLAIMED_AT ", " TASKMILL_KEYED
