@@ -129,17 +129,22 @@ END
 $$;
 
 -- Watcher: succeeded tasks older than the success retention are stopped.
+-- The tasks are found through the index of finished tasks and updated by
+-- id, locked as found: a condition on their status in the update would let
+-- a plan made on statistics older than the tasks' success (an index of
+-- finished tasks counted empty) read every finished task through that
+-- index at each sweep; `<> 'stopped'` keeps the stopped days out of it.
 CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer,
                                          p_term bigint DEFAULT NULL) RETURNS integer
 LANGUAGE sql AS $$
   SELECT taskmill.fence(p_term);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
-     WHERE t.status = 'succeeded'
-       AND t.id IN (SELECT x.id FROM taskmill.tasks x
-                     WHERE x.status = 'succeeded'
-                       AND x.updated_at < now() - p_retention_ms * interval '1 ms'
-                     ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED)
+     WHERE t.status <> 'stopped'
+       AND t.id = ANY (ARRAY(SELECT x.id FROM taskmill.tasks x
+                              WHERE x.status = 'succeeded'
+                                AND x.updated_at < now() - p_retention_ms * interval '1 ms'
+                              ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::integer FROM stopped
 $$;
@@ -185,9 +190,9 @@ BEGIN
          ORDER BY s.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED) s) x
      ORDER BY x.updated_at LIMIT p_limit
   ),
+  -- By id alone, as in taskmill.sweep_succeeded: the picked tasks are locked.
   deleted AS (
-    DELETE FROM taskmill.tasks t
-     WHERE t.id IN (SELECT p.id FROM picked p) AND t.status IN ('stopped', 'dead', 'cancelled')
+    DELETE FROM taskmill.tasks t WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
     RETURNING t.id, t.status),
   day_batch AS (
     SELECT b.id, b.type, b.key, b.version FROM taskmill.stopped_day_batch(p_limit) b
