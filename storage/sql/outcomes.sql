@@ -21,8 +21,9 @@ $$;
 -- are read by id through the primary key (t.id = ANY) and joined to the
 -- batch by hash: each side is read once whatever its size, where a nested
 -- loop chosen for a small guess would read the batch once per task. The
--- status is compared to a variable so that the kept plan cannot read the
--- index of running tasks instead, all of them at every batch.
+-- status is named, which keeps the stopped days out of the plan; a plan
+-- kept from statistics that count no task running still reads by primary
+-- key, not the index of running tasks (tests/test_storage.cpp, kept_plans).
 CREATE FUNCTION taskmill.complete_many(p_ids bigint[], p_attempts integer[],
                                                   p_outcomes text[], p_results jsonb[],
                                                   p_errors text[], p_node text)
