@@ -281,6 +281,22 @@ BOOST_AUTO_TEST_CASE(a_node_silent_while_it_migrates_holds_the_schema_lock_ten_s
   migrating.join();
 }
 
+// A migration may rewrite whole tables, which on a large database takes
+// longer than a request's statement may: neither the connection's statement
+// timeout nor its wait for an answer (that timeout and 10 s) cuts it short,
+// and requests after it are bounded as before.
+BOOST_AUTO_TEST_CASE(a_migration_longer_than_the_statement_timeout_is_applied) {
+  test::scratch_database database{"migslow"};
+  auto conn = db::connection::open(database.conninfo(), 200ms, 200ms);
+  BOOST_REQUIRE_MESSAGE(conn, test::describe(conn));
+  auto migrations = db::all_migrations();
+  migrations.push_back({migrations.back().version + 1, "slow", "SELECT pg_sleep(10.5)"});
+  auto version = db::apply_migrations(*conn, migrations);
+  BOOST_REQUIRE_MESSAGE(version, test::describe(version));
+  BOOST_CHECK_EQUAL(*version, migrations.back().version);
+  BOOST_CHECK(!conn->exec("SELECT pg_sleep(1)"));
+}
+
 BOOST_AUTO_TEST_CASE(a_changed_migration_is_refused) {
   test::scratch_database database{"migchg"};
   auto conn = database.connect();
