@@ -21,7 +21,7 @@ constexpr const char* migrating_idle_timeout = "10s";
 // A migration may rewrite whole tables (migration 21 moves and checks every
 // task), which on a large database takes longer than a request's statement
 // may: its statements are bounded by this instead of the node's statement
-// timeout, and the node waits for their answers as long.
+// timeout. The node's wait for them is bounded by its keepalives alone.
 constexpr std::chrono::hours migration_statement_timeout{1};
 
 std::string checksum(const char* text) {
@@ -238,23 +238,17 @@ caf::expected<int> apply_migrations(connection& conn, const std::vector<migratio
   // All of it one transaction: it happens whole or not at all, whoever dies
   // on the way. Another node may hold the lock for as long as its
   // migrations take.
-  auto usual_wait = conn.answer_wait();
-  conn.set_answer_wait(migration_statement_timeout + usual_wait);
-  auto version = [&]() -> caf::expected<int> {
-    auto begun = conn.exec(
-        std::string{"BEGIN; SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = "} +
-        std::to_string(std::chrono::milliseconds{migration_statement_timeout}.count()) +
-        "; SET LOCAL idle_in_transaction_session_timeout = '" + migrating_idle_timeout + "'");
-    if (!begun) return begun.error();
-    auto locked = conn.exec(lock_sql);
-    auto applied = locked ? apply_locked(conn, migrations, definitions, generation)
-                          : caf::expected<int>{locked.error()};
-    if (applied && !keep_open)
-      if (auto committed = conn.exec("COMMIT"); !committed) return committed.error();
-    if (!applied) conn.exec("ROLLBACK");
-    return applied;
-  }();
-  conn.set_answer_wait(usual_wait);
+  auto begun = conn.exec(
+      std::string{"BEGIN; SET LOCAL lock_timeout = 0; SET LOCAL statement_timeout = "} +
+      std::to_string(std::chrono::milliseconds{migration_statement_timeout}.count()) +
+      "; SET LOCAL idle_in_transaction_session_timeout = '" + migrating_idle_timeout + "'");
+  if (!begun) return begun.error();
+  auto locked = conn.exec(lock_sql);
+  auto version = locked ? apply_locked(conn, migrations, definitions, generation)
+                        : caf::expected<int>{locked.error()};
+  if (version && !keep_open)
+    if (auto committed = conn.exec("COMMIT"); !committed) return committed.error();
+  if (!version) conn.exec("ROLLBACK");
   return version;
 }
 

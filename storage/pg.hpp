@@ -99,11 +99,6 @@ class connection {
   /// True once the connection is unusable; open a new one.
   bool broken() const;
 
-  /// How long the connection waits for an answer before it counts the
-  /// server lost: the statement timeout and some slack, unless set.
-  std::chrono::milliseconds answer_wait() const { return io_timeout_; }
-  void set_answer_wait(std::chrono::milliseconds wait) { io_timeout_ = wait; }
-
   /// For LISTEN: the socket, reading what arrived, and the notifications.
   int socket() const;
   caf::error consume_input();
