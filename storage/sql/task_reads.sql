@@ -28,12 +28,31 @@ $$;
 -- the next one goes on. The read stops once the page is full, so a page
 -- that fills costs its own rows, however many the table holds; only a short
 -- page counts where its scan ended (scan_rows; 0 otherwise). Without a match
--- it is one row with only scan_last and scan_rows.
+-- it is one row with only scan_last and scan_rows. A page of one type is
+-- read through the type's own tasks instead (taskmill.type_task_page), whole
+-- and without a scan, unless more of them wait than a page should read to
+-- sort them by id.
 CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
                                    p_batch text, p_after bigint, p_limit integer, p_scan integer)
 RETURNS TABLE (task taskmill.tasks, scan_last bigint, scan_rows bigint)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  c_waiting_read constant integer := 1000;
+  v_waiting bigint[] := '{}';
 BEGIN
+  IF p_type IS NOT NULL AND p_key IS NULL AND p_batch IS NULL THEN
+    IF p_status IS NULL OR p_status IN ('pending', 'failed') THEN
+      v_waiting := ARRAY(SELECT t.id FROM taskmill.live_tasks t
+                          WHERE t.type = p_type AND t.status IN ('pending', 'failed')
+                            AND t.id > p_after
+                          LIMIT c_waiting_read + 1);
+    END IF;
+    IF cardinality(v_waiting) <= c_waiting_read THEN
+      RETURN QUERY SELECT p::taskmill.tasks, NULL::bigint, 0::bigint
+                     FROM taskmill.type_task_page(p_type, p_status, v_waiting, p_after, p_limit) p;
+      RETURN;
+    END IF;
+  END IF;
   RETURN QUERY
   WITH page AS (
     SELECT s.* FROM (SELECT * FROM taskmill.tasks t WHERE t.id > p_after
@@ -48,6 +67,50 @@ BEGIN
   )
   SELECT m::taskmill.tasks, scan.last_id, scan.scanned FROM scan LEFT JOIN page m ON true
    ORDER BY m.id;
+END
+$$;
+
+-- The tasks of type p_type after p_after in id order, at most p_limit, each
+-- read through an index that holds a type's tasks of its status, so that a
+-- page costs the type's own tasks and not the history of others: p_waiting
+-- are its waiting tasks past p_after of either waiting status (their index
+-- orders them for the claim, not by id), its running ones are few, and its
+-- finished and stopped ones are indexed by type and id. The plan is made
+-- once, for any type, so it takes each type to be as common as any other:
+-- ordered by id alone, the finished and stopped tasks would be read in the
+-- order of every type's ids until the page filled, or all read and sorted.
+-- Their type is a range, not an equality the planner would fold into a
+-- constant, so that the order by type and id is one only the type's index
+-- gives, and that index's scan starts at the page and ends with the type.
+CREATE FUNCTION taskmill.type_task_page(p_type text, p_status taskmill.task_status,
+                                        p_waiting bigint[], p_after bigint, p_limit integer)
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off AS $$
+BEGIN
+  RETURN QUERY
+  SELECT u.* FROM (
+    (SELECT t.* FROM taskmill.live_tasks t
+      WHERE t.id = ANY (p_waiting) AND t.status IN ('pending', 'failed')
+        AND (p_status IS NULL OR t.status = p_status)
+      ORDER BY t.id LIMIT p_limit)
+    UNION ALL
+    SELECT t.* FROM taskmill.live_tasks t
+     WHERE t.status = 'running' AND t.type = p_type AND t.id > p_after
+       AND (p_status IS NULL OR p_status = 'running')
+    UNION ALL
+    SELECT f.* FROM unnest('{succeeded,dead,cancelled}'::taskmill.task_status[]) s (status),
+           LATERAL (SELECT t.* FROM taskmill.live_tasks t
+                     WHERE t.status = s.status AND t.status IN ('succeeded', 'dead', 'cancelled')
+                       AND (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+                     ORDER BY t.type, t.id LIMIT p_limit) f
+     WHERE p_status IS NULL OR s.status = p_status
+    UNION ALL
+    (SELECT t.* FROM taskmill.stopped_tasks t
+      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+        AND (p_status IS NULL OR p_status = 'stopped')
+      ORDER BY t.type, t.id LIMIT p_limit)
+  ) u ORDER BY u.id LIMIT p_limit;
 END
 $$;
 
