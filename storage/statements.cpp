@@ -143,7 +143,7 @@ const statement put_type_settings{
     "$13::jsonb, $14::text[], $15::text[], $16::text[], $17::int[])"};
 
 // A page of tasks in id order (storage/sql/task_reads.sql): $7 is how many
-// tasks past the page token it reads at most.
+// tasks past the page token it reads at most when it scans them.
 const statement list_tasks{
     "list_tasks",
     "SELECT (p.task).*, p.scan_last, p.scan_rows FROM taskmill.task_page($1::text, $2::text, "

@@ -18,8 +18,9 @@ namespace taskmill::storage_internal {
 
 namespace {
 
-// Tasks a page of the task list reads at most, however few its filters
-// match: a bounded, indexed read even among millions of tasks (SPEC §8).
+// Tasks a page of the task list scans at most, however few its filters
+// match: a bounded, indexed read even among millions of tasks (SPEC §8). A
+// page of one type reads that type's tasks instead (task_reads.sql).
 constexpr int list_scan_rows = 50000;
 
 // Counts in the stats and /metrics are exact up to this many rows in the

@@ -28,10 +28,10 @@ $$;
 -- the next one goes on. The read stops once the page is full, so a page
 -- that fills costs its own rows, however many the table holds; only a short
 -- page counts where its scan ended (scan_rows; 0 otherwise). Without a match
--- it is one row with only scan_last and scan_rows. A page of one type is
--- read through the type's own tasks instead (taskmill.type_task_page), whole
--- and without a scan, unless more of them wait than a page should read to
--- sort them by id.
+-- the scan is one row with only scan_last and scan_rows. A page of one type
+-- is read through the type's own tasks instead (taskmill.type_task_page),
+-- whole and without a scan, unless it may hold waiting tasks and more of
+-- them wait than a page should read to sort them by id.
 CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
                                    p_batch text, p_after bigint, p_limit integer, p_scan integer)
 RETURNS TABLE (task taskmill.tasks, scan_last bigint, scan_rows bigint)
@@ -42,10 +42,7 @@ DECLARE
 BEGIN
   IF p_type IS NOT NULL AND p_key IS NULL AND p_batch IS NULL THEN
     IF p_status IS NULL OR p_status IN ('pending', 'failed') THEN
-      v_waiting := ARRAY(SELECT t.id FROM taskmill.live_tasks t
-                          WHERE t.type = p_type AND t.status IN ('pending', 'failed')
-                            AND t.id > p_after
-                          LIMIT c_waiting_read + 1);
+      v_waiting := taskmill.waiting_ids_of_type(p_type, c_waiting_read + 1);
     END IF;
     IF cardinality(v_waiting) <= c_waiting_read THEN
       RETURN QUERY SELECT p::taskmill.tasks, NULL::bigint, 0::bigint
@@ -70,12 +67,26 @@ BEGIN
 END
 $$;
 
+-- The ids of up to p_limit of type p_type's waiting tasks, whatever their
+-- ids, read from the claim's index by type alone: the type is a range and
+-- the order that index's, as in taskmill.type_task_page below.
+CREATE FUNCTION taskmill.waiting_ids_of_type(p_type text, p_limit integer) RETURNS bigint[]
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off AS $$
+BEGIN
+  RETURN ARRAY(SELECT t.id FROM taskmill.live_tasks t
+                WHERE t.type >= p_type AND t.type <= p_type AND t.status IN ('pending', 'failed')
+                ORDER BY t.type, t.priority, t.execute_at, t.id LIMIT p_limit);
+END
+$$;
+
 -- The tasks of type p_type after p_after in id order, at most p_limit, each
 -- read through an index that holds a type's tasks of its status, so that a
 -- page costs the type's own tasks and not the history of others: p_waiting
--- are its waiting tasks past p_after of either waiting status (their index
--- orders them for the claim, not by id), its running ones are few, and its
--- finished and stopped ones are indexed by type and id. The plan is made
+-- are all its waiting tasks of either waiting status (their index orders
+-- them for the claim, not by id), its running ones are read among every
+-- running task (as many as the nodes run), and its finished and stopped
+-- ones are indexed by type and id. The plan is made
 -- once, for any type, so it takes each type to be as common as any other:
 -- ordered by id alone, the finished and stopped tasks would be read in the
 -- order of every type's ids until the page filled, or all read and sorted.
@@ -91,7 +102,7 @@ BEGIN
   RETURN QUERY
   SELECT u.* FROM (
     (SELECT t.* FROM taskmill.live_tasks t
-      WHERE t.id = ANY (p_waiting) AND t.status IN ('pending', 'failed')
+      WHERE t.id = ANY (p_waiting) AND t.id > p_after AND t.status IN ('pending', 'failed')
         AND (p_status IS NULL OR t.status = p_status)
       ORDER BY t.id LIMIT p_limit)
     UNION ALL

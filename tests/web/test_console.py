@@ -177,7 +177,7 @@ def walk(console, node, doomed, later, unwanted, child, shots):
 
     # A filter that matches nothing in the stretch a page reads says how far
     # it looked, and offers the next page.
-    console.open("/tasks?type=NOTHING")
+    console.open("/tasks?key=NOTHING")
     scanned = console.text("scanned-to")
     check("tasks: a short page says how far it looked", "Looked through tasks up to id" in scanned,
           scanned)
