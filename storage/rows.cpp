@@ -206,4 +206,23 @@ std::vector<param> type_settings_params(const pb::TypeSettingsList& settings) {
   };
 }
 
+pb::TaskList read_task_page(const result& res, int limit) {
+  pb::TaskList out;
+  task_columns cols{res};
+  int rows = std::min(res.rows(), limit);
+  for (int row = 0; row < rows; ++row) read_task(res, row, cols, out.add_tasks());
+  if (res.rows() > limit && rows > 0)
+    out.set_next_page_token(std::to_string(out.tasks(rows - 1).id()));
+  return out;
+}
+
+pb::TaskList read_scanned_task_page(const result& res, int limit, int scan_rows) {
+  if (res.rows() == 0) return {};
+  bool matched = !res.is_null(0, res.column("id"));
+  auto out = matched ? read_task_page(res, limit) : pb::TaskList{};
+  if (out.next_page_token().empty() && res.int64(0, res.column("scan_rows")) == scan_rows)
+    out.set_next_page_token(res.string(0, res.column("scan_last")));
+  return out;
+}
+
 }  // namespace taskmill::db

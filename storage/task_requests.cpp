@@ -91,28 +91,6 @@ int64_t read_next_due(const db::result& next) {
   return std::max<int64_t>(0, (delay_us + 999) / 1000);
 }
 
-pb::TaskList read_task_page(const db::result& res, int limit) {
-  pb::TaskList out;
-  db::task_columns cols{res};
-  int rows = std::min(res.rows(), limit);
-  for (int row = 0; row < rows; ++row) db::read_task(res, row, cols, out.add_tasks());
-  if (res.rows() > limit && rows > 0)
-    out.set_next_page_token(std::to_string(out.tasks(rows - 1).id()));
-  return out;
-}
-
-/// A page of list_tasks: its matches, and the next page's token either
-/// after the last match shown or, when the scan ended before the page was
-/// full, where the scan ended, unless it reached the end of the table.
-pb::TaskList read_scanned_task_page(const db::result& res, int limit, int scan_rows) {
-  if (res.rows() == 0) return {};
-  bool matched = !res.is_null(0, res.column("id"));
-  auto out = matched ? read_task_page(res, limit) : pb::TaskList{};
-  if (out.next_page_token().empty() && res.int64(0, res.column("scan_rows")) == scan_rows)
-    out.set_next_page_token(res.string(0, res.column("scan_last")));
-  return out;
-}
-
 caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) {
   if (res.rows() == 0) return make_error(errc::not_found, "no task with id " + std::to_string(id));
   pb::AttemptList out;
@@ -271,7 +249,7 @@ std::vector<db::param> execution_params(const pb::Executions& executions) {
 caf::result<pb::TaskList> still_running(self_ptr self, const pb::Executions& executions) {
   return ask_db<pb::TaskList>(
       self, {db::call{&db::sql::still_running, execution_params(executions)}},
-      [](results& rs) { return read_task_page(*rs[0], std::numeric_limits<int>::max()); });
+      [](results& rs) { return db::read_task_page(*rs[0], std::numeric_limits<int>::max()); });
 }
 
 /// A task with its waiting reason, read in one round trip.
@@ -328,10 +306,10 @@ caf::result<pb::TaskList> list_tasks(self_ptr self, const pb::ListTasksRequest& 
               std::to_string(limit + 1)}};
   if (one_unit)
     return ask_db<pb::TaskList>(self, {std::move(c)},
-                                [limit](results& rs) { return read_task_page(*rs[0], limit); });
+                                [limit](results& rs) { return db::read_task_page(*rs[0], limit); });
   c.params.emplace_back(std::to_string(list_scan_rows));
   return ask_db<pb::TaskList>(self, {std::move(c)}, [limit](results& rs) {
-    return read_scanned_task_page(*rs[0], limit, list_scan_rows);
+    return db::read_scanned_task_page(*rs[0], limit, list_scan_rows);
   });
 }
 

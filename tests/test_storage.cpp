@@ -4,6 +4,7 @@
 #include "messages/errors.hpp"
 #include "storage/lock_table.hpp"
 #include "storage/migrations.hpp"
+#include "storage/rows.hpp"
 #include "storage/statements.hpp"
 #include "storage/storage.hpp"
 #include "tests/support/task_sql.hpp"
@@ -30,6 +31,14 @@ using namespace taskmill;
 using namespace std::chrono_literals;
 
 namespace {
+
+/// SQL that gives the tasks `where` selects every status in turn, by id.
+std::string every_status_by_id(const std::string& where) {
+  return "UPDATE taskmill.tasks SET status = (ARRAY['pending', 'failed', 'running', "
+         "'succeeded', 'dead', 'cancelled', 'stopped']::taskmill.task_status[])[1 + id % 7], "
+         "attempt = 1, picked_by = 'n1', started_at = now(), finished_at = now() WHERE " +
+         where;
+}
 
 pb::StorageStatus status_of(caf::actor_system& sys, const storage_actor& storage) {
   auto status = test::ask<pb::StorageStatus>(sys, storage, status_atom_v);
@@ -650,10 +659,7 @@ BOOST_AUTO_TEST_CASE(a_page_of_one_type_reads_its_own_tasks_beside_another_types
       "started_at = now() WHERE type = 'BUSY'");
   db.insert_tasks(20000, "'BACKLOG'", "now()");
   db.insert_tasks(70, "'T'", "now()");
-  db.exec(
-      "UPDATE taskmill.tasks SET status = (ARRAY['pending', 'failed', 'running', 'succeeded', "
-      "'dead', 'cancelled', 'stopped']::taskmill.task_status[])[1 + id % 7], attempt = 1, "
-      "picked_by = 'n1', started_at = now(), finished_at = now() WHERE type = 'T'");
+  db.exec(every_status_by_id("type = 'T'"));
   db.exec("VACUUM ANALYZE taskmill.tasks");
   auto conn = db.connect();
   BOOST_REQUIRE(conn.exec(std::string{"PREPARE page AS "} + db::sql::list_tasks.sql));
@@ -1035,13 +1041,6 @@ std::string rows_of(const test::task_database& db, const db::statement& read,
                    params);
 }
 
-/// What SQL sets a task's status to one of every status but pending, by its
-/// id: the tasks of a test made pending take every status in turn.
-const char* every_status_by_id =
-    "UPDATE taskmill.tasks SET status = (ARRAY['pending', 'failed', 'running', 'succeeded', "
-    "'dead', 'cancelled', 'stopped']::taskmill.task_status[])[1 + id % 7], attempt = 1, "
-    "picked_by = 'n1', started_at = now(), finished_at = now() WHERE id % 7 <> 0";
-
 /// The ids the task list gives, comma-separated, and how many pages it took.
 struct listing {
   std::string ids;
@@ -1049,27 +1048,22 @@ struct listing {
 };
 
 /// What the task list gives for `type` and `status` in pages of `limit`,
-/// following its page tokens as the node does (storage/task_requests.cpp).
+/// following its page tokens as the node reads them.
 listing list_ids(const test::task_database& db, const db::param& type, const db::param& status,
                  int limit, int scan) {
   listing out;
   std::string after = "0";
   while (++out.pages < 1000) {
-    auto page = db.exec(db::sql::list_tasks.sql, {type, db::param{}, status, db::param{}, after,
-                                                  std::to_string(limit + 1), std::to_string(scan)});
-    int id = page.column("id"), matched = 0;
-    for (int row = 0; row < page.rows() && matched < limit; ++row) {
-      if (page.is_null(row, id)) continue;
+    auto page = db::read_scanned_task_page(
+        db.exec(db::sql::list_tasks.sql, {type, db::param{}, status, db::param{}, after,
+                                          std::to_string(limit + 1), std::to_string(scan)}),
+        limit, scan);
+    for (const auto& task : page.tasks()) {
       if (!out.ids.empty()) out.ids += ',';
-      out.ids += page.string(row, id);
-      after = page.string(row, id);
-      ++matched;
+      out.ids += std::to_string(task.id());
     }
-    if (matched == limit && page.rows() > limit) continue;
-    if (page.rows() == 0 || page.is_null(0, page.column("scan_rows")) ||
-        page.int64(0, page.column("scan_rows")) != scan)
-      return out;
-    after = page.string(0, page.column("scan_last"));
+    if (page.next_page_token().empty()) return out;
+    after = page.next_page_token();
   }
   BOOST_FAIL("the task list's pages never end");
   return out;
@@ -1133,7 +1127,7 @@ BOOST_AUTO_TEST_CASE(a_units_page_holds_its_cancelled_and_stopped_versions_once)
 BOOST_AUTO_TEST_CASE(a_types_pages_give_each_of_its_tasks_once_in_id_order) {
   test::task_database db{"typepages"};
   db.insert_tasks(1400, "CASE WHEN g % 3 = 0 THEN 'O' ELSE 'T' END", "now()");
-  db.exec(every_status_by_id);
+  db.exec(every_status_by_id("true"));
   auto check_every_status = [&](int limit, bool waiting_scanned) {
     std::vector<db::param> statuses{db::param{}};
     for (const char* s :
