@@ -1,5 +1,7 @@
 #include "actors/limiter.hpp"
 
+#include "actors/pusher.hpp"
+
 #include "config/config.hpp"
 
 #include <caf/actor_system.hpp>
@@ -33,7 +35,23 @@ struct limiter_state {
   // of permits found all the due work there was.
   bool short_of_room = false;
 
-  int64_t room() const { return options.node_limit - in_flight - reserved; }
+  // Permits for a claim of `wanted`. Cluster-wide limits count this node's
+  // tasks in flight wherever the other nodes stand: a claim past them would
+  // come back empty, taking the claims' connection from the one that finds
+  // room once a release comes. Where they bound less than the claims under
+  // way could take, a claim gets at most its share of them: claims of one
+  // size, each taking the room the outcomes of the one before it freed,
+  // keep the claims' and the outcomes' connections busy together
+  // (tools/bench/BENCH.md).
+  int64_t permits_for(int32_t wanted) const {
+    int64_t most = std::min<int64_t>(wanted, options.node_limit - in_flight - reserved);
+    if (auto window = most_running_under_limits(options, capacity)) {
+      most = std::min(most, *window - in_flight - reserved);
+      if (*window < int64_t{wanted} * claims_under_way)
+        most = std::min<int64_t>(most, (*window + claims_under_way - 1) / claims_under_way);
+    }
+    return std::max<int64_t>(0, most);
+  }
   // Claims may also have been cut short in the database, by cluster-wide
   // limits or by the room left on executors of limited capacity; any permit
   // coming back may be the one such a claim waited for.
@@ -60,8 +78,7 @@ limiter_actor::behavior_type limiter(limiter_actor::stateful_pointer<limiter_sta
       [](ping_atom) { return caf::ok_atom_v; },
       [self](acquire_atom, int32_t wanted) -> pb::ClaimGrant {
         auto& st = self->state;
-        auto permits =
-            static_cast<int32_t>(std::max<int64_t>(0, std::min<int64_t>(wanted, st.room())));
+        auto permits = static_cast<int32_t>(st.permits_for(wanted));
         st.reserved += permits;
         if (permits < wanted) st.short_of_room = true;
         pb::ClaimGrant grant;
@@ -154,6 +171,27 @@ void set_limits(limiter_options& options, const pb::TypeSettingsList& settings) 
     if (t.type().empty()) continue;
     if (t.running_limit() > 0) options.type_limits.emplace(t.type(), t.running_limit());
   }
+}
+
+std::optional<int64_t> most_running_under_limits(const limiter_options& options,
+                                                 const std::map<std::string, int32_t>& capacity) {
+  std::optional<int64_t> most;
+  if (options.global_limit > 0) most = options.global_limit;
+  if (options.any_type || (options.types.empty() && capacity.empty())) return most;
+  int64_t of_types = 0;
+  auto limited = [&](const std::string& type) {
+    auto limit = options.type_limits.find(type);
+    if (limit == options.type_limits.end()) return false;
+    of_types += limit->second;
+    return true;
+  };
+  for (const auto& type : options.types)
+    if (!limited(type)) return most;
+  for (const auto& [type, places] : capacity)
+    if (std::find(options.types.begin(), options.types.end(), type) == options.types.end() &&
+        !limited(type))
+      return most;
+  return most ? std::min(*most, of_types) : of_types;
 }
 
 int64_t tasks_in_flight(const pb::Stats& limits) {

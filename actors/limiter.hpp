@@ -5,6 +5,7 @@
 #include <caf/fwd.hpp>
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,14 @@ limiter_options limiter_options_from(const config& cfg);
 void set_limits(limiter_options& options, const pb::TypeSettingsList& settings);
 
 limiter_actor spawn_limiter(caf::actor_system& sys, limiter_options options);
+
+/// The most tasks of the types a node runs that may run at once under the
+/// cluster-wide limits of `options`: the global limit, and the sum of the
+/// types' limits when each type the node runs (those of executors of limited
+/// capacity, the keys of `capacity`, among them) has one; none when neither
+/// bounds them.
+std::optional<int64_t> most_running_under_limits(const limiter_options& options,
+                                                 const std::map<std::string, int32_t>& capacity);
 
 /// The node's tasks in flight, from the limits the limiter's stats give:
 /// the use of the node's own limit.

@@ -26,10 +26,8 @@ struct pusher_state {
 
   pusher_options options;
   fair_shares shares{{1, 1, 1, 1, 1}};
-  // Rounds (permits, then a claim) under way. While work is due the next claim
-  // waits in the storage's mailbox as the previous one runs, so the claim
-  // connection does not idle through the hops between them; wake-ups beyond
-  // that start another round once one ends.
+  // Rounds (permits, then a claim) under way, claims_under_way at most;
+  // wake-ups beyond that start another round once one ends.
   int rounds = 0;
   bool wake_pending = false;
   // Only the newest timer counts; older ones find a newer generation.
@@ -49,6 +47,9 @@ struct pusher_state {
   // A round found no permits: the limiter wakes it when a task's permit
   // comes back, but not for permits this pusher gives back itself.
   bool waiting_for_permits = false;
+  // The pause before claiming work that is due but that the last claim did
+  // not take (pause_for_due_work).
+  std::chrono::milliseconds due_work_pause{0};
 };
 
 namespace {
@@ -60,29 +61,46 @@ void arm_timer(self_ptr self, std::chrono::milliseconds delay) {
   self->delayed_send(self, delay, caf::tick_atom_v, generation);
 }
 
-constexpr int rounds_at_most = 2;
-
 void claim_round(self_ptr self);
 
 /// Rounds up to the most in flight, after a full claim: more is due.
 void claim_rounds(self_ptr self) {
-  while (self->state.rounds < rounds_at_most && !self->state.paused) claim_round(self);
+  while (self->state.rounds < claims_under_way && !self->state.paused) claim_round(self);
+}
+
+/// The wait before the next claim, by when work is `next` due. Work due
+/// already that the last claim did not take (its type at a limit, its tasks
+/// locked by another node's claim) is tried again after 5 ms, then after a
+/// pause that doubles at each claim that takes nothing, up to the poll
+/// interval, so that a type held at its limit while its tasks come due does
+/// not cost a claim and a read every few milliseconds. The pause never runs
+/// past the next due time still to come, and starts over once a claim takes
+/// work or none waits.
+std::chrono::milliseconds pause_for_due_work(pusher_state& st, const pb::NextDue& next) {
+  auto poll = st.options.poll_interval;
+  auto shortest = std::min(std::chrono::milliseconds{5}, poll);
+  auto to_come =
+      next.next_due_in_ms() >= 0 ? std::chrono::milliseconds{next.next_due_in_ms()} : poll;
+  to_come = std::clamp(to_come, shortest, poll);
+  if (!next.due_now()) {
+    st.due_work_pause = std::chrono::milliseconds{0};
+    return to_come;
+  }
+  st.due_work_pause =
+      st.due_work_pause.count() == 0 ? shortest : std::min(2 * st.due_work_pause, poll);
+  return std::min(st.due_work_pause, to_come);
 }
 
 /// After the last round under way found all it could: the next one starts at
 /// `next`, or at once for a wake-up that came meanwhile.
-void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
+void wait_for_work(self_ptr self, const pb::NextDue& next) {
   auto& st = self->state;
   if (st.rounds > 0) return;
   if (st.wake_pending) {
     claim_round(self);
     return;
   }
-  // Work already due that this round did not take (see taskmill.next_due) is
-  // tried again after a short pause, not at once.
-  constexpr auto least = std::chrono::milliseconds{5};
-  arm_timer(self,
-            std::clamp(next, std::min(least, st.options.poll_interval), st.options.poll_interval));
+  arm_timer(self, pause_for_due_work(st, next));
   // Only a node that stays idle offers: one between bursts (submits in
   // batches while it works) would write and take back an offer each time,
   // on the claims' connection.
@@ -95,7 +113,7 @@ void wait_for_work(self_ptr self, std::chrono::milliseconds next) {
 /// comes second may end the round.
 struct claim_and_next_due {
   bool claim_short = false;  // once the claim came back short
-  std::optional<std::chrono::milliseconds> next_due;
+  std::optional<pb::NextDue> next_due;
 };
 
 /// A claim that took fewer tasks than it had permits for found all it could:
@@ -103,21 +121,19 @@ struct claim_and_next_due {
 /// after such a claim's answer, or, for `beside` a claim, with it.
 void ask_next_due(self_ptr self, const pb::ClaimRequest& req,
                   std::shared_ptr<claim_and_next_due> beside = nullptr) {
-  auto answered = [self, beside](std::chrono::milliseconds next) {
+  auto answered = [self, beside](const pb::NextDue& next) {
     if (!beside) return wait_for_work(self, next);
     beside->next_due = next;
     if (beside->claim_short) wait_for_work(self, next);
   };
   self->request(self->state.options.storage, local_request_timeout, next_due_atom_v, req)
-      .then(
-          [self, answered](int64_t next_due_in_ms) {
-            answered(next_due_in_ms >= 0 ? std::chrono::milliseconds{next_due_in_ms}
-                                         : self->state.options.poll_interval);
-          },
-          [self, answered](const caf::error& err) {
-            spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
-            answered(self->state.options.poll_interval);
-          });
+      .then([answered](const pb::NextDue& next) { answered(next); },
+            [answered](const caf::error& err) {
+              spdlog::warn("pusher: no next due time after a claim: {}", error_message(err));
+              pb::NextDue unknown;
+              unknown.set_next_due_in_ms(-1);
+              answered(unknown);
+            });
 }
 
 /// Claims under a running limit or on executors of limited capacity come back
@@ -304,6 +320,7 @@ void on_claimed(self_ptr self, const pb::ClaimRequest& req, pb::ClaimedTasks& cl
     use.set_permits(use.permits() - kept.permits);
     release_later(self, kept);
   }
+  if (claimed.tasks_size() > 0) st.due_work_pause = std::chrono::milliseconds{0};
   for (const auto& task : claimed.tasks()) {
     auto level = task.priority() - 1;
     if (level >= 0 && level < fair_shares::levels) ++got[level];
@@ -397,7 +414,7 @@ void claim_with(self_ptr self, pb::ClaimGrant grant) {
 void claim_round(self_ptr self) {
   auto& st = self->state;
   if (st.paused) return;
-  if (st.rounds >= rounds_at_most) {
+  if (st.rounds >= claims_under_way) {
     st.wake_pending = true;
     return;
   }

@@ -16,6 +16,11 @@ struct config;
 
 struct node_metrics;
 
+/// Claims a pusher keeps under way at most while work is due: the next waits
+/// in the storage's mailbox as one runs, so that the claims' connection does
+/// not idle through the hops between them.
+inline constexpr int claims_under_way = 2;
+
 struct pusher_options {
   std::string node;
   int32_t batch_size{};

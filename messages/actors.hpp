@@ -203,6 +203,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(taskmill, caf::first_custom_type_id)
   CAF_ADD_ATOM(taskmill, taskmill, ready_atom, "ready")
   CAF_ADD_ATOM(taskmill, taskmill, alive_atom, "alive")
   CAF_ADD_ATOM(taskmill, taskmill, reload_atom, "reload")
+  CAF_ADD_TYPE_ID(taskmill, (taskmill::pb::NextDue))
 
 CAF_END_TYPE_ID_BLOCK(taskmill)
 // clang-format on
@@ -270,10 +271,10 @@ using hand_off_storage_actor = caf::typed_actor<
 /// (the pusher's view).
 using claim_storage_actor = hand_off_storage_actor::extend<
     caf::replies_to<claim_atom, pb::ClaimRequest>::with<pb::ClaimedTasks>,
-    // Milliseconds until the next task the request's node may claim becomes
-    // due, by the database's clock (-1: none within the horizon). Asked after
-    // a claim that took fewer tasks than it had permits for.
-    caf::replies_to<next_due_atom, pb::ClaimRequest>::with<int64_t>,
+    // Whether work the request's node may claim came due that its claim did
+    // not take, and when the next becomes due, by the database's clock.
+    // Asked after a claim that took fewer tasks than it had permits for.
+    caf::replies_to<next_due_atom, pb::ClaimRequest>::with<pb::NextDue>,
     // The executions running on a node by the database, asked after a claim
     // whose answer was lost: it may have committed.
     caf::replies_to<running_atom, std::string>::with<pb::Executions>>;

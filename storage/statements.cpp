@@ -60,9 +60,9 @@ const statement add_to_offer{"add_to_offer",
 const statement withdraw_offer{"withdraw_offer",
                                "SELECT taskmill.withdraw_offer($1::text, $2::int)"};
 
-const statement next_due{
-    "next_due",
-    "SELECT next_due_at, db_now FROM taskmill.next_due($1::text[], $2::bigint, $3::text)"};
+const statement next_due{"next_due",
+                         "SELECT due_now, next_due_at, db_now "
+                         "FROM taskmill.next_due_times($1::text[], $2::bigint, $3::text)"};
 
 const statement complete_many{
     "complete_many",

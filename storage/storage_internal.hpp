@@ -180,7 +180,7 @@ void subscribe(self_ptr self, std::unique_ptr<db::notification_listener>& listen
 caf::result<pb::RescheduleResult> reschedule(self_ptr self, const pb::RescheduleRequest& req);
 caf::result<pb::CancelResult> cancel(self_ptr self, const pb::CancelRequest& req);
 caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req);
-caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req);
+caf::result<pb::NextDue> next_due(self_ptr self, const pb::ClaimRequest& req);
 caf::result<pb::Executions> running_on_node(self_ptr self, const std::string& node);
 caf::result<pb::TaskList> still_running(self_ptr self, const pb::Executions& executions);
 caf::result<pb::Task> task_with_waiting(self_ptr self, int64_t id);

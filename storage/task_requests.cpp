@@ -83,12 +83,18 @@ pb::ClaimedTasks read_claim(const db::result& claimed) {
   return out;
 }
 
-/// Milliseconds until the next task not yet due becomes due, by the
-/// database's clock; -1 when none does within the horizon.
-int64_t read_next_due(const db::result& next) {
-  if (next.rows() == 0 || next.is_null(0, 0)) return -1;
-  auto delay_us = next.micros(0, 0) - next.micros(0, 1);
-  return std::max<int64_t>(0, (delay_us + 999) / 1000);
+/// Whether work came due that the claim did not take, and the milliseconds
+/// until the next due time still to come, by the database's clock.
+pb::NextDue read_next_due(const db::result& next) {
+  pb::NextDue out;
+  out.set_next_due_in_ms(-1);
+  if (next.rows() == 0) return out;
+  out.set_due_now(!next.is_null(0, 0) && next.boolean(0, 0));
+  if (!next.is_null(0, 1)) {
+    auto delay_us = next.micros(0, 1) - next.micros(0, 2);
+    out.set_next_due_in_ms(std::max<int64_t>(0, (delay_us + 999) / 1000));
+  }
+  return out;
 }
 
 caf::expected<pb::AttemptList> read_attempts(const db::result& res, int64_t id) {
@@ -219,12 +225,12 @@ caf::result<pb::ClaimedTasks> claim(self_ptr self, const pb::ClaimRequest& req) 
                                   [](results& rs) { return read_claim(*rs[0]); });
 }
 
-caf::result<int64_t> next_due(self_ptr self, const pb::ClaimRequest& req) {
+caf::result<pb::NextDue> next_due(self_ptr self, const pb::ClaimRequest& req) {
   db::call next{&db::sql::next_due,
                 {claimable_types(req.grant()),
                  std::to_string(self->state.options.next_due_horizon.count()), req.node()}};
-  return ask_db<int64_t>(self, {std::move(next)},
-                         [](results& rs) { return read_next_due(*rs[0]); });
+  return ask_db<pb::NextDue>(self, {std::move(next)},
+                             [](results& rs) { return read_next_due(*rs[0]); });
 }
 
 pb::Executions read_executions(const db::result& res) {

@@ -163,23 +163,53 @@ BOOST_AUTO_TEST_CASE(the_next_due_time_is_told_by_the_database_clock) {
   task_database db{"nextdue"};
   db.call("submit('T', 'a', execute_at => now() + interval '90 seconds')");
   db.call("submit('OTHER', 'b', execute_at => now() + interval '30 seconds')");
-  auto delay = std::stod(db.scalar(
-      "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due(NULL, 600000, 'n')"));
-  BOOST_CHECK_CLOSE(delay, 30.0, 5.0);
-  auto for_t =
-      std::stod(db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM "
-                          "taskmill.next_due('{T}', 600000, 'n')"));
-  BOOST_CHECK_CLOSE(for_t, 90.0, 5.0);
+  auto in_seconds = [&](const std::string& args) {
+    return std::stod(
+        db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM "
+                  "taskmill.next_due_times(" +
+                  args + ")"));
+  };
+  BOOST_CHECK_CLOSE(in_seconds("NULL, 600000, 'n'"), 30.0, 5.0);
+  BOOST_CHECK_CLOSE(in_seconds("'{T}', 600000, 'n'"), 90.0, 5.0);
+  BOOST_CHECK_EQUAL(db.scalar("SELECT (next_due_at IS NULL AND NOT due_now)::text "
+                              "FROM taskmill.next_due_times('{NONE}', 600000, 'n')"),
+                    "true");
+  // Beyond the horizon (the node's poll interval) nothing is looked for.
   BOOST_CHECK_EQUAL(
-      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due('{NONE}', 600000, 'n')"), "t");
-  // Nodes of the previous release ask without a horizon.
+      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due_times(NULL, 20000, 'n')"), "t");
+  // Nodes of the releases before ask for one time, some without a horizon.
+  BOOST_CHECK_CLOSE(std::stod(db.scalar("SELECT extract(epoch from next_due_at - db_now) FROM "
+                                        "taskmill.next_due('{T}', 600000, 'n')")),
+                    90.0, 5.0);
   BOOST_CHECK_CLOSE(
       std::stod(db.scalar(
           "SELECT extract(epoch from next_due_at - db_now) FROM taskmill.next_due('{T}')")),
       90.0, 5.0);
-  // Beyond the horizon (the node's poll interval) nothing is looked for.
+}
+
+// A task come due that the claim did not take (its type held at its limit)
+// is told apart from the next due time still to come, which it no longer
+// hides: the pusher pauses for the one and wakes for the other.
+BOOST_AUTO_TEST_CASE(work_due_untaken_does_not_hide_the_next_due_time) {
+  task_database db{"nextdue_held"};
+  db.call("submit('HELD', 'now')");
+  db.call("submit('LATER', 'later', execute_at => now() + interval '30 seconds')");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT due_now::text || ' ' || round(extract(epoch from "
+                              "next_due_at - db_now)) FROM taskmill.next_due_times(NULL, "
+                              "600000, 'n')"),
+                    "true 30");
+  // Nodes of the releases before are told work is due now, as they were.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT (next_due_at = db_now)::text FROM "
+                              "taskmill.next_due(NULL, 600000, 'n')"),
+                    "true");
+  // Work due for longer than a second is the claims' to find, not a reason
+  // to claim again soon.
+  db.exec("UPDATE taskmill.tasks SET execute_at = now() - interval '2 seconds' WHERE key = 'now'");
   BOOST_CHECK_EQUAL(
-      db.scalar("SELECT next_due_at IS NULL FROM taskmill.next_due(NULL, 20000, 'n')"), "t");
+      db.scalar("SELECT due_now::text FROM taskmill.next_due_times(NULL, 600000, 'n')"), "false");
+  BOOST_CHECK_EQUAL(
+      db.scalar("SELECT due_now::text FROM taskmill.next_due_times('{LATER}', 600000, 'n')"),
+      "false");
 }
 
 BOOST_AUTO_TEST_CASE(a_node_claims_only_the_types_it_runs) {

@@ -39,6 +39,8 @@ struct recorder {
   int next_due_asks = 0;
   // What the next due time asks are answered (-1: none due).
   int64_t next_due_in_ms = -1;
+  // Whether the next due time's answer says work came due untaken.
+  bool due_now = false;
   std::vector<pb::TaskOutcome> outcomes;
   // While set, claims wait to be answered, in order, by answer_claim: they
   // are under way, as on a busy connection.
@@ -102,7 +104,10 @@ caf::behavior claim_stand_in(caf::event_based_actor* self, std::shared_ptr<recor
       },
       [rec](next_due_atom, const pb::ClaimRequest&) {
         ++rec->next_due_asks;
-        return rec->next_due_in_ms;
+        pb::NextDue next;
+        next.set_due_now(rec->due_now);
+        next.set_next_due_in_ms(rec->next_due_in_ms);
+        return next;
       },
       [rec](make_offer_atom, const pb::ClaimRequest& offer) {
         rec->offers.push_back(offer);
@@ -510,6 +515,110 @@ BOOST_AUTO_TEST_CASE(under_limits_a_claim_after_a_short_one_asks_for_the_next_du
   BOOST_CHECK_EQUAL(rec->next_due_asks, 2);
 }
 
+// Cluster-wide limits that leave room for 5 are filled by two claims that
+// share it, 3 and 2; while their tasks run no claim goes out that could
+// only come back empty (nor a read of the next due time after it), and each
+// release brings the claims that fill the room again.
+BOOST_AUTO_TEST_CASE(under_limits_no_claim_goes_out_while_the_nodes_own_tasks_fill_them) {
+  for (int i = 1; i <= 20; ++i) {
+    auto task = noop_task(i, 3);
+    task.set_type("SLEEP");
+    task.set_payload("1000");
+    rec->due.push_back(task);
+  }
+  start(100, 10, 5);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
+  BOOST_CHECK_EQUAL(rec->claims[0].grant().permits(), 3);
+  BOOST_CHECK_EQUAL(rec->claims[1].grant().permits(), 2);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 0);
+  BOOST_CHECK_EQUAL(in_flight(), 5);
+  for (int second = 1; second <= 3; ++second) {
+    sched.advance_time(1s);
+    sched.run();
+    BOOST_CHECK_EQUAL(rec->claims.size(), 2u + 2 * second);
+    BOOST_CHECK_EQUAL(in_flight(), 5);
+  }
+  sched.advance_time(1s);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->outcomes.size(), 20u);
+  for (const auto& claim : rec->claims) BOOST_CHECK_LE(claim.grant().permits(), 3);
+  // The last claim found the work's end, and only then was the next due
+  // time asked for.
+  BOOST_CHECK_EQUAL(rec->claims.size(), 9u);
+  BOOST_CHECK_EQUAL(rec->next_due_asks, 1);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
+}
+
+// Work due that claims do not take (a type at its limit, tasks locked by
+// other nodes) is claimed again after 5 ms, then after a pause that doubles
+// at each claim that takes nothing: a few claims a second, not two hundred.
+// A claim that takes work starts the pauses over.
+BOOST_AUTO_TEST_CASE(due_work_that_claims_do_not_take_is_tried_less_and_less_often) {
+  start(100, 10);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 1u);
+  rec->due_now = true;
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
+  auto claimed_at_ms = [&](int for_ms) {
+    std::vector<int> out;
+    for (int ms = 1; ms <= for_ms; ++ms) {
+      auto before = rec->claims.size();
+      sched.advance_time(1ms);
+      sched.run();
+      if (rec->claims.size() > before) out.push_back(ms);
+    }
+    return out;
+  };
+  BOOST_CHECK((claimed_at_ms(1000) == std::vector<int>{5, 15, 35, 75, 155, 315, 635}));
+  rec->due.push_back(noop_task(1, 3));
+  sched.advance_time(275ms);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK((claimed_at_ms(40) == std::vector<int>{5, 15, 35}));
+}
+
+// Work held at a limit that keeps coming due does not hide another task's
+// due time: the pause ends there, and once no work waits untaken the wait
+// is the due time's alone.
+BOOST_AUTO_TEST_CASE(the_pause_for_due_work_ends_at_the_next_due_time) {
+  start(100, 10);
+  sched.run();
+  rec->due_now = true;
+  rec->next_due_in_ms = 12;
+  caf::anon_send(pusher, wake_atom_v);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->claims.size(), 2u);
+  // 5, then 10, then 12 (not 20), then 12 again.
+  for (int ms : {5, 10, 12, 12}) {
+    auto before = rec->claims.size();
+    sched.advance_time(std::chrono::milliseconds{ms - 1});
+    sched.run();
+    BOOST_CHECK_EQUAL(rec->claims.size(), before);
+    sched.advance_time(1ms);
+    sched.run();
+    BOOST_CHECK_EQUAL(rec->claims.size(), before + 1);
+  }
+  rec->due_now = false;
+  rec->next_due_in_ms = 300;
+  sched.advance_time(12ms);
+  sched.run();
+  auto before = rec->claims.size();
+  sched.advance_time(299ms);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), before);
+  rec->due_now = true;
+  sched.advance_time(1ms);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), before + 1);
+  // Work waits untaken again: the pauses start over at 5 ms.
+  sched.advance_time(5ms);
+  sched.run();
+  BOOST_CHECK_EQUAL(rec->claims.size(), before + 2);
+}
+
 // A claim whose answer was lost may have committed. Once claims are answered
 // again, the pusher reads what runs here and the dispatcher runs what it did
 // not know of, holding a permit for it until its outcome is stored.
@@ -581,6 +690,31 @@ BOOST_AUTO_TEST_CASE(an_executions_time_is_measured_on_the_actor_clock) {
   auto histogram = metrics->of_type("SLEEP").execution_seconds.Collect().histogram;
   BOOST_CHECK_EQUAL(histogram.sample_count, 1u);
   BOOST_CHECK_CLOSE(histogram.sample_sum, 2.0, 1.0);
+}
+
+// The database took an attempt back (its heartbeat went silent) and this
+// node claimed the task again: the older attempt's end is stale and stores
+// nothing, so its permit comes back as the newer one starts. Held for good,
+// it would cut every claim of a node whose types' limits bound it.
+BOOST_AUTO_TEST_CASE(a_task_claimed_again_under_a_new_attempt_holds_one_permit) {
+  start(100, 10);
+  sched.run();
+  pb::PermitUse claims;
+  claims.add_claimed_types("SLEEP");
+  claims.add_claimed_types("SLEEP");
+  caf::anon_send(limiter, settle_atom_v, claims);
+  auto again = dispatch_a_sleep(1, 1000);
+  again.set_attempt(2);
+  pb::TaskList claimed;
+  *claimed.add_tasks() = again;
+  caf::anon_send(dispatcher, dispatch_atom_v, claimed);
+  sched.run();
+  BOOST_CHECK_EQUAL(in_flight(), 1);
+  sched.advance_time(1s);
+  sched.run();
+  BOOST_REQUIRE_EQUAL(rec->outcomes.size(), 1u);
+  BOOST_CHECK_EQUAL(rec->outcomes[0].attempt(), 2);
+  BOOST_CHECK_EQUAL(in_flight(), 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_task_whose_outcome_waits_to_be_stored_again_is_not_adopted) {
@@ -919,6 +1053,42 @@ BOOST_AUTO_TEST_CASE(a_grant_carries_the_limits_and_the_room_on_executors) {
   use.set_permits(2);
   caf::anon_send(limiter, settle_atom_v, use);
   BOOST_CHECK_EQUAL(in_flight(), 1);
+}
+
+// The types' limits bound the grants of a node whose every type has one,
+// beside its own tasks in flight, which every node's count includes.
+BOOST_AUTO_TEST_CASE(a_grant_leaves_the_room_the_nodes_own_tasks_take_under_its_limits) {
+  limiter_options lo;
+  lo.node_limit = 100;
+  lo.type_limits = {{"A", 3}, {"B", 2}};
+  lo.types = {"A", "B"};
+  limiter = spawn_limiter(sys, lo);
+  auto acquire = [&] {
+    return ask<pb::ClaimGrant>(limiter, acquire_atom_v, int32_t{10}).permits();
+  };
+  // Two claims under way share the room.
+  BOOST_CHECK_EQUAL(acquire(), 3);
+  BOOST_CHECK_EQUAL(acquire(), 2);
+  BOOST_CHECK_EQUAL(acquire(), 0);
+  // They took three of A and one of B, one permit unused.
+  pb::PermitUse use;
+  use.set_permits(5);
+  for (auto type : {"A", "A", "A", "B"}) use.add_claimed_types(type);
+  caf::anon_send(limiter, settle_atom_v, use);
+  BOOST_CHECK_EQUAL(acquire(), 1);
+  pb::PermitUse unused;
+  unused.set_permits(1);
+  caf::anon_send(limiter, settle_atom_v, unused);
+  pb::PermitRelease release;
+  release.add_types("A");
+  release.add_types("A");
+  caf::anon_send(limiter, release_atom_v, release);
+  BOOST_CHECK_EQUAL(acquire(), 3);
+  // A type without a limit among the node's types: the limits bound nothing
+  // the node can see.
+  lo.types = {"A", "B", "FREE"};
+  limiter = spawn_limiter(sys, lo);
+  BOOST_CHECK_EQUAL(acquire(), 10);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

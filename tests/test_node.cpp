@@ -38,6 +38,14 @@ struct node_fixture : test::nodes_fixture {
     return std::stoll(db.scalar("SELECT count(*) FROM taskmill.tasks WHERE " + where));
   }
 
+  /// Round trips of `node`'s claims' storage so far: claims and reads of the
+  /// next due time.
+  int64_t claim_round_trips(const node_actors& node) {
+    auto status = test::ask<pb::StorageStatus>(*sys, node.claim_storage, status_atom_v);
+    BOOST_REQUIRE(status);
+    return status->round_trips();
+  }
+
   /// The most each of the `columns` columns of `counts` (one row of counts)
   /// showed, sampled on a connection of its own while the nodes work, until
   /// `tasks` tasks succeeded (60 s at most).
@@ -203,6 +211,66 @@ BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
       db.scalar("SELECT bool_and(s.started_at >= f.updated_at)::text FROM taskmill.tasks s, "
                 "taskmill.tasks f WHERE s.key = 'second' AND f.key = 'first'"),
       "true");
+}
+
+// A node whose every type has a cluster-wide limit claims no more than the
+// limits leave beside its own tasks in flight: a claim past them would come
+// back empty, and so would the read of the next due time after it, each a
+// round trip on the claims' connection ahead of the claim that finds room.
+BOOST_AUTO_TEST_CASE(a_node_at_its_types_limits_waits_for_a_release_before_it_claims) {
+  auto cfg = test_node_config("n1");
+  auto sleep = cfg.types.at("SLEEP");
+  cfg.types.clear();
+  for (auto [type, limit] : {std::pair{"CAPPED_A", 3}, {"CAPPED_B", 3}}) {
+    auto capped = sleep;
+    capped.name = type;
+    capped.running_limit = limit;
+    cfg.types[type] = capped;
+  }
+  auto& node = start(cfg);
+  std::this_thread::sleep_for(300ms);
+  auto before = claim_round_trips(node);
+  db.exec(
+      "SELECT count(taskmill.submit(CASE WHEN k % 2 = 0 THEN 'CAPPED_A' ELSE 'CAPPED_B' END, "
+      "k::text, payload => '30')) FROM generate_series(1, 80) k");
+  auto most = most_until_succeeded(
+      "SELECT count(*) FILTER (WHERE type = 'CAPPED_A'), count(*) FILTER (WHERE type = "
+      "'CAPPED_B') FROM taskmill.tasks WHERE status = 'running'",
+      2, 80);
+  auto trips = claim_round_trips(node) - before;
+  auto claims_that_took =
+      std::stoll(db.scalar("SELECT count(DISTINCT started_at) FROM taskmill.tasks"));
+  BOOST_TEST_MESSAGE(trips << " round trips to claim, " << claims_that_took
+                           << " claims that took tasks");
+  BOOST_CHECK_LE(most[0], 3);
+  BOOST_CHECK_LE(most[1], 3);
+  BOOST_CHECK_EQUAL(count("attempt <> 1"), 0);
+  // Those that took tasks, and some that found the end of the work or a
+  // type's tasks at its limit (five times as many before).
+  BOOST_CHECK_LE(trips, claims_that_took * 3 / 2 + 6);
+}
+
+// A type held at its limit with tasks just come due, beside types without
+// limits: each claim comes back empty and the next due time says work is
+// due. The node tries again less and less often (5 ms, then doubling), not
+// every 5 ms: two round trips each time.
+BOOST_AUTO_TEST_CASE(a_type_held_at_its_limit_is_not_claimed_every_few_milliseconds) {
+  auto cfg = test_node_config("n1");
+  auto capped = cfg.types.at("SLEEP");
+  capped.name = "CAPPED";
+  capped.running_limit = 1;
+  cfg.types["CAPPED"] = capped;
+  auto& node = start(cfg);
+  db.exec(
+      "SELECT count(taskmill.submit('CAPPED', k::text, payload => '3000')) "
+      "FROM generate_series(1, 5) k");
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'running'") == 1; }));
+  auto before = claim_round_trips(node);
+  std::this_thread::sleep_for(700ms);
+  auto trips = claim_round_trips(node) - before;
+  BOOST_TEST_MESSAGE(trips << " round trips to claim in 700 ms");
+  BOOST_CHECK_LE(trips, 30);
+  BOOST_CHECK_EQUAL(count("status = 'running'"), 1);
 }
 
 BOOST_AUTO_TEST_CASE(claims_do_not_wait_behind_a_heartbeat) {

@@ -1448,9 +1448,10 @@ BOOST_AUTO_TEST_CASE(a_claim_dates_its_tasks_and_the_next_due_time_is_asked_apar
   req.mutable_grant()->set_any_type(true);
   req.add_turns(3);
   auto next_due = [&] {
-    auto ms = test::ask<int64_t>(*sys, storage, next_due_atom_v, req);
-    BOOST_REQUIRE_MESSAGE(ms, test::describe(ms));
-    return *ms;
+    auto next = test::ask<pb::NextDue>(*sys, storage, next_due_atom_v, req);
+    BOOST_REQUIRE_MESSAGE(next, test::describe(next));
+    BOOST_CHECK(!next->due_now());
+    return next->next_due_in_ms();
   };
   BOOST_CHECK_EQUAL(next_due(), -1);
   database.exec(

@@ -11,6 +11,7 @@
 #include "actors/hand_offs/hand_offs.hpp"
 #include "actors/http/browser_guard.hpp"
 #include "actors/jobs/firing_plan.hpp"
+#include "actors/limiter.hpp"
 #include "actors/limits/fair_shares.hpp"
 #include "actors/logging/log_format.hpp"
 #include "actors/metrics/node_metrics.hpp"
@@ -622,6 +623,49 @@ BOOST_AUTO_TEST_CASE(a_level_that_gets_work_again_gets_its_turns) {
   BOOST_CHECK_EQUAL(fair_shares::levels_of(turns)[0], 1);
   shares.settle(turns, 12, {1, 5, 4, 0, 0});
   BOOST_CHECK_GE(fair_shares::levels_of(shares.turns(10))[0], 3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// What a node's claims may find free under cluster-wide limits, its own
+// tasks in flight not deducted (actors/limiter.cpp).
+BOOST_AUTO_TEST_SUITE(limits_room)
+
+BOOST_AUTO_TEST_CASE(the_types_limits_bound_a_node_whose_every_type_has_one) {
+  limiter_options o;
+  o.types = {"A", "B"};
+  o.type_limits = {{"A", 3}, {"B", 2}, {"C", 40}};
+  BOOST_CHECK(most_running_under_limits(o, {}) == 5);
+  o.global_limit = 4;
+  BOOST_CHECK(most_running_under_limits(o, {}) == 4);
+  o.global_limit = 9;
+  BOOST_CHECK(most_running_under_limits(o, {}) == 5);
+  // An executor of limited capacity adds its type's limit, or, without one,
+  // leaves the types unbounded.
+  BOOST_CHECK(most_running_under_limits(o, {{"C", 7}}) == 9);
+  BOOST_CHECK(most_running_under_limits(o, {{"B", 7}}) == 5);
+  BOOST_CHECK(most_running_under_limits(o, {{"D", 7}}) == 9);
+  o.global_limit = 0;
+  BOOST_CHECK(!most_running_under_limits(o, {{"D", 7}}));
+}
+
+BOOST_AUTO_TEST_CASE(a_type_without_a_limit_leaves_only_the_global_limit) {
+  limiter_options o;
+  o.types = {"A", "FREE"};
+  o.type_limits = {{"A", 3}};
+  BOOST_CHECK(!most_running_under_limits(o, {}));
+  o.global_limit = 100;
+  BOOST_CHECK(most_running_under_limits(o, {}) == 100);
+  // A node that runs any type may meet types without limits.
+  o.types = {"A"};
+  o.any_type = true;
+  BOOST_CHECK(most_running_under_limits(o, {}) == 100);
+  o.global_limit = 0;
+  BOOST_CHECK(!most_running_under_limits(o, {}));
+  // Nor does a node that runs no type yet bound anything.
+  o.any_type = false;
+  o.types.clear();
+  BOOST_CHECK(!most_running_under_limits(o, {}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

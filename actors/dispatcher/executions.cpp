@@ -30,16 +30,24 @@ void end_at_once(self_ptr self, const pb::Task& task, pb::TaskOutcome outcome) {
 }
 
 void start_async(self_ptr self, const pb::Task& task, caf::actor_addr executor = {}) {
+  auto& running = self->state.running;
+  // An attempt the database took back (its heartbeat went silent) and gave
+  // this node again: the older one's end is stale and stores nothing, so
+  // its permit and its executor's place go back now, or never would.
+  if (auto older = running.find(task.id()); older != running.end()) {
+    give_back_permit(self, older->second.type);
+    forget(self, older);
+  }
   std::chrono::milliseconds timeout{task.timeout_ms()};
   auto now = self->clock().now();
-  self->state.running[task.id()] = execution{task.attempt(),
-                                             task.type(),
-                                             now,
-                                             now + timeout,
-                                             std::move(executor),
-                                             false,
-                                             longest(self, task) > timeout,
-                                             task.trace_id()};
+  running[task.id()] = execution{task.attempt(),
+                                 task.type(),
+                                 now,
+                                 now + timeout,
+                                 std::move(executor),
+                                 false,
+                                 longest(self, task) > timeout,
+                                 task.trace_id()};
   self->delayed_send(self, timeout, caf::timeout_atom_v, task.id(), task.attempt());
 }
 

@@ -242,34 +242,45 @@ BEGIN
 END
 $$;
 
-CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint, p_node text,
-                                  OUT next_due_at timestamptz, OUT db_now timestamptz)
+-- When this node's claims may next find work: whether a task or a key's rate
+-- came due within the last second that the claim before did not take (its
+-- type at a limit, locked by another node's claim, or due as that claim
+-- began: it ran in a transaction of its own that started a moment earlier),
+-- and the earliest due time still to come within the horizon. The pusher
+-- waits less for the one than for the other, and never past the second.
+CREATE FUNCTION taskmill.next_due_times(p_types text[], p_horizon_ms bigint, p_node text,
+                                        OUT due_now boolean, OUT next_due_at timestamptz,
+                                        OUT db_now timestamptz)
 LANGUAGE plpgsql STABLE
 SET enable_seqscan = off
 SET enable_sort = off AS $$
 BEGIN
+  SELECT bool_or(d.execute_at IS NOT NULL), min(l.execute_at), now()
+    INTO due_now, next_due_at, db_now
+    FROM generate_series(1, 5) AS lvl(p)
+    LEFT JOIN LATERAL (
+      SELECT t.execute_at FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
+         AND t.execute_at > now() - interval '1 second' AND t.execute_at <= now()
+         AND (p_types IS NULL OR t.type = ANY (p_types))
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+       ORDER BY t.execute_at LIMIT 1) d ON true
+    LEFT JOIN LATERAL (
+      SELECT t.execute_at FROM taskmill.tasks t
+       WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
+         AND t.execute_at > now() AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
+         AND (p_types IS NULL OR t.type = ANY (p_types))
+         AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
+       ORDER BY t.execute_at LIMIT 1) l ON true;
   -- A key at its rate starts again when its oldest slot of the period frees,
   -- however long its tasks have been due (storage/sql/key_rates.sql).
-  SELECT least(min(n.execute_at),
-               (SELECT min(k.rate_opens_at) FROM taskmill.key_turns k
-                 WHERE k.rate_opens_at > now() - interval '1 second'
-                   AND k.rate_opens_at <= now() + p_horizon_ms * interval '1 ms'
-                   AND k.space IN (SELECT s.key_space FROM taskmill.task_types s
-                                    WHERE p_types IS NULL OR s.type = ANY (p_types)))),
-         now() INTO next_due_at, db_now
-    FROM generate_series(1, 5) AS lvl(p)
-   CROSS JOIN LATERAL (
-     SELECT t.execute_at FROM taskmill.tasks t
-      WHERE t.status IN ('pending', 'failed') AND t.priority = lvl.p
-        -- The claim ran in a transaction of its own that started a moment
-        -- earlier: a task that came due in between was neither claimed nor
-        -- would it be told here, and waited for the poll. A second back
-        -- covers that gap; the pusher waits at least a few milliseconds
-        -- before it claims again, so due work it may not claim costs no spin.
-        AND t.execute_at > now() - interval '1 second'
-        AND t.execute_at <= now() + p_horizon_ms * interval '1 ms'
-        AND (p_types IS NULL OR t.type = ANY (p_types))
-        AND (t.pinned_node IS NULL OR t.pinned_node = p_node)
-      ORDER BY t.execute_at LIMIT 1) n;
+  SELECT due_now OR coalesce(bool_or(k.rate_opens_at <= now()), false),
+         least(next_due_at, min(k.rate_opens_at) FILTER (WHERE k.rate_opens_at > now()))
+    INTO due_now, next_due_at
+    FROM taskmill.key_turns k
+   WHERE k.rate_opens_at > now() - interval '1 second'
+     AND k.rate_opens_at <= now() + p_horizon_ms * interval '1 ms'
+     AND k.space IN (SELECT s.key_space FROM taskmill.task_types s
+                      WHERE p_types IS NULL OR s.type = ANY (p_types));
 END
 $$;

@@ -48,6 +48,16 @@ $$;
 
 
 
+-- Callers: nodes of generation 20 and before, which ask for one time: a
+-- time now or past while work came due untaken, else the next to come.
+-- Drop from generation 23 on.
+CREATE FUNCTION taskmill.next_due(p_types text[], p_horizon_ms bigint, p_node text,
+                                  OUT next_due_at timestamptz, OUT db_now timestamptz)
+LANGUAGE sql STABLE AS $$
+  SELECT CASE WHEN n.due_now THEN n.db_now ELSE n.next_due_at END, n.db_now
+    FROM taskmill.next_due_times(p_types, p_horizon_ms, p_node) n
+$$;
+
 -- Callers: nodes of generation 0, which ask without a horizon. Drop from
 -- generation 6 on.
 CREATE FUNCTION taskmill.next_due(p_types text[], OUT next_due_at timestamptz,
