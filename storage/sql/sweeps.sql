@@ -1,11 +1,15 @@
 -- The leader's watcher (SPEC §5): lost leases, timeouts, pending deadlines,
--- retention and purge, each in bounded batches.
+-- retention and purge, each in bounded batches. Each turns JIT off for
+-- itself: behind a transaction pooler the node cannot turn it off for its
+-- sessions, and a plan estimated past jit_above_cost (statistics older than
+-- a burst of tasks) was compiled at every call, a second each.
 
 -- Watcher: running tasks of nodes that are not alive (silent longer than the
 -- lease, stopped, or unknown) end as failed attempts.
 CREATE FUNCTION taskmill.sweep_lost(p_lease_ms bigint, p_limit integer,
                                     p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET jit = off AS $$
 DECLARE
   v_lost text;
   v_ids bigint[];
@@ -37,7 +41,8 @@ $$;
 -- end as failed attempts.
 CREATE FUNCTION taskmill.sweep_timeouts(p_grace_ms bigint, p_limit integer,
                                         p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET jit = off AS $$
 DECLARE
   v_ids bigint[];
   v_attempts integer[];
@@ -63,7 +68,8 @@ $$;
 -- node running one is told to stop it, as for a cancel.
 CREATE FUNCTION taskmill.sweep_silent(p_limit integer, p_term bigint DEFAULT NULL)
 RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET jit = off AS $$
 DECLARE
   v_silent record;
   v_ids bigint[];
@@ -109,7 +115,8 @@ $$;
 -- Watcher: tasks still waiting after their pending deadline are dead.
 CREATE FUNCTION taskmill.sweep_deadlines(p_limit integer,
                                          p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET jit = off AS $$
 DECLARE
   v_dead bigint[];
 BEGIN
@@ -136,7 +143,8 @@ $$;
 -- index at each sweep; `<> 'stopped'` keeps the stopped days out of it.
 CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer,
                                          p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE sql AS $$
+LANGUAGE sql
+SET jit = off AS $$
   SELECT taskmill.fence(p_term);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
@@ -160,7 +168,8 @@ $$;
 -- any of them lost, so that a full batch sends the watcher on at once.
 CREATE FUNCTION taskmill.sweep_purge(p_retention_ms bigint, p_limit integer,
                                      p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql
+SET jit = off AS $$
 DECLARE
   v_lost integer;
 BEGIN
@@ -296,7 +305,8 @@ $$;
 -- of the same firing yet; with none alive, to any node.
 CREATE FUNCTION taskmill.sweep_repin(p_lease_ms bigint, p_limit integer,
                                      p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE sql AS $$
+LANGUAGE sql
+SET jit = off AS $$
   SELECT taskmill.fence(p_term);
   WITH orphans AS (
     SELECT t.id, t.type, t.batch FROM taskmill.tasks t
