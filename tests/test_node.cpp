@@ -273,6 +273,36 @@ BOOST_AUTO_TEST_CASE(a_type_held_at_its_limit_is_not_claimed_every_few_milliseco
   BOOST_CHECK_EQUAL(count("status = 'running'"), 1);
 }
 
+// Beside a type held at its limit while its tasks come due, whose claims
+// the node tries less and less often, a task of another type still starts
+// at its time: the pause never runs past the next due time (SPEC §1: each
+// task runs at its time).
+BOOST_AUTO_TEST_CASE(a_task_due_beside_a_type_held_at_its_limit_starts_at_its_time) {
+  auto cfg = test_node_config("n1");
+  cfg.scheduling.poll_interval = 10s;  // the next due time, not polling, must wake it
+  auto capped = cfg.types.at("SLEEP");
+  capped.name = "CAPPED";
+  capped.running_limit = 1;
+  cfg.types["CAPPED"] = capped;
+  start(cfg);
+  db.exec(
+      "SELECT count(taskmill.submit('CAPPED', k::text, payload => '5000')) "
+      "FROM generate_series(1, 3) k");
+  BOOST_REQUIRE(test::eventually([&] { return count("status = 'running'") == 1; }));
+  db.exec(
+      "SELECT count(taskmill.submit('CAPPED', 'more' || k, payload => '5000')) "
+      "FROM generate_series(1, 3) k");
+  db.exec("SELECT taskmill.submit('NOOP', 'later', execute_at => now() + interval '350 ms')");
+  BOOST_REQUIRE(
+      test::eventually([&] { return count("key = 'later' AND status = 'succeeded'") == 1; }, 5s));
+  auto late_ms = std::stod(
+      db.scalar("SELECT extract(epoch from started_at - execute_at) * 1000 FROM taskmill.tasks "
+                "WHERE key = 'later'"));
+  BOOST_TEST_MESSAGE("started " << late_ms << " ms after its time");
+  BOOST_CHECK_GE(late_ms, 0);
+  BOOST_CHECK_LE(late_ms, 150);
+}
+
 BOOST_AUTO_TEST_CASE(claims_do_not_wait_behind_a_heartbeat) {
   auto cfg = test_node_config("n1");
   // The heartbeat waits on the lock below for as long as it is held.
