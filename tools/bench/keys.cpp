@@ -19,8 +19,6 @@ constexpr const char* plain_type = "BENCH_UNKEYED";
 /// The same, keyed without a limit any key reaches: the keys' turns alone.
 constexpr const char* open_type = "BENCH_OPEN";
 constexpr const char* open_space = "bench_open";
-/// The highest limit a key space takes (storage/sql/keys.sql).
-constexpr int no_key_limit = 1000000;
 
 /// `tasks` due tasks of `type` over `keys` tenants and all five levels,
 /// keyed in `space` (none: not keyed); drained by `node`.
@@ -107,7 +105,8 @@ phase_report measure_keys(const keys_plan& plan, const std::string& binary,
                           const announce_fn& announce) {
   bench_node plain{
       binary, conninfo, {std::string{"types."} + plain_type + ".executor=noop"}, "unkeyed"};
-  auto open = keyed_node(binary, conninfo, "open", open_type, open_space, no_key_limit, {});
+  // No key holds more tasks than the whole backlog.
+  auto open = keyed_node(binary, conninfo, "open", open_type, open_space, plan.tasks, {});
   auto keyed = keyed_node(binary, conninfo, "keyed", keyed_type, key_space, plan.key_limit, {});
   // A rate of 100 starts a second a key, which a key's few tasks never reach.
   auto rated = keyed_node(binary, conninfo, "rated", rated_type, rated_space, plan.key_limit,
