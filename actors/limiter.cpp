@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 namespace taskmill {
 
@@ -178,19 +179,14 @@ std::optional<int64_t> most_running_under_limits(const limiter_options& options,
   std::optional<int64_t> most;
   if (options.global_limit > 0) most = options.global_limit;
   if (options.any_type || (options.types.empty() && capacity.empty())) return most;
+  std::set<std::string> types{options.types.begin(), options.types.end()};
+  for (const auto& [type, places] : capacity) types.insert(type);
   int64_t of_types = 0;
-  auto limited = [&](const std::string& type) {
+  for (const auto& type : types) {
     auto limit = options.type_limits.find(type);
-    if (limit == options.type_limits.end()) return false;
+    if (limit == options.type_limits.end()) return most;
     of_types += limit->second;
-    return true;
-  };
-  for (const auto& type : options.types)
-    if (!limited(type)) return most;
-  for (const auto& [type, places] : capacity)
-    if (std::find(options.types.begin(), options.types.end(), type) == options.types.end() &&
-        !limited(type))
-      return most;
+  }
   return most ? std::min(*most, of_types) : of_types;
 }
 

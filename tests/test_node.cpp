@@ -31,6 +31,15 @@ namespace {
 
 using test::test_node_config;
 
+/// `cfg` runs `name` too: the sleep executor's type, with at most `limit` of
+/// its tasks running cluster-wide.
+void add_limited_sleep(config& cfg, const std::string& name, int limit) {
+  auto limited = cfg.types.at("SLEEP");
+  limited.name = name;
+  limited.running_limit = limit;
+  cfg.types[name] = limited;
+}
+
 struct node_fixture : test::nodes_fixture {
   node_fixture() : nodes_fixture("node") {}
 
@@ -219,14 +228,9 @@ BOOST_AUTO_TEST_CASE(a_permit_is_held_until_the_outcome_is_stored) {
 // round trip on the claims' connection ahead of the claim that finds room.
 BOOST_AUTO_TEST_CASE(a_node_at_its_types_limits_waits_for_a_release_before_it_claims) {
   auto cfg = test_node_config("n1");
-  auto sleep = cfg.types.at("SLEEP");
-  cfg.types.clear();
-  for (auto [type, limit] : {std::pair{"CAPPED_A", 3}, {"CAPPED_B", 3}}) {
-    auto capped = sleep;
-    capped.name = type;
-    capped.running_limit = limit;
-    cfg.types[type] = capped;
-  }
+  add_limited_sleep(cfg, "CAPPED_A", 3);
+  add_limited_sleep(cfg, "CAPPED_B", 3);
+  std::erase_if(cfg.types, [](const auto& type) { return type.second.running_limit == 0; });
   auto& node = start(cfg);
   std::this_thread::sleep_for(300ms);
   auto before = claim_round_trips(node);
@@ -256,10 +260,7 @@ BOOST_AUTO_TEST_CASE(a_node_at_its_types_limits_waits_for_a_release_before_it_cl
 // every 5 ms: two round trips each time.
 BOOST_AUTO_TEST_CASE(a_type_held_at_its_limit_is_not_claimed_every_few_milliseconds) {
   auto cfg = test_node_config("n1");
-  auto capped = cfg.types.at("SLEEP");
-  capped.name = "CAPPED";
-  capped.running_limit = 1;
-  cfg.types["CAPPED"] = capped;
+  add_limited_sleep(cfg, "CAPPED", 1);
   auto& node = start(cfg);
   db.exec(
       "SELECT count(taskmill.submit('CAPPED', k::text, payload => '3000')) "
@@ -280,10 +281,7 @@ BOOST_AUTO_TEST_CASE(a_type_held_at_its_limit_is_not_claimed_every_few_milliseco
 BOOST_AUTO_TEST_CASE(a_task_due_beside_a_type_held_at_its_limit_starts_at_its_time) {
   auto cfg = test_node_config("n1");
   cfg.scheduling.poll_interval = 10s;  // the next due time, not polling, must wake it
-  auto capped = cfg.types.at("SLEEP");
-  capped.name = "CAPPED";
-  capped.running_limit = 1;
-  cfg.types["CAPPED"] = capped;
+  add_limited_sleep(cfg, "CAPPED", 1);
   start(cfg);
   db.exec(
       "SELECT count(taskmill.submit('CAPPED', k::text, payload => '5000')) "
@@ -424,10 +422,7 @@ BOOST_AUTO_TEST_CASE(limits_hold_across_nodes_claiming_at_once) {
     auto cfg = test_node_config("n" + std::to_string(i));
     cfg.scheduling.global_limit = 6;
     cfg.scheduling.batch_size = 4;
-    auto capped = cfg.types.at("SLEEP");
-    capped.name = "CAPPED";
-    capped.running_limit = 2;
-    cfg.types["CAPPED"] = capped;
+    add_limited_sleep(cfg, "CAPPED", 2);
     start(cfg);
   }
   db.exec(
