@@ -165,9 +165,9 @@ const statement retry_batch{"retry_batch", "SELECT taskmill.retry_batch($1)"};
 
 // $1: up to how many rows in the table, and how many waiting tasks, they
 // are counted exactly.
-const statement status_counts{
-    "status_counts",
-    "SELECT type, status, n, estimated FROM taskmill.status_counts($1::bigint) ORDER BY 1, 2"};
+const statement finished_counts{
+    "finished_counts",
+    "SELECT type, status, n, estimated FROM taskmill.finished_counts($1::bigint, $2::boolean)"};
 
 // $1: how long a node may be silent before it counts as dead, in ms.
 const statement list_nodes{
@@ -402,7 +402,7 @@ const std::vector<const statement*>& all() {
       &retry_task,
       &batch_counts,
       &retry_batch,
-      &status_counts,
+      &finished_counts,
       &list_nodes,
       &register_node,
       &heartbeat,

@@ -70,7 +70,7 @@ extern const statement task_attempts;
 extern const statement retry_task;
 extern const statement batch_counts;
 extern const statement retry_batch;
-extern const statement status_counts;
+extern const statement finished_counts;
 extern const statement list_nodes;
 extern const statement register_node;
 extern const statement heartbeat;

@@ -6,6 +6,7 @@
 // routing table; each *_requests.cpp answers the requests of one area, as
 // the *_rows.cpp beside it read their rows.
 
+#include "storage/finished_estimate.hpp"
 #include "storage/listener.hpp"
 #include "storage/pg.hpp"
 #include "storage/statements.hpp"
@@ -97,6 +98,7 @@ struct storage_state {
   // Compensation rules as prepared statements; the strings back the views.
   std::vector<std::pair<std::string, std::string>> rule_text;
   std::vector<db::statement> rule_statements;
+  db::finished_estimate finished_estimate;
 };
 
 namespace storage_internal {

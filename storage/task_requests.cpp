@@ -139,9 +139,11 @@ void read_progress(const db::result& res, pb::Progress& out) {
   if (!res.is_null(0, 6)) set_micros(out.mutable_deadline_at(), res.micros(0, 6));
 }
 
-/// Rows of (type, status, count, estimated).
+/// Rows of (type, status, count, estimated); a row without a type is no
+/// count (taskmill.finished_counts).
 void read_status_counts(const db::result& counts, pb::Stats& out) {
   for (int row = 0; row < counts.rows(); ++row) {
+    if (counts.is_null(row, 0)) continue;
     auto c = out.add_counts();
     c->set_type(counts.string(row, 0));
     c->set_status(parse_status(counts.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
@@ -352,10 +354,31 @@ caf::result<pb::Stats> live_counts(self_ptr self) {
 
 caf::result<pb::Stats> stats(self_ptr self) {
   constexpr const char* recent_minutes = "15";
-  return ask_db<pb::Stats>(self,
-                           {db::call{&db::sql::status_counts, {std::to_string(exact_counts_up_to)}},
-                            db::call{&db::sql::recent_outcomes, {recent_minutes}}},
-                           [](results& rs) { return read_stats(*rs[0], *rs[1]); });
+  using estimate = db::finished_estimate;
+  bool sample = self->state.finished_estimate.sample_due(estimate::clock::now());
+  return ask_db<pb::Stats>(
+      self,
+      {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}},
+       db::call{&db::sql::finished_counts,
+                {std::to_string(exact_counts_up_to), sample ? "true" : "false"}},
+       db::call{&db::sql::recent_outcomes, {recent_minutes}}},
+      [self](results& rs) {
+        auto out = read_stats(*rs[0], *rs[2]);
+        const auto& finished = *rs[1];
+        // Past the rows counted exactly, one row has no type; its estimated
+        // column says whether a sample came with it.
+        auto kind = estimate::found::counted;
+        for (int row = 0; row < finished.rows(); ++row)
+          if (finished.is_null(row, 0))
+            kind =
+                finished.boolean(row, 3) ? estimate::found::sampled : estimate::found::not_sampled;
+        pb::Stats rows;
+        read_status_counts(finished, rows);
+        for (auto& c : self->state.finished_estimate.answer(
+                 kind, {rows.counts().begin(), rows.counts().end()}, estimate::clock::now()))
+          *out.add_counts() = std::move(c);
+        return out;
+      });
 }
 
 caf::result<pb::Executions> finished_executions(self_ptr self, const pb::Executions& executions) {

@@ -26,6 +26,7 @@
 #include "messages/time.hpp"
 #include "messages/url.hpp"
 #include "messages/validate.hpp"
+#include "storage/finished_estimate.hpp"
 #include "storage/hand_off_notice.hpp"
 #include "storage/lock_table.hpp"
 #include "storage/storage_internal.hpp"
@@ -666,6 +667,56 @@ BOOST_AUTO_TEST_CASE(a_type_without_a_limit_leaves_only_the_global_limit) {
   o.any_type = false;
   o.types.clear();
   BOOST_CHECK(!most_running_under_limits(o, {}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// The estimate of finished tasks a node holds for the stats of a large
+// table (storage/finished_estimate.hpp).
+BOOST_AUTO_TEST_SUITE(finished_estimates)
+
+pb::StatusCount finished(const std::string& type, int64_t n, bool estimated) {
+  pb::StatusCount c;
+  c.set_type(type);
+  c.set_status(pb::SUCCEEDED);
+  c.set_count(n);
+  c.set_estimated(estimated);
+  return c;
+}
+
+BOOST_AUTO_TEST_CASE(a_sample_is_answered_until_it_is_held_for_its_time) {
+  using db::finished_estimate;
+  finished_estimate e;
+  auto t0 = finished_estimate::clock::time_point{} + std::chrono::hours{1};
+  BOOST_CHECK(e.sample_due(t0));
+  auto first = e.answer(finished_estimate::found::sampled, {finished("A", 500, true)}, t0);
+  BOOST_REQUIRE_EQUAL(first.size(), 1u);
+  auto later = t0 + finished_estimate::held_for - std::chrono::milliseconds{1};
+  BOOST_CHECK(!e.sample_due(later));
+  auto held = e.answer(finished_estimate::found::not_sampled, {}, later);
+  BOOST_REQUIRE_EQUAL(held.size(), 1u);
+  BOOST_CHECK_EQUAL(held[0].type(), "A");
+  BOOST_CHECK_EQUAL(held[0].count(), 500);
+  BOOST_CHECK(e.sample_due(t0 + finished_estimate::held_for));
+  // A sample with no finished task in it is held as well.
+  BOOST_CHECK(e.answer(finished_estimate::found::sampled, {}, later).empty());
+  BOOST_CHECK(!e.sample_due(later + std::chrono::seconds{1}));
+}
+
+BOOST_AUTO_TEST_CASE(a_count_is_never_held_and_ends_the_estimate) {
+  using db::finished_estimate;
+  finished_estimate e;
+  auto t0 = finished_estimate::clock::time_point{} + std::chrono::hours{1};
+  e.answer(finished_estimate::found::sampled, {finished("A", 500, true)}, t0);
+  auto counted = e.answer(finished_estimate::found::counted, {finished("B", 7, false)}, t0);
+  BOOST_REQUIRE_EQUAL(counted.size(), 1u);
+  BOOST_CHECK_EQUAL(counted[0].type(), "B");
+  // The table shrank: the next call asks for a sample, should it grow again.
+  BOOST_CHECK(e.sample_due(t0 + std::chrono::milliseconds{1}));
+  // A call that asked while the estimate was held, answered after the count.
+  auto late = e.answer(finished_estimate::found::not_sampled, {}, t0);
+  BOOST_REQUIRE_EQUAL(late.size(), 1u);
+  BOOST_CHECK_EQUAL(late[0].type(), "A");
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -80,14 +80,17 @@ LANGUAGE sql STABLE AS $$
     FROM used u WHERE u.rank > p_top GROUP BY u.key_space
 $$;
 
--- Tasks per type and status for GET /v1/stats and the console's overview,
--- which asks every few seconds: live tasks as live_counts gives them, finished
--- ones exactly while the table holds fewer than p_exact_up_to rows, and
--- beyond that estimated from a sample of the table's pages of about 20,000
--- rows, so that the answer costs the same with a hundred million finished
--- tasks as with a million (a sample of 1% of the pages grew with the table:
--- 59 ms beside 10M against 30 for an exact count of 100,000).
-CREATE FUNCTION taskmill.status_counts(p_exact_up_to bigint)
+-- Finished tasks per type and status for GET /v1/stats and the console's
+-- overview, which asks every few seconds: counted while the table holds fewer
+-- than p_exact_up_to rows, and beyond that estimated from a sample of the
+-- table's pages of about 20,000 rows, so that an estimate costs the same
+-- with a hundred million finished tasks as with a million (a sample of 1% of
+-- the pages grew with the table: 59 ms beside 10M against 30 for an exact
+-- count of 100,000). Such a sample still reads some 800 pages scattered over
+-- the table, so it is taken only when p_sample: past p_exact_up_to rows, a
+-- row without a type comes first, and its estimated says whether a sample
+-- follows or the caller answers with an estimate it holds.
+CREATE FUNCTION taskmill.finished_counts(p_exact_up_to bigint, p_sample boolean)
 RETURNS TABLE (type text, status text, n bigint, estimated boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
@@ -97,11 +100,13 @@ DECLARE
                                     WHERE p.isleaf));
   v_percent real := least(100, 100 * 20000 / greatest(v_rows, 1));
 BEGIN
-  RETURN QUERY SELECT l.type, l.status, l.n, l.estimated FROM taskmill.live_counts(p_exact_up_to) l;
   IF v_rows < p_exact_up_to THEN
     RETURN QUERY SELECT t.type, t.status::text, count(*), false FROM taskmill.tasks t
                   WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
-  ELSE
+    RETURN;
+  END IF;
+  RETURN QUERY SELECT NULL::text, NULL::text, NULL::bigint, p_sample;
+  IF p_sample THEN
     RETURN QUERY SELECT t.type, t.status::text, round(count(*) * 100 / v_percent)::bigint, true
                    FROM taskmill.tasks t TABLESAMPLE SYSTEM (v_percent)
                   WHERE t.status IN ('succeeded', 'stopped', 'dead', 'cancelled') GROUP BY 1, 2;
