@@ -42,6 +42,9 @@ DECLARE
   -- The tasks with children that finished, and whether each ended dead.
   v_parents bigint[];
   v_parents_dead boolean[];
+  -- The tasks of the batch it did not change, and their statuses.
+  v_other_ids bigint[];
+  v_other_statuses taskmill.task_status[];
 BEGIN
   -- Their children are settled below, once for the whole batch, not by the
   -- finish trigger a task at a time (storage/sql/dependencies.sql): the
@@ -123,11 +126,19 @@ BEGIN
     PERFORM taskmill.tally_running(v_types, v_ended, true);
   END IF;
 
+  -- What became of the tasks the batch did not change is read only then:
+  -- by id alone, a statement plans every day of stopped tasks, and a kept
+  -- plan locks each of them and its indexes at every call, whether it reads
+  -- them or not.
+  IF coalesce(cardinality(v_ids), 0) < cardinality(p_ids) THEN
+    SELECT array_agg(t.id), array_agg(t.status) INTO v_other_ids, v_other_statuses
+      FROM taskmill.tasks t WHERE t.id = ANY (p_ids) AND t.id <> ALL (coalesce(v_ids, '{}'));
+  END IF;
   RETURN QUERY
-  SELECT i.id, i.attempt, u.id IS NOT NULL,
-         coalesce(u.status, (SELECT t.status FROM taskmill.tasks t WHERE t.id = i.id))
+  SELECT i.id, i.attempt, u.id IS NOT NULL, coalesce(u.status, o.status)
     FROM unnest(p_ids, p_attempts) WITH ORDINALITY AS i(id, attempt, ord)
     LEFT JOIN unnest(v_ids, v_statuses) AS u(id, status) ON u.id = i.id
+    LEFT JOIN unnest(v_other_ids, v_other_statuses) AS o(id, status) ON o.id = i.id
    ORDER BY i.ord;
 END
 $$;
