@@ -33,6 +33,8 @@ extern const char* const reset_tasks;
 extern const char* const vacuum_tasks;
 /// The statistics of the task tables, as autovacuum would keep them.
 extern const char* const analyze_tasks;
+/// The nodes of earlier incarnations, gone as the purge forgets them.
+extern const char* const forget_stopped_nodes;
 /// Needs superuser or pg_checkpoint; the bench goes on without it.
 extern const char* const checkpoint;
 /// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.

@@ -83,6 +83,9 @@ table_figures measure_table(bench_node& node, db::connection& conn, const histor
   // A table fresh from a drain has no statistics until autovacuum comes
   // round: the calls are timed on statistics, whatever the table holds.
   run(conn, sql::analyze_tasks);
+  // Each start of a bench node is a node of its own: the node list would
+  // grow with the runs before, and more so on the side measured last.
+  run(conn, sql::forget_stopped_nodes);
   time_calls(node, conn, f);
   return f;
 }
