@@ -2,8 +2,13 @@
 
 namespace taskmill::db {
 
-bool finished_estimate::sample_due(clock::time_point now) const {
-  return !sampled_at_ || now - *sampled_at_ >= held_for;
+bool finished_estimate::ask_for_sample(clock::time_point now) {
+  if (sampled_at_) {
+    if (now - *sampled_at_ < held_for) return false;
+    if (asked_at_ && now - *asked_at_ < held_for) return false;
+  }
+  asked_at_ = now;
+  return true;
 }
 
 std::vector<pb::StatusCount> finished_estimate::answer(found kind,
@@ -12,10 +17,12 @@ std::vector<pb::StatusCount> finished_estimate::answer(found kind,
   switch (kind) {
     case found::counted:
       sampled_at_.reset();
+      asked_at_.reset();
       return rows;
     case found::sampled:
       held_ = std::move(rows);
       sampled_at_ = now;
+      asked_at_.reset();
       return held_;
     case found::not_sampled:
       break;

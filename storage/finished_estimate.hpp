@@ -21,9 +21,8 @@ class finished_estimate {
  public:
   using clock = std::chrono::steady_clock;
 
-  /// What a sample read changes in a count, at the rates of a busy
-  /// cluster, is within the sample's own error (some 2% of a type that has
-  /// a tenth of the finished tasks).
+  /// How long an estimate is answered with: the counts shown as estimates
+  /// (≈ in the console) lag the table by at most as much.
   static constexpr std::chrono::seconds held_for{10};
 
   /// What the database answered to taskmill.finished_counts.
@@ -37,8 +36,11 @@ class finished_estimate {
   };
 
   /// Whether a call at `now` asks the database for a sample, should the
-  /// table be too large to count.
-  bool sample_due(clock::time_point now) const;
+  /// table be too large to count: when nothing is held, or what is held is
+  /// older than held_for and no call asked for a sample within held_for
+  /// (one that failed is asked again after that). A call that asks counts
+  /// as asking.
+  bool ask_for_sample(clock::time_point now);
 
   /// The finished counts to answer with, given what the database `found`
   /// (`rows`, empty unless counted or sampled) at `now`.
@@ -49,6 +51,8 @@ class finished_estimate {
   std::vector<pb::StatusCount> held_;
   /// When the held estimate was sampled; empty once a count replaced it.
   std::optional<clock::time_point> sampled_at_;
+  /// When the last call asked for a sample that has not come back.
+  std::optional<clock::time_point> asked_at_;
 };
 
 }  // namespace taskmill::db

@@ -139,17 +139,16 @@ void read_progress(const db::result& res, pb::Progress& out) {
   if (!res.is_null(0, 6)) set_micros(out.mutable_deadline_at(), res.micros(0, 6));
 }
 
-/// Rows of (type, status, count, estimated); a row without a type is no
-/// count (taskmill.finished_counts).
+/// Row `row` of (type, status, count, estimated).
+void read_status_count(const db::result& counts, int row, pb::StatusCount& out) {
+  out.set_type(counts.string(row, 0));
+  out.set_status(parse_status(counts.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
+  out.set_count(counts.int64(row, 2));
+  out.set_estimated(counts.boolean(row, 3));
+}
+
 void read_status_counts(const db::result& counts, pb::Stats& out) {
-  for (int row = 0; row < counts.rows(); ++row) {
-    if (counts.is_null(row, 0)) continue;
-    auto c = out.add_counts();
-    c->set_type(counts.string(row, 0));
-    c->set_status(parse_status(counts.text(row, 1)).value_or(pb::TASK_STATUS_UNSPECIFIED));
-    c->set_count(counts.int64(row, 2));
-    c->set_estimated(counts.boolean(row, 3));
-  }
+  for (int row = 0; row < counts.rows(); ++row) read_status_count(counts, row, *out.add_counts());
 }
 
 pb::Stats read_stats(const db::result& counts, const db::result& recent) {
@@ -161,6 +160,23 @@ pb::Stats read_stats(const db::result& counts, const db::result& recent) {
     m->set_succeeded(recent.int64(row, 1));
     m->set_retried(recent.int64(row, 2));
     m->set_failed(recent.int64(row, 3));
+  }
+  return out;
+}
+
+/// What taskmill.finished_counts found, and its counts: past the rows
+/// counted exactly, one row has no type, and its estimated column says
+/// whether a sample came with it.
+std::pair<db::finished_estimate::found, std::vector<pb::StatusCount>> read_finished_counts(
+    const db::result& counts) {
+  using found = db::finished_estimate::found;
+  std::pair<found, std::vector<pb::StatusCount>> out{found::counted, {}};
+  for (int row = 0; row < counts.rows(); ++row) {
+    if (counts.is_null(row, 0)) {
+      out.first = counts.boolean(row, 3) ? found::sampled : found::not_sampled;
+      continue;
+    }
+    read_status_count(counts, row, out.second.emplace_back());
   }
   return out;
 }
@@ -354,8 +370,10 @@ caf::result<pb::Stats> live_counts(self_ptr self) {
 
 caf::result<pb::Stats> stats(self_ptr self) {
   constexpr const char* recent_minutes = "15";
-  using estimate = db::finished_estimate;
-  bool sample = self->state.finished_estimate.sample_due(estimate::clock::now());
+  using clock = db::finished_estimate::clock;
+  bool sample = self->state.finished_estimate.ask_for_sample(clock::now());
+  // Live and finished tasks are read one after the other: a task that
+  // finishes in between may be counted in neither or both.
   return ask_db<pb::Stats>(
       self,
       {db::call{&db::sql::live_counts, {std::to_string(exact_counts_up_to)}},
@@ -364,18 +382,8 @@ caf::result<pb::Stats> stats(self_ptr self) {
        db::call{&db::sql::recent_outcomes, {recent_minutes}}},
       [self](results& rs) {
         auto out = read_stats(*rs[0], *rs[2]);
-        const auto& finished = *rs[1];
-        // Past the rows counted exactly, one row has no type; its estimated
-        // column says whether a sample came with it.
-        auto kind = estimate::found::counted;
-        for (int row = 0; row < finished.rows(); ++row)
-          if (finished.is_null(row, 0))
-            kind =
-                finished.boolean(row, 3) ? estimate::found::sampled : estimate::found::not_sampled;
-        pb::Stats rows;
-        read_status_counts(finished, rows);
-        for (auto& c : self->state.finished_estimate.answer(
-                 kind, {rows.counts().begin(), rows.counts().end()}, estimate::clock::now()))
+        auto [found, rows] = read_finished_counts(*rs[1]);
+        for (auto& c : self->state.finished_estimate.answer(found, std::move(rows), clock::now()))
           *out.add_counts() = std::move(c);
         return out;
       });

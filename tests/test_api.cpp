@@ -389,23 +389,29 @@ BOOST_AUTO_TEST_CASE(stats_of_a_large_table_estimate_only_finished_tasks) {
   auto bulk = stats["counts"]["BULK"]["succeeded"].get<int64_t>();
   BOOST_TEST_MESSAGE("150,000 succeeded tasks estimated at " << bulk);
   BOOST_CHECK(bulk > 50000 && bulk < 300000);
-  // The estimate is held for a while (storage/finished_estimate.hpp): as
-  // many tasks of another type in their place are not sampled yet, while
-  // live tasks are counted at every call.
-  db.exec("UPDATE taskmill.tasks SET type = 'BULK2' WHERE type = 'BULK'");
+  // The estimate is held for 10 s (storage/finished_estimate.hpp): the
+  // tasks gone are not sampled yet, while live tasks are counted at every
+  // call. The table's statistics still count them.
+  auto sampled_at = std::chrono::steady_clock::now();
+  db.exec("DELETE FROM taskmill.tasks WHERE type = 'BULK'");
   call("POST", "/v1/tasks",
        R"({"type": "SLEEP", "key": "exact2", "execute_at": "2099-01-01T00:00:00Z"})");
   stats = call("GET", "/v1/stats").body;
-  BOOST_CHECK_EQUAL(stats["counts"]["BULK"]["succeeded"], bulk);
-  BOOST_CHECK(!stats["counts"].contains("BULK2"));
+  auto since_sample = std::chrono::steady_clock::now() - sampled_at;
+  BOOST_TEST_MESSAGE("asked again after "
+                     << std::chrono::duration_cast<std::chrono::milliseconds>(since_sample).count()
+                     << " ms");
+  if (since_sample < 9s) {
+    BOOST_CHECK_EQUAL(stats["counts"]["BULK"]["succeeded"], bulk);
+    BOOST_CHECK_EQUAL(stats["estimated"], json::array({"succeeded"}));
+  } else {
+    BOOST_TEST_MESSAGE("too slow a machine to see the estimate held: not checked");
+  }
   BOOST_CHECK_EQUAL(stats["counts"]["SLEEP"]["pending"], 2);
-  BOOST_CHECK_EQUAL(stats["estimated"], json::array({"succeeded"}));
   // Once the table is small again, finished tasks are counted at once.
-  db.exec("DELETE FROM taskmill.tasks WHERE type = 'BULK2'");
   db.exec("VACUUM ANALYZE taskmill.tasks");
   stats = call("GET", "/v1/stats").body;
   BOOST_CHECK(!stats["counts"].contains("BULK"));
-  BOOST_CHECK(!stats["counts"].contains("BULK2"));
   BOOST_CHECK_EQUAL(stats["estimated"], json::array());
 }
 

@@ -75,8 +75,7 @@ const char* const vacuum_tasks =
 
 const char* const analyze_tasks = "ANALYZE taskmill.tasks, taskmill.task_keys, taskmill.attempts";
 
-const char* const forget_stopped_nodes =
-    "DELETE FROM taskmill.nodes WHERE stopped_at IS NOT NULL";
+const char* const forget_stopped_nodes = "DELETE FROM taskmill.nodes WHERE stopped_at IS NOT NULL";
 
 const char* const checkpoint = "CHECKPOINT";
 

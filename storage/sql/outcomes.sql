@@ -33,7 +33,9 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off
 SET enable_nestloop = off AS $$
 DECLARE
+  -- The tasks it changed: ids, attempts, statuses.
   v_ids bigint[];
+  v_attempts integer[];
   v_statuses taskmill.task_status[];
   -- What the tally of running tasks gains: tasks ended, by type.
   v_tallying boolean;
@@ -42,9 +44,9 @@ DECLARE
   -- The tasks with children that finished, and whether each ended dead.
   v_parents bigint[];
   v_parents_dead boolean[];
-  -- The tasks of the batch it did not change, and their statuses.
-  v_other_ids bigint[];
-  v_other_statuses taskmill.task_status[];
+  -- The batch's tasks as they are after it, read when some did not change.
+  v_current_ids bigint[];
+  v_current_statuses taskmill.task_status[];
 BEGIN
   -- Their children are settled below, once for the whole batch, not by the
   -- finish trigger a task at a time (storage/sql/dependencies.sql): the
@@ -88,12 +90,13 @@ BEGIN
   by_type AS (
     SELECT u.type, count(*) AS n FROM updated u WHERE v_tallying GROUP BY u.type
   )
-  SELECT array_agg(u.id), array_agg(u.status),
+  SELECT array_agg(u.id), array_agg(u.attempt), array_agg(u.status),
          array_agg(u.id) FILTER (WHERE u.has_children AND u.status <> 'failed'),
          array_agg(u.status = 'dead') FILTER (WHERE u.has_children AND u.status <> 'failed'),
          (SELECT array_agg(b.type ORDER BY b.type) FROM by_type b),
          (SELECT array_agg(b.n ORDER BY b.type) FROM by_type b)
-    INTO v_ids, v_statuses, v_parents, v_parents_dead, v_types, v_ended FROM updated u;
+    INTO v_ids, v_attempts, v_statuses, v_parents, v_parents_dead, v_types, v_ended
+    FROM updated u;
   PERFORM set_config('taskmill.settling', '', true);
   PERFORM set_config('taskmill.tallied', '', true);
   IF v_parents IS NOT NULL THEN
@@ -119,6 +122,11 @@ BEGIN
        -- The attempt that succeeded is in the history already, as its task.
        AND NOT (i.attempt = t.attempt AND t.finished_at IS NOT NULL)
     ON CONFLICT ON CONSTRAINT attempts_pkey DO NOTHING;
+    -- What became of them is read only here: by id alone, a statement plans
+    -- every day of stopped tasks, and a kept plan locks each of them and its
+    -- indexes at every call, whether it reads them or not.
+    SELECT array_agg(t.id), array_agg(t.status) INTO v_current_ids, v_current_statuses
+      FROM taskmill.tasks t WHERE t.id = ANY (p_ids);
   END IF;
   -- Last: tally rows are taken once every task this takes is locked
   -- (storage/sql/running_tally.sql).
@@ -126,19 +134,14 @@ BEGIN
     PERFORM taskmill.tally_running(v_types, v_ended, true);
   END IF;
 
-  -- What became of the tasks the batch did not change is read only then:
-  -- by id alone, a statement plans every day of stopped tasks, and a kept
-  -- plan locks each of them and its indexes at every call, whether it reads
-  -- them or not.
-  IF coalesce(cardinality(v_ids), 0) < cardinality(p_ids) THEN
-    SELECT array_agg(t.id), array_agg(t.status) INTO v_other_ids, v_other_statuses
-      FROM taskmill.tasks t WHERE t.id = ANY (p_ids) AND t.id <> ALL (coalesce(v_ids, '{}'));
-  END IF;
+  -- An outcome of an earlier attempt beside one of the current attempt of
+  -- the same task did not apply.
   RETURN QUERY
   SELECT i.id, i.attempt, u.id IS NOT NULL, coalesce(u.status, o.status)
     FROM unnest(p_ids, p_attempts) WITH ORDINALITY AS i(id, attempt, ord)
-    LEFT JOIN unnest(v_ids, v_statuses) AS u(id, status) ON u.id = i.id
-    LEFT JOIN unnest(v_other_ids, v_other_statuses) AS o(id, status) ON o.id = i.id
+    LEFT JOIN unnest(v_ids, v_attempts, v_statuses) AS u(id, attempt, status)
+      ON u.id = i.id AND u.attempt = i.attempt
+    LEFT JOIN unnest(v_current_ids, v_current_statuses) AS o(id, status) ON o.id = i.id
    ORDER BY i.ord;
 END
 $$;

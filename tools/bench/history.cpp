@@ -38,9 +38,10 @@ struct table_figures {
   latency_run pickup{};
   /// The median time of each of api_calls, ms.
   std::vector<double> call_ms;
-  /// The slowest of the stats' calls, ms: the first, which takes the sample
-  /// of finished tasks the node then holds (storage/finished_estimate.hpp).
-  double stats_sample_ms = 0;
+  /// The first of the stats' calls, ms: past the rows counted exactly, it
+  /// takes the sample of finished tasks that the node then holds
+  /// (storage/finished_estimate.hpp).
+  double stats_first_ms = 0;
 };
 
 void time_calls(const bench_node& node, db::connection& conn, table_figures& f) {
@@ -59,7 +60,7 @@ void time_calls(const bench_node& node, db::connection& conn, table_figures& f) 
       ms.runs.push_back(seconds_since(start) * 1000);
     }
     f.call_ms.push_back(ms.median());
-    if (target == "/v1/stats") f.stats_sample_ms = std::ranges::max(ms.runs);
+    if (target == "/v1/stats") f.stats_first_ms = ms.runs.front();
   }
 }
 
@@ -104,7 +105,7 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   auto finished = short_count(plan.finished_tasks);
   series drain_empty{"tasks/s"}, drain_full{"tasks/s"}, drain_ratio{"ratio"}, p50_empty{"ms"},
       p50_full{"ms"}, p50_ratio{"ratio"}, p99_empty{"ms"}, p99_full{"ms"}, p99_ratio{"ratio"},
-      slowest_call_ratio{"ratio"}, sample_empty{"ms"}, sample_full{"ms"};
+      slowest_call_ratio{"ratio"}, stats_first_empty{"ms"}, stats_first_full{"ms"};
   std::vector<series> call_empty(api_calls.size(), series{"ms"}),
       call_full(api_calls.size(), series{"ms"});
   run(conn, sql::reset_tasks);
@@ -148,8 +149,8 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
       slowest = std::max(slowest, full.call_ms[i] / before.call_ms[i]);
     }
     slowest_call_ratio.runs.push_back(slowest);
-    sample_empty.runs.push_back(before.stats_sample_ms);
-    sample_full.runs.push_back(full.stats_sample_ms);
+    stats_first_empty.runs.push_back(before.stats_first_ms);
+    stats_first_full.runs.push_back(full.stats_first_ms);
   }
   node.stop();
   run(conn, sql::reset_tasks);
@@ -171,8 +172,8 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
     report.rows.push_back({"    beside " + finished + " finished", call_full[i]});
   }
   report.rows.push_back({"  slowest API call's time beside them / empty", slowest_call_ratio});
-  report.rows.push_back({"  GET /v1/stats's slowest call (its sample), empty table", sample_empty});
-  report.rows.push_back({"    beside " + finished + " finished", sample_full});
+  report.rows.push_back({"  GET /v1/stats, first call, empty table", stats_first_empty});
+  report.rows.push_back({"    beside " + finished + " finished", stats_first_full});
   report.targets = {
       {"drain beside " + finished + " finished >= 1/1.2 of empty", drain_ratio, ">=", 1 / 1.2},
       {"pickup p50 beside them <= 1.2x empty", p50_ratio, "<=", 1.2},
