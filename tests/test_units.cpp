@@ -673,7 +673,15 @@ BOOST_AUTO_TEST_SUITE_END()
 
 // The estimate of finished tasks a node holds for the stats of a large
 // table (storage/finished_estimate.hpp).
-BOOST_AUTO_TEST_SUITE(finished_estimates)
+struct estimate_fixture {
+  using found = db::finished_estimate::found;
+  static constexpr auto held_for = db::finished_estimate::held_for;
+  db::finished_estimate e;
+  db::finished_estimate::clock::time_point t0 =
+      db::finished_estimate::clock::time_point{} + std::chrono::hours{1};
+};
+
+BOOST_FIXTURE_TEST_SUITE(finished_estimates, estimate_fixture)
 
 pb::StatusCount finished(const std::string& type, int64_t n, bool estimated) {
   pb::StatusCount c;
@@ -685,20 +693,16 @@ pb::StatusCount finished(const std::string& type, int64_t n, bool estimated) {
 }
 
 BOOST_AUTO_TEST_CASE(a_sample_is_answered_until_it_is_held_for_its_time) {
-  using db::finished_estimate;
-  using found = finished_estimate::found;
-  finished_estimate e;
-  auto t0 = finished_estimate::clock::time_point{} + std::chrono::hours{1};
   BOOST_CHECK(e.ask_for_sample(t0));
   auto first = e.answer(found::sampled, {finished("A", 500, true)}, t0);
   BOOST_REQUIRE_EQUAL(first.size(), 1u);
-  auto later = t0 + finished_estimate::held_for - std::chrono::milliseconds{1};
+  auto later = t0 + held_for - std::chrono::milliseconds{1};
   BOOST_CHECK(!e.ask_for_sample(later));
   auto held = e.answer(found::not_sampled, {}, later);
   BOOST_REQUIRE_EQUAL(held.size(), 1u);
   BOOST_CHECK_EQUAL(held[0].type(), "A");
   BOOST_CHECK_EQUAL(held[0].count(), 500);
-  auto due = t0 + finished_estimate::held_for;
+  auto due = t0 + held_for;
   BOOST_CHECK(e.ask_for_sample(due));
   // A sample with no finished task in it is held as well.
   BOOST_CHECK(e.answer(found::sampled, {}, due).empty());
@@ -706,28 +710,20 @@ BOOST_AUTO_TEST_CASE(a_sample_is_answered_until_it_is_held_for_its_time) {
 }
 
 BOOST_AUTO_TEST_CASE(one_call_at_a_time_asks_for_a_sample_while_one_is_held) {
-  using db::finished_estimate;
-  using found = finished_estimate::found;
-  finished_estimate e;
-  auto t0 = finished_estimate::clock::time_point{} + std::chrono::hours{1};
   // Nothing held: every call asks, or it would have nothing to answer with.
   BOOST_CHECK(e.ask_for_sample(t0));
   BOOST_CHECK(e.ask_for_sample(t0));
   e.answer(found::sampled, {finished("A", 500, true)}, t0);
-  auto due = t0 + finished_estimate::held_for;
+  auto due = t0 + held_for;
   BOOST_CHECK(e.ask_for_sample(due));
   // Calls while that sample is on its way answer with the one held.
   BOOST_CHECK(!e.ask_for_sample(due + std::chrono::seconds{1}));
-  BOOST_CHECK(!e.ask_for_sample(due + finished_estimate::held_for - std::chrono::milliseconds{1}));
+  BOOST_CHECK(!e.ask_for_sample(due + held_for - std::chrono::milliseconds{1}));
   // One that never came back (its call failed) is asked for again.
-  BOOST_CHECK(e.ask_for_sample(due + finished_estimate::held_for));
+  BOOST_CHECK(e.ask_for_sample(due + held_for));
 }
 
 BOOST_AUTO_TEST_CASE(a_count_is_never_held_and_ends_the_estimate) {
-  using db::finished_estimate;
-  using found = finished_estimate::found;
-  finished_estimate e;
-  auto t0 = finished_estimate::clock::time_point{} + std::chrono::hours{1};
   e.answer(found::sampled, {finished("A", 500, true)}, t0);
   auto counted = e.answer(found::counted, {finished("B", 7, false)}, t0);
   BOOST_REQUIRE_EQUAL(counted.size(), 1u);
