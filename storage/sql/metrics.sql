@@ -84,12 +84,12 @@ $$;
 -- overview, which asks every few seconds: counted while the table holds fewer
 -- than p_exact_up_to rows, and beyond that estimated from a sample of the
 -- table's pages of about 20,000 rows, so that an estimate costs the same
--- with a hundred million finished tasks as with a million (a sample of 1% of
--- the pages grew with the table: 59 ms beside 10M against 30 for an exact
--- count of 100,000). Such a sample still reads some 800 pages scattered over
--- the table, so it is taken only when p_sample: past p_exact_up_to rows, a
--- row without a type comes first, and its estimated says whether a sample
--- follows or the caller answers with an estimate it holds.
+-- with a hundred million finished tasks as with a million (a share of the
+-- pages would grow with the table). Such a sample still reads pages
+-- scattered over the table, so it is taken only when p_sample: past
+-- p_exact_up_to rows, a row without a type comes first, and its estimated
+-- says whether a sample follows or the caller answers with an estimate it
+-- holds (storage/finished_estimate.hpp).
 CREATE FUNCTION taskmill.finished_counts(p_exact_up_to bigint, p_sample boolean)
 RETURNS TABLE (type text, status text, n bigint, estimated boolean)
 LANGUAGE plpgsql STABLE AS $$
