@@ -39,7 +39,7 @@ struct definitions_generation {
   int number;
   const char* checksum;
 };
-inline constexpr definitions_generation current_generation{22, "806e86510a7bcec9"};
+inline constexpr definitions_generation current_generation{23, "142f68d19e729946"};
 
 /// The checksum a migration is recorded with.
 std::string migration_checksum(const char* sql);

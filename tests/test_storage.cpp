@@ -131,9 +131,9 @@ BOOST_AUTO_TEST_CASE(the_claim_indexes_are_rebuilt_over_the_tasks_already_there)
 
 // SPEC §11: a populated task table is partitioned in place. Its stopped
 // tasks move into the days they stopped on (those of more than two months
-// ago into the undated partition), the others stay as they were, keys and
-// ids too, and new ids follow on.
-BOOST_AUTO_TEST_CASE(a_populated_databases_stopped_tasks_move_into_their_days) {
+// ago into the undated partition), its successes into theirs, the others
+// stay as they were, keys and ids too, and new ids follow on.
+BOOST_AUTO_TEST_CASE(a_populated_databases_finished_tasks_move_into_their_partitions) {
   test::scratch_database database{"migdays"};
   auto conn = database.connect();
   const auto& all = db::all_migrations();
@@ -165,12 +165,13 @@ BOOST_AUTO_TEST_CASE(a_populated_databases_stopped_tasks_move_into_their_days) {
   auto where = database.scalar(
       "SELECT string_agg(s.status || ':' || s.part, ',' ORDER BY s.g) FROM (SELECT "
       "substr(key, 2)::int AS g, status, CASE WHEN tableoid = 'taskmill.live_tasks'::regclass "
-      "THEN 'live' WHEN tableoid = 'taskmill.stopped_tasks_undated'::regclass THEN 'undated' "
+      "THEN 'live' WHEN tableoid = 'taskmill.succeeded_tasks'::regclass THEN 'successes' "
+      "WHEN tableoid = 'taskmill.stopped_tasks_undated'::regclass THEN 'undated' "
       "WHEN tableoid = to_regclass('taskmill.' || taskmill.stopped_day_table((updated_at AT TIME "
       "ZONE 'UTC')::date)) THEN 'its day' ELSE tableoid::regclass::text END AS part "
       "FROM taskmill.tasks) s");
   BOOST_CHECK_EQUAL(where,
-                    "pending:live,pending:live,succeeded:live,dead:live,cancelled:live,"
+                    "pending:live,pending:live,succeeded:successes,dead:live,cancelled:live,"
                     "stopped:its day,stopped:its day,stopped:its day,stopped:its day,"
                     "stopped:undated");
   BOOST_CHECK_EQUAL(database.scalar("SELECT count(*) FROM taskmill.task_keys"), "10");
@@ -178,6 +179,7 @@ BOOST_AUTO_TEST_CASE(a_populated_databases_stopped_tasks_move_into_their_days) {
   auto next = database.scalar("SELECT ((taskmill.submit('T', 'new')).task).id");
   BOOST_CHECK_GT(std::stoll(next), std::stoll(last_id));
   BOOST_CHECK_EQUAL(database.scalar("SELECT ((taskmill.submit('T', 'k7')).outcome)"), "replaced");
+  BOOST_CHECK_EQUAL(database.scalar("SELECT ((taskmill.submit('T', 'k3')).outcome)"), "duplicate");
   BOOST_CHECK_EQUAL(
       database.scalar("SELECT to_regclass('taskmill.' || taskmill.stopped_day_table((now() AT "
                       "TIME ZONE 'UTC')::date + 1)) IS NOT NULL"),
@@ -485,7 +487,7 @@ BOOST_AUTO_TEST_CASE(a_database_of_the_releases_before_the_baseline_is_upgraded_
         "SELECT string_agg(conrelid::regclass || ' ' || pg_get_constraintdef(oid), E'\\n' "
         "ORDER BY conrelid::regclass::text, pg_get_constraintdef(oid)) FROM pg_constraint "
         "WHERE connamespace = 'taskmill'::regnamespace",
-        "SELECT string_agg(pg_get_triggerdef(t.oid), E'\\n' ORDER BY t.tgname) "
+        "SELECT string_agg(pg_get_triggerdef(t.oid), E'\\n' ORDER BY t.tgname, c.relname) "
         "FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid "
         "WHERE c.relnamespace = 'taskmill'::regnamespace AND NOT t.tgisinternal",
         "SELECT string_agg(viewname || ' ' || definition, E'\\n' ORDER BY viewname) "
@@ -1021,7 +1023,7 @@ BOOST_AUTO_TEST_CASE(batch_submits_claims_and_sweeps_compile_no_plans_for_sessio
       plans.clear();
       run(sql);
       auto is_the_call = [&](const std::string& plan) {
-        return plan.find("Function Scan on " + function) != std::string::npos;
+        return plan.find("Function Scan on " + function + " ") != std::string::npos;
       };
       auto top = std::find_if(plans.begin(), plans.end(), is_the_call);
       // The session compiles what it runs itself: JIT is there to be refused.

@@ -108,6 +108,29 @@ BOOST_AUTO_TEST_CASE(a_child_is_never_claimed_before_its_last_parent_finishes) {
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
 }
 
+// A success moves its task out of the live tasks (an insert among the
+// successes, which fires no update trigger): one that does not come as an
+// outcome (a parent job's children fired, say) settles its children too.
+BOOST_AUTO_TEST_CASE(a_success_other_than_an_outcome_releases_the_children) {
+  task_database db{"after_moved"};
+  auto parent = db.call("submit('EXTRACT', 'p')");
+  auto child = db.call("submit('LOAD', 'c', after => '[" + id(parent) + "]')");
+  BOOST_REQUIRE(waits(child));
+  BOOST_REQUIRE_EQUAL(db.claim(10).size(), 1u);
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', finished_at = now(), updated_at = now() "
+      "WHERE id = $1",
+      {id(parent)});
+  BOOST_CHECK_EQUAL(db.scalar("SELECT tableoid = 'taskmill.succeeded_tasks'::regclass FROM "
+                              "taskmill.tasks WHERE id = $1",
+                              {id(parent)}),
+                    "t");
+  BOOST_CHECK(!waits(db.by_id(child.id)));
+  auto due = db.claim(10);
+  BOOST_REQUIRE_EQUAL(due.size(), 1u);
+  BOOST_CHECK_EQUAL(due[0].id, child.id);
+}
+
 BOOST_AUTO_TEST_CASE(a_child_of_finished_parents_is_due_at_once_or_at_its_time) {
   task_database db{"after_done"};
   auto a = db.call("submit('EXTRACT', 'a')");
@@ -208,22 +231,28 @@ BOOST_AUTO_TEST_CASE(a_task_brought_back_waits_again_for_its_unfinished_parents)
   BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
 }
 
-// A parent retried after it ended dead: a child that runs anyway and still
-// waits for another parent waits for the retry too.
+// A parent retried after it ended dead, or after its success (brought back
+// from the successes' partition: a delete there, no update trigger): a
+// child that runs anyway and still waits for another parent waits for the
+// retry too.
 BOOST_AUTO_TEST_CASE(a_retried_parent_holds_back_its_waiting_children_again) {
-  task_database db{"after_parent_retry"};
-  auto p1 = db.call("submit('EXTRACT', 'p1')");
-  auto p2 = db.call("submit('EXTRACT', 'p2')");
-  auto c = db.call("submit('T', 'c', after => '[" + id(p1) + ", " + id(p2) +
-                   "]', on_parent_failure => 'run')");
-  finish(db, p1, "fail");
-  BOOST_CHECK(waits(db.by_id(c.id)));
-  db.exec("SELECT taskmill.retry(" + id(p1) + ")");
-  finish(db, p2, "succeeded");
-  BOOST_CHECK(waits(db.by_id(c.id)));
-  finish(db, db.by_id(p1.id), "succeeded");
-  BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
-  BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
+  for (std::string ended : {"fail", "succeeded"}) {
+    BOOST_TEST_CONTEXT(ended) {
+      task_database db{"after_parent_retry_" + ended};
+      auto p1 = db.call("submit('EXTRACT', 'p1')");
+      auto p2 = db.call("submit('EXTRACT', 'p2')");
+      auto c = db.call("submit('T', 'c', after => '[" + id(p1) + ", " + id(p2) +
+                       "]', on_parent_failure => 'run')");
+      finish(db, p1, ended);
+      BOOST_CHECK(waits(db.by_id(c.id)));
+      db.exec("SELECT taskmill.retry(" + id(p1) + ")");
+      finish(db, p2, "succeeded");
+      BOOST_CHECK(waits(db.by_id(c.id)));
+      finish(db, db.by_id(p1.id), "succeeded");
+      BOOST_CHECK_LE(db.by_id(c.id).execute_in_s, 0.0);
+      BOOST_CHECK_EQUAL(db.scalar("SELECT count(*) FROM taskmill.task_waits"), "0");
+    }
+  }
 }
 
 // A child a failed parent skipped, submitted again, waits for its other

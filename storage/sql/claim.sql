@@ -72,11 +72,11 @@ $$;
 -- taskmill.lock_oldest_of_types cannot leave out costs its plan, with sorts
 -- ruled out, enough to be compiled by JIT for a caller that has not turned
 -- it off. tools/bench/BENCH.md has the measurements behind these choices.
-CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
-                                        p_capped_types text[], p_type_limits integer[],
-                                        p_global_limit integer, p_types text[],
-                                        p_local_types text[], p_local_room integer[],
-                                        p_after_short_claim boolean DEFAULT false)
+CREATE FUNCTION taskmill.claim_by_turns_once(p_node text, p_limit integer, p_turns integer[],
+                                             p_capped_types text[], p_type_limits integer[],
+                                             p_global_limit integer, p_types text[],
+                                             p_local_types text[], p_local_room integer[],
+                                             p_after_short_claim boolean)
 RETURNS SETOF taskmill.running_task
 LANGUAGE plpgsql
 SET plan_cache_mode = force_generic_plan
@@ -239,6 +239,39 @@ BEGIN
                                                 WITH ORDINALITY AS x(before, after, i)
                                         ORDER BY x.i));
   END IF;
+END
+$$;
+
+-- A claim (taskmill.claim_by_turns_once) that found a task due which
+-- another claim took and whose success moved it to the successes' partition
+-- before this one's lock fails (40001, "already moved to another
+-- partition") instead of passing it over, and is made again: the task is
+-- not due then. Each try's rows are returned only once it succeeded.
+CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
+                                        p_capped_types text[], p_type_limits integer[],
+                                        p_global_limit integer, p_types text[],
+                                        p_local_types text[], p_local_room integer[],
+                                        p_after_short_claim boolean DEFAULT false)
+RETURNS SETOF taskmill.running_task
+LANGUAGE plpgsql
+SET jit = off AS $$
+DECLARE
+  v_claimed taskmill.running_task[];
+BEGIN
+  FOR v_try IN 1..3 LOOP
+    BEGIN
+      v_claimed := ARRAY(SELECT c FROM taskmill.claim_by_turns_once(
+                           p_node, p_limit, p_turns, p_capped_types, p_type_limits,
+                           p_global_limit, p_types, p_local_types, p_local_room,
+                           p_after_short_claim) c);
+      RETURN QUERY SELECT * FROM unnest(v_claimed);
+      RETURN;
+    EXCEPTION WHEN serialization_failure THEN
+      IF v_try = 3 THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
 END
 $$;
 

@@ -12,6 +12,41 @@ LANGUAGE sql IMMUTABLE AS $$
   SELECT p_status IN ('succeeded', 'dead', 'cancelled', 'stopped')
 $$;
 
+-- Locks tasks p_ids, in that order, for changes later in the transaction;
+-- with p_unfinished_only, only those waiting or running (the only ones
+-- that can move under the lock, read without the stopped days' tables). A
+-- success's outcome moves its task into the successes' partition: a lock
+-- that waited for that outcome fails then (40001, "already moved to another
+-- partition") instead of following it, and is taken again, the moved
+-- task's new row seen. A task moves at most twice (its success, its
+-- retention).
+CREATE FUNCTION taskmill.lock_tasks(p_ids bigint[], p_unfinished_only boolean DEFAULT false)
+RETURNS void
+LANGUAGE plpgsql
+SET jit = off AS $$
+BEGIN
+  FOR v_try IN 1..3 LOOP
+    BEGIN
+      IF p_unfinished_only THEN
+        PERFORM 1 FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+                  JOIN taskmill.tasks t ON t.id = u.id
+         WHERE t.status IN ('pending', 'failed', 'running')
+         ORDER BY u.ord FOR NO KEY UPDATE OF t;
+      ELSE
+        PERFORM 1 FROM unnest(p_ids) WITH ORDINALITY AS u(id, ord)
+                  JOIN taskmill.tasks t ON t.id = u.id
+         ORDER BY u.ord FOR NO KEY UPDATE OF t;
+      END IF;
+      RETURN;
+    EXCEPTION WHEN serialization_failure THEN
+      IF v_try = 3 THEN
+        RAISE;
+      END IF;
+    END;
+  END LOOP;
+END
+$$;
+
 -- The parents named by a submit's `after`: a JSON array of task ids, or of
 -- objects {"id"} or {"type", "key"} (the unit's current task), each with an
 -- optional "on_failure" overriding p_on_failure. Refuses, naming the field,
@@ -142,11 +177,11 @@ DECLARE
   v_failed bigint;
   v_skipped bigint;
 BEGIN
+  PERFORM taskmill.lock_tasks(ARRAY(SELECT x FROM unnest(p_ids) x ORDER BY x));
   SELECT array_agg(l.id ORDER BY l.id), array_agg(l.status ORDER BY l.id),
          array_agg(r.policy ORDER BY l.id)
     INTO ids, statuses, policies
-    FROM (SELECT t.id, t.status FROM taskmill.tasks t
-           WHERE t.id = ANY (p_ids) ORDER BY t.id FOR NO KEY UPDATE) l
+    FROM (SELECT t.id, t.status FROM taskmill.tasks t WHERE t.id = ANY (p_ids)) l
     JOIN unnest(p_ids, p_policies) AS r(id, policy) ON r.id = l.id;
   IF coalesce(cardinality(ids), 0) < cardinality(p_ids) THEN
     PERFORM taskmill.bad_argument(format('after: task %s no longer exists',
@@ -334,14 +369,16 @@ $$;
 
 -- A task finished: its children are settled, and, if it was waiting for
 -- parents itself (cancelled, say), its wait is over and it shows the time it
--- was to be due.
+-- was to be due. A success arrives among the successes as an insert there
+-- (its update is a delete among the live tasks), which fires no update
+-- trigger; it waited for no parent.
 CREATE FUNCTION taskmill.task_finished() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   IF current_setting('taskmill.settling', true) = 'on' THEN
     RETURN NULL;
   END IF;
-  IF OLD.execute_at = 'infinity' THEN
+  IF TG_OP = 'UPDATE' AND OLD.execute_at = 'infinity' THEN
     WITH waited AS (
       DELETE FROM taskmill.task_waits w WHERE w.task_id = NEW.id RETURNING w.execute_at
     )
@@ -360,6 +397,10 @@ CREATE TRIGGER tasks_finished AFTER UPDATE ON taskmill.tasks
   WHEN (NEW.status IN ('succeeded', 'dead', 'cancelled', 'stopped')
         AND OLD.status NOT IN ('succeeded', 'dead', 'cancelled', 'stopped')
         AND (NEW.has_children OR OLD.execute_at = 'infinity'))
+  EXECUTE FUNCTION taskmill.task_finished();
+
+CREATE TRIGGER succeeded_tasks_finished AFTER INSERT ON taskmill.succeeded_tasks
+  FOR EACH ROW WHEN (NEW.has_children)
   EXECUTE FUNCTION taskmill.task_finished();
 
 -- A finished task brought back (a retry, a replacing submit, a reschedule of
@@ -383,10 +424,9 @@ BEGIN
     UPDATE taskmill.task_waits w SET parents_left = w.parents_left + 1
       FROM reopened r WHERE w.task_id = r.child_id;
   END IF;
-  PERFORM 1 FROM taskmill.tasks p
-   WHERE p.id IN (SELECT e.parent_id FROM taskmill.task_edges e
-                   WHERE e.child_id = p_task.id AND NOT e.done)
-   ORDER BY p.id FOR NO KEY UPDATE;
+  PERFORM taskmill.lock_tasks(ARRAY(SELECT e.parent_id FROM taskmill.task_edges e
+                                     WHERE e.child_id = p_task.id AND NOT e.done
+                                     ORDER BY e.parent_id));
   SELECT count(*) INTO v_left FROM taskmill.task_edges e WHERE e.child_id = p_task.id AND NOT e.done;
   IF v_left > 0 THEN
     INSERT INTO taskmill.task_waits (task_id, parents_left, execute_at)
@@ -414,10 +454,11 @@ CREATE TRIGGER tasks_rearmed AFTER UPDATE ON taskmill.tasks
   WHEN (OLD.status IN ('succeeded', 'dead', 'cancelled') AND NEW.status = 'pending')
   EXECUTE FUNCTION taskmill.task_rearmed();
 
--- A stopped task brought back leaves the stopped tasks' partition: its
+-- A success or a stopped task brought back leaves its partition: its
 -- update is a delete there and an insert among the live tasks, which fire
--- no update trigger. Not for the purge's deletes (taskmill.sweep_purge).
-CREATE FUNCTION taskmill.stopped_task_left() RETURNS trigger
+-- no update trigger. Not for the purge's deletes (taskmill.sweep_purge) nor
+-- for the successes the retention moves on (taskmill.sweep_succeeded).
+CREATE FUNCTION taskmill.finished_task_left() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
   v_task taskmill.tasks;
@@ -432,7 +473,11 @@ $$;
 
 CREATE TRIGGER stopped_tasks_left AFTER DELETE ON taskmill.stopped_tasks
   FOR EACH ROW WHEN (current_setting('taskmill.purging', true) IS DISTINCT FROM 'on')
-  EXECUTE FUNCTION taskmill.stopped_task_left();
+  EXECUTE FUNCTION taskmill.finished_task_left();
+
+CREATE TRIGGER succeeded_tasks_left AFTER DELETE ON taskmill.succeeded_tasks
+  FOR EACH ROW WHEN (current_setting('taskmill.sweeping', true) IS DISTINCT FROM 'on')
+  EXECUTE FUNCTION taskmill.finished_task_left();
 
 -- The parents a waiting task still waits for (at most p_limit of them), and
 -- how many there are.

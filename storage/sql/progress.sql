@@ -20,21 +20,20 @@ $$;
 -- the one reported before in the same attempt; processed and failed only
 -- grow within an attempt (NULL: as before). A deadline asked for
 -- (p_deadlines_in_ms from now) only moves it later, up to latest_deadline.
--- The task's row is locked to share, so that an outcome either comes after
--- the report or is seen ended by it.
+-- The tasks' rows are locked first (taskmill.lock_tasks), so that an
+-- outcome either comes after the report or is seen ended by it.
 CREATE FUNCTION taskmill.report_progress(p_ids bigint[], p_attempts integer[],
                                          p_progress real[], p_processed bigint[],
                                          p_failed bigint[], p_messages text[],
                                          p_deadlines_in_ms bigint[] DEFAULT NULL)
 RETURNS TABLE (task_id bigint, applied boolean)
 LANGUAGE sql AS $$
+  SELECT taskmill.lock_tasks(ARRAY(SELECT DISTINCT x FROM unnest(p_ids) x ORDER BY x), true);
   WITH running AS (
     SELECT t.id, t.type, t.batch, t.started_at, t.timeout_ms
       FROM taskmill.tasks t
       JOIN unnest(p_ids, p_attempts) AS u(id, attempt) ON u.id = t.id AND u.attempt = t.attempt
      WHERE t.id = ANY (p_ids) AND t.status = 'running'
-     ORDER BY t.id
-       FOR SHARE OF t
   ),
   stored AS (
     INSERT INTO taskmill.task_progress AS p (task_id, attempt, progress, processed, failed,

@@ -121,8 +121,11 @@ CREATE TRIGGER tasks_note_running_in AFTER INSERT ON taskmill.tasks
   FOR EACH ROW WHEN (NEW.status = 'running')
   EXECUTE FUNCTION taskmill.note_running_change();
 
+-- A success's outcome is also a delete among the live tasks (it moves to
+-- the successes' partition), tallied by the outcome like the rest.
 CREATE TRIGGER tasks_note_running_gone AFTER DELETE ON taskmill.tasks
-  FOR EACH ROW WHEN (OLD.status = 'running')
+  FOR EACH ROW
+  WHEN (OLD.status = 'running' AND current_setting('taskmill.tallied', true) IS DISTINCT FROM 'on')
   EXECUTE FUNCTION taskmill.note_running_change();
 
 -- As a transaction commits, the first of its notes tallies them all (the

@@ -351,8 +351,7 @@ BEGIN
                                           format('tasks[%s].', u.ord - 1)) r
        WHERE u.after IS NOT NULL
        ORDER BY u.ord);
-    PERFORM 1 FROM taskmill.tasks t
-     WHERE t.id = ANY (v_parents) ORDER BY t.id FOR NO KEY UPDATE;
+    PERFORM taskmill.lock_tasks(ARRAY(SELECT DISTINCT p FROM unnest(v_parents) p ORDER BY p));
   END IF;
 
   PERFORM pg_advisory_xact_lock(l.h)
@@ -619,6 +618,9 @@ LANGUAGE plpgsql AS $$
 BEGIN
   PERFORM taskmill.check_unit(type, key);
   PERFORM taskmill.lock_unit(type, key);
+  PERFORM taskmill.lock_tasks(ARRAY(SELECT k.task_id FROM taskmill.task_keys k
+                                     WHERE k.type = type AND k.key = key ORDER BY k.task_id),
+                              true);
   WITH cancelled AS (
     UPDATE taskmill.tasks t
        SET status = 'cancelled', error = 'cancelled', updated_at = now()
@@ -655,6 +657,7 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'no_data_found', MESSAGE = format('no task with id %s', id);
   END IF;
   PERFORM taskmill.lock_unit(cur.type, cur.key);
+  PERFORM taskmill.lock_tasks(ARRAY[id], true);
   UPDATE taskmill.tasks t
      SET status = 'cancelled', error = 'cancelled', updated_at = now()
    WHERE t.id = id AND t.status IN ('pending', 'failed', 'running')

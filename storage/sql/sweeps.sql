@@ -135,26 +135,34 @@ BEGIN
 END
 $$;
 
--- Watcher: succeeded tasks older than the success retention are stopped.
--- The tasks are found through the index of finished tasks and updated by
--- id, locked as found: a condition on their status in the update would let
--- a plan made on statistics older than the tasks' success (an index of
--- finished tasks counted empty) read every finished task through that
--- index at each sweep; `<> 'stopped'` keeps the stopped days out of it.
+-- Watcher: succeeded tasks older than the success retention are stopped,
+-- moved from the successes into today's stopped day. They are found in the
+-- order of their success and updated by id among the successes alone,
+-- locked as found; the plan is kept, and one made while the successes were
+-- few must not read them all once they are not.
 CREATE FUNCTION taskmill.sweep_succeeded(p_retention_ms bigint, p_limit integer,
                                          p_term bigint DEFAULT NULL) RETURNS integer
-LANGUAGE sql
+LANGUAGE plpgsql
+SET enable_seqscan = off
 SET jit = off AS $$
-  SELECT taskmill.fence(p_term);
+DECLARE
+  v_stopped integer;
+BEGIN
+  PERFORM taskmill.fence(p_term);
+  -- Moved on, not brought back (taskmill.finished_task_left).
+  PERFORM set_config('taskmill.sweeping', 'on', true);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
-     WHERE t.status <> 'stopped'
+     WHERE t.status = 'succeeded'
        AND t.id = ANY (ARRAY(SELECT x.id FROM taskmill.tasks x
                               WHERE x.status = 'succeeded'
                                 AND x.updated_at < now() - p_retention_ms * interval '1 ms'
                               ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
     RETURNING 1)
-  SELECT count(*)::integer FROM stopped
+  SELECT count(*)::integer INTO v_stopped FROM stopped;
+  PERFORM set_config('taskmill.sweeping', '', true);
+  RETURN v_stopped;
+END
 $$;
 
 -- Watcher: stopped, dead and cancelled tasks older than the purge retention
@@ -176,7 +184,7 @@ BEGIN
   PERFORM taskmill.fence(p_term);
   -- A statement of its own: a day is not dropped while a statement reads it.
   PERFORM taskmill.turn_stopped_days(p_retention_ms);
-  -- Deleted, not brought back (taskmill.stopped_task_left).
+  -- Deleted, not brought back (taskmill.finished_task_left).
   PERFORM set_config('taskmill.purging', 'on', true);
   WITH picked AS (
     SELECT x.id FROM (
@@ -199,7 +207,7 @@ BEGIN
          ORDER BY s.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED) s) x
      ORDER BY x.updated_at LIMIT p_limit
   ),
-  -- By id alone, as in taskmill.sweep_succeeded: the picked tasks are locked.
+  -- By id alone: the picked tasks are locked.
   deleted AS (
     DELETE FROM taskmill.tasks t WHERE t.id = ANY (ARRAY(SELECT p.id FROM picked p))
     RETURNING t.id, t.status),

@@ -8,9 +8,9 @@
 -- the list's would be anyway: its filters left NULL make a call's own plan
 -- look cheaper than the shared one.
 
--- Task p_id: no row if there is none. A live task is found without the
--- stopped days' tables. Submits call it (taskmill.current_task): its plan,
--- made once, must not be a scan.
+-- Task p_id: no row if there is none. A live task or a success is found
+-- without the stopped days' tables. Submits call it
+-- (taskmill.current_task): its plan, made once, must not be a scan.
 CREATE FUNCTION taskmill.task_by_id(p_id bigint) RETURNS SETOF taskmill.tasks ROWS 1
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan SET enable_seqscan = off AS $$
 BEGIN
@@ -85,10 +85,10 @@ $$;
 -- page costs the type's own tasks and not the history of others: p_waiting
 -- are all its waiting tasks of either waiting status (their index orders
 -- them for the claim, not by id), its running ones are read among every
--- running task (as many as the nodes run), and its finished and stopped
--- ones are indexed by type and id. The plan is made
--- once, for any type, so it takes each type to be as common as any other:
--- ordered by id alone, the finished and stopped tasks would be read in the
+-- running task (as many as the nodes run), and its finished ones
+-- (succeeded, dead, cancelled, stopped) are indexed by type and id. The
+-- plan is made once, for any type, so it takes each type to be as common as
+-- any other: ordered by id alone, the finished tasks would be read in the
 -- order of every type's ids until the page filled, or all read and sorted.
 -- Their type is a range, not an equality the planner would fold into a
 -- constant, so that the order by type and id is one only the type's index
@@ -110,12 +110,17 @@ BEGIN
      WHERE t.status = 'running' AND t.type = p_type AND t.id > p_after
        AND (p_status IS NULL OR p_status = 'running')
     UNION ALL
-    SELECT f.* FROM unnest('{succeeded,dead,cancelled}'::taskmill.task_status[]) s (status),
+    SELECT f.* FROM unnest('{dead,cancelled}'::taskmill.task_status[]) s (status),
            LATERAL (SELECT t.* FROM taskmill.live_tasks t
-                     WHERE t.status = s.status AND t.status IN ('succeeded', 'dead', 'cancelled')
+                     WHERE t.status = s.status AND t.status IN ('dead', 'cancelled')
                        AND (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
                      ORDER BY t.type, t.id LIMIT p_limit) f
      WHERE p_status IS NULL OR s.status = p_status
+    UNION ALL
+    (SELECT t.* FROM taskmill.succeeded_tasks t
+      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+        AND (p_status IS NULL OR p_status = 'succeeded')
+      ORDER BY t.type, t.id LIMIT p_limit)
     UNION ALL
     (SELECT t.* FROM taskmill.stopped_tasks t
       WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type

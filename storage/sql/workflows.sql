@@ -519,10 +519,11 @@ BEGIN
             ORDER BY 1) l;
   -- Rows in the order an outcome takes them, its task before the children
   -- it releases (by id within each), so that the two cannot deadlock.
-  PERFORM 1 FROM taskmill.tasks t
-   WHERE t.id IN (SELECT s.task_id FROM taskmill.workflow_steps s WHERE s.workflow_id = p_id)
-     AND t.status IN ('pending', 'failed', 'running')
-   ORDER BY t.execute_at = 'infinity', t.id FOR NO KEY UPDATE;
+  PERFORM taskmill.lock_tasks(ARRAY(
+    SELECT t.id FROM taskmill.tasks t
+     WHERE t.id IN (SELECT s.task_id FROM taskmill.workflow_steps s WHERE s.workflow_id = p_id)
+       AND t.status IN ('pending', 'failed', 'running')
+     ORDER BY t.execute_at = 'infinity', t.id));
   UPDATE taskmill.tasks t
      SET status = 'cancelled', error = 'workflow cancelled', updated_at = now()
    WHERE t.id IN (SELECT s.task_id FROM taskmill.workflow_steps s WHERE s.workflow_id = p_id)
