@@ -1034,6 +1034,15 @@ BOOST_AUTO_TEST_CASE(batch_submits_claims_and_sweeps_compile_no_plans_for_sessio
         if (!is_the_call(plan)) BOOST_CHECK_MESSAGE(!compiled(plan), plan);
     }
   }
+  // A page by type rules sorts out, which puts its plan's cost past every
+  // JIT threshold: compiled, it took seconds a call.
+  plans.clear();
+  run("SELECT count(*) FROM taskmill.type_task_page('OTHER', NULL, '{}', 0, 11)");
+  auto page = std::find_if(plans.begin(), plans.end(), [](const std::string& plan) {
+    return plan.find("taskmill.succeeded_tasks t") != std::string::npos;
+  });
+  BOOST_REQUIRE(page != plans.end());
+  BOOST_CHECK_MESSAGE(!compiled(*page), *page);
   BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(type, ',' ORDER BY type) FROM taskmill.tasks "
                               "WHERE status = 'running'"),
                     "CAPPED,OTHER");
