@@ -142,17 +142,18 @@ const statement put_type_settings{
     "$6::int[], $7::real[], $8::bigint[], $9::int[], $10::bigint[], $11::int[], $12::int, "
     "$13::jsonb, $14::text[], $15::text[], $16::text[], $17::int[])"};
 
-// A page of tasks in id order (storage/sql/task_reads.sql): $7 is how many
-// tasks past the page token it reads at most when it scans them.
+// A page of tasks newest first (storage/sql/task_reads.sql): $7 is how many
+// tasks before the page token it reads at most when it scans them.
 const statement list_tasks{
     "list_tasks",
-    "SELECT (p.task).*, p.scan_last, p.scan_rows FROM taskmill.task_page($1::text, $2::text, "
-    "$3::taskmill.task_status, $4::text, $5::bigint, $6::int, $7::int) p ORDER BY (p.task).id"};
+    "SELECT (p.task).*, p.scan_last, p.scan_rows FROM taskmill.tasks_before($1::text, $2::text, "
+    "$3::taskmill.task_status, $4::text, $5::bigint, $6::int, $7::int) p "
+    "ORDER BY (p.task).id DESC"};
 
 const statement list_unit_tasks{
     "list_unit_tasks",
-    "SELECT * FROM taskmill.unit_task_page($1::text, $2::text, $3::taskmill.task_status, $4::text, "
-    "$5::bigint, $6::int)"};
+    "SELECT * FROM taskmill.unit_tasks_before($1::text, $2::text, $3::taskmill.task_status, "
+    "$4::text, $5::bigint, $6::int)"};
 
 const statement task_attempts{"task_attempts", "SELECT * FROM taskmill.task_attempts($1::bigint)"};
 

@@ -322,12 +322,12 @@ caf::result<pb::TaskList> list_tasks(self_ptr self, const pb::ListTasksRequest& 
   auto optional_text = [](const std::string& s) { return s.empty() ? db::param{} : db::param{s}; };
   auto limit = req.limit() > 0 ? req.limit() : 100;
   bool one_unit = !req.type().empty() && !req.key().empty();
-  db::call c{one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
-             {optional_text(req.type()), optional_text(req.key()),
-              req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
-                                                          : db::param{status_name(req.status())},
-              optional_text(req.batch()), req.page_token().empty() ? "0" : req.page_token(),
-              std::to_string(limit + 1)}};
+  db::call c{
+      one_unit ? &db::sql::list_unit_tasks : &db::sql::list_tasks,
+      {optional_text(req.type()), optional_text(req.key()),
+       req.status() == pb::TASK_STATUS_UNSPECIFIED ? db::param{}
+                                                   : db::param{status_name(req.status())},
+       optional_text(req.batch()), optional_text(req.page_token()), std::to_string(limit + 1)}};
   if (one_unit)
     return ask_db<pb::TaskList>(self, {std::move(c)},
                                 [limit](results& rs) { return db::read_task_page(*rs[0], limit); });

@@ -436,7 +436,7 @@ BOOST_AUTO_TEST_CASE(a_large_calendar_is_estimated_in_the_stats_and_metrics) {
 
 // A page of one type reads that type's tasks: a type rare among a million
 // tasks is listed whole in one page. Other filters read at most 50,000 tasks
-// past the page's token, so that one matching few of a million tasks answers
+// before the page's token, so that one matching few of a million tasks answers
 // as fast as any other; following the tokens finds every match.
 BOOST_AUTO_TEST_CASE(a_rare_type_is_listed_in_one_page_and_a_rare_key_in_bounded_pages) {
   db.exec(
@@ -466,7 +466,7 @@ BOOST_AUTO_TEST_CASE(a_rare_type_is_listed_in_one_page_and_a_rare_key_in_bounded
                                                     : std::string{};
       } while (!token.empty() && pages < 10);
       BOOST_CHECK_EQUAL(found.size(), matches);
-      BOOST_CHECK(std::is_sorted(found.begin(), found.end()));
+      BOOST_CHECK(std::is_sorted(found.rbegin(), found.rend()));
       BOOST_CHECK_EQUAL(pages, pages_expected);
     }
   }

@@ -649,12 +649,42 @@ BOOST_AUTO_TEST_CASE(a_full_page_of_the_task_list_reads_only_its_rows) {
   auto conn = db.connect();
   BOOST_REQUIRE(conn.exec(std::string{"PREPARE page AS "} + db::sql::list_tasks.sql));
   // Its first call makes the plan the session keeps.
-  BOOST_REQUIRE(conn.exec("EXECUTE page(NULL, NULL, NULL, NULL, 0, 11, 50000)"));
-  auto full = test::buffers_of(conn, "EXECUTE page(NULL, NULL, NULL, NULL, 0, 11, 50000)");
-  auto none = test::buffers_of(conn, "EXECUTE page(NULL, 'NONE', NULL, NULL, 0, 11, 50000)");
+  BOOST_REQUIRE(conn.exec("EXECUTE page(NULL, NULL, NULL, NULL, NULL, 11, 50000)"));
+  auto full = test::buffers_of(conn, "EXECUTE page(NULL, NULL, NULL, NULL, NULL, 11, 50000)");
+  auto none = test::buffers_of(conn, "EXECUTE page(NULL, 'NONE', NULL, NULL, NULL, 11, 50000)");
   BOOST_TEST_MESSAGE(full << " buffers for a full page, " << none << " for a page of no match");
   BOOST_CHECK_LT(full, 50);
   BOOST_CHECK_GT(none, 10 * full);
+}
+
+// The retention moves and deletes the oldest tasks, and their index entries
+// stay until a vacuum, which for a day of successes may be minutes away: a
+// first page, newest first, reads none of them. Here 100,000 successes whose
+// oldest 80,000 were deleted and not vacuumed: each first page reads under
+// 60 buffers (4 to 16 here); from the oldest end, 228 to 322.
+BOOST_AUTO_TEST_CASE(a_first_page_reads_none_of_the_oldest_tasks_deleted) {
+  test::task_database db{"deletedfront"};
+  db.insert_tasks(100000, "'T'", "now()");
+  db.exec(
+      "UPDATE taskmill.tasks SET status = 'succeeded', attempt = 1, picked_by = 'n1', "
+      "started_at = now(), finished_at = now()");
+  db.exec("VACUUM ANALYZE taskmill.tasks");
+  db.exec("ALTER TABLE taskmill.succeeded_tasks SET (autovacuum_enabled = false)");
+  db.exec("DELETE FROM taskmill.tasks WHERE id < (SELECT min(id) + 80000 FROM taskmill.tasks)");
+  auto conn = db.connect();
+  BOOST_REQUIRE(conn.exec(std::string{"PREPARE page AS "} + db::sql::list_tasks.sql));
+  for (const char* filters : {"NULL, NULL, NULL", "NULL, NULL, 'succeeded'", "'T', NULL, NULL",
+                              "'T', NULL, 'succeeded'"}) {
+    auto page = std::string{"EXECUTE page("} + filters + ", NULL, NULL, 11, 50000)";
+    for (int i = 0; i < 2; ++i) {
+      auto listed = conn.exec(page);
+      BOOST_REQUIRE_MESSAGE(listed, test::describe(listed));
+      BOOST_CHECK_EQUAL(listed->rows(), 11);
+    }
+    auto buffers = test::buffers_of(conn, page);
+    BOOST_TEST_MESSAGE(buffers << " buffers for a first page of " << filters);
+    BOOST_CHECK_MESSAGE(buffers < 60, filters << ": " << buffers << " buffers");
+  }
 }
 
 // A page of one type reads that type's tasks, not the history of other
@@ -682,7 +712,7 @@ BOOST_AUTO_TEST_CASE(a_page_of_one_type_reads_its_own_tasks_beside_another_types
   BOOST_REQUIRE(conn.exec(std::string{"PREPARE page AS "} + db::sql::list_tasks.sql));
   for (const char* status : {"NULL", "'pending'", "'failed'", "'running'", "'succeeded'", "'dead'",
                              "'cancelled'", "'stopped'"}) {
-    auto page = std::string{"EXECUTE page('T', NULL, "} + status + ", NULL, 0, 11, 50000)";
+    auto page = std::string{"EXECUTE page('T', NULL, "} + status + ", NULL, NULL, 11, 50000)";
     auto listed = conn.exec(page);
     BOOST_REQUIRE_MESSAGE(listed, test::describe(listed));
     BOOST_CHECK_EQUAL(listed->rows(), std::string{status} == "NULL" ? 11 : 10);
@@ -712,10 +742,10 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
       {&db::sql::get_task, "(" + id + ")"},
       {&db::sql::task_status, "(" + id + ")"},
       {&db::sql::task_attempts, "(" + id + ")"},
-      {&db::sql::list_tasks, "(NULL, NULL, NULL, NULL, 0, 11, 50000)"},
-      {&db::sql::list_tasks, "('T', NULL, 'pending', NULL, 0, 11, 50000)"},
-      {&db::sql::list_tasks, "('T', NULL, 'stopped', NULL, 0, 11, 50000)"},
-      {&db::sql::list_unit_tasks, "('T', 'k1', NULL, NULL, 0, 11)"},
+      {&db::sql::list_tasks, "(NULL, NULL, NULL, NULL, NULL, 11, 50000)"},
+      {&db::sql::list_tasks, "('T', NULL, 'pending', NULL, NULL, 11, 50000)"},
+      {&db::sql::list_tasks, "('T', NULL, 'stopped', NULL, NULL, 11, 50000)"},
+      {&db::sql::list_unit_tasks, "('T', 'k1', NULL, NULL, NULL, 11)"},
       {&db::sql::batch_counts, "('b')"}};
   for (const auto& [read, args] : reads) {
     std::string name = read->name;
@@ -734,7 +764,7 @@ BOOST_AUTO_TEST_CASE(the_task_reads_plan_the_day_tables_once_a_session) {
   // What each function reads the tasks with, planned once and kept.
   for (const char* statement : {"WITH page AS", "t.status <> 'stopped'", "c.status = 'cancelled'",
                                 "t.status::text, count(*)", "taskmill.attempt_history",
-                                "(t.type, t.id) > (p_type, p_after)"}) {
+                                "(t.type, t.id) < (p_type, p_before)"}) {
     auto kept = conn.exec(
         "SELECT count(*) FROM pg_backend_memory_contexts WHERE name = 'CachedPlan' AND "
         "strpos(ident, $1) > 0",
@@ -1037,7 +1067,7 @@ BOOST_AUTO_TEST_CASE(batch_submits_claims_and_sweeps_compile_no_plans_for_sessio
   // A page by type rules sorts out, which puts its plan's cost past every
   // JIT threshold: compiled, it took seconds a call.
   plans.clear();
-  run("SELECT count(*) FROM taskmill.type_task_page('OTHER', NULL, '{}', 0, 11)");
+  run("SELECT count(*) FROM taskmill.type_tasks_before('OTHER', NULL, '{}', 1000000, 11)");
   auto page = std::find_if(plans.begin(), plans.end(), [](const std::string& plan) {
     return plan.find("taskmill.succeeded_tasks t") != std::string::npos;
   });
@@ -1142,10 +1172,10 @@ struct listing {
 listing list_ids(const test::task_database& db, const db::param& type, const db::param& status,
                  int limit, int scan) {
   listing out;
-  std::string after = "0";
+  db::param before;
   while (++out.pages < 1000) {
     auto page = db::read_scanned_task_page(
-        db.exec(db::sql::list_tasks.sql, {type, db::param{}, status, db::param{}, after,
+        db.exec(db::sql::list_tasks.sql, {type, db::param{}, status, db::param{}, before,
                                           std::to_string(limit + 1), std::to_string(scan)}),
         limit, scan);
     for (const auto& task : page.tasks()) {
@@ -1153,13 +1183,35 @@ listing list_ids(const test::task_database& db, const db::param& type, const db:
       out.ids += std::to_string(task.id());
     }
     if (page.next_page_token().empty()) return out;
-    after = page.next_page_token();
+    before = page.next_page_token();
   }
   BOOST_FAIL("the task list's pages never end");
   return out;
 }
 
 }  // namespace
+
+// Nodes of generation 23 and before list oldest first, after their page
+// token (storage/sql/compat.sql): a page of every task, of a type (read by
+// type) and of a unit.
+BOOST_AUTO_TEST_CASE(nodes_of_generation_23_still_list_oldest_first) {
+  test::task_database db{"oldpages"};
+  auto first = db.call("submit('T', 'a')");
+  db.call("submit('T', 'b')");
+  db.call("submit('T', 'c')");
+  // In the order the function gives them.
+  auto keys = [&](const std::string& rows) {
+    return db.scalar("SELECT string_agg(r.key, ',') FROM (SELECT (t.task).key FROM " + rows +
+                     " t) r");
+  };
+  auto after_first = std::to_string(first.id);
+  BOOST_CHECK_EQUAL(keys("taskmill.task_page(NULL, NULL, NULL, NULL, 0, 2, 50000)"), "a,b");
+  BOOST_CHECK_EQUAL(
+      keys("taskmill.task_page('T', NULL, NULL, NULL, " + after_first + ", 2, 50000)"), "b,c");
+  BOOST_CHECK_EQUAL(db.scalar("SELECT string_agg(t.key, ',') FROM "
+                              "taskmill.unit_task_page('T', 'b', NULL, NULL, 0, 2) t"),
+                    "b");
+}
 
 // The finished counts stand apart from the live ones so that a node can hold
 // an estimate of them (storage/finished_estimate.hpp); nodes of generation
@@ -1210,7 +1262,7 @@ BOOST_AUTO_TEST_CASE(a_batch_counts_its_statuses_and_sums_its_records) {
   BOOST_CHECK_EQUAL(rows_of(db, db::sql::batch_counts, "status", {"none"}), "");
 }
 
-// A unit's page holds every version of it once, in id order: the cancelled
+// A unit's page holds every version of it once, newest first: the cancelled
 // ones (which hold no key) and the stopped ones (in a day's table).
 BOOST_AUTO_TEST_CASE(a_units_page_holds_its_cancelled_and_stopped_versions_once) {
   test::task_database db{"unitreads"};
@@ -1223,22 +1275,23 @@ BOOST_AUTO_TEST_CASE(a_units_page_holds_its_cancelled_and_stopped_versions_once)
       {std::to_string(second.id)});
   db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE id = $1",
           {std::to_string(second.id)});
-  auto page = [&](db::param status, const std::string& after) {
+  auto page = [&](db::param status, db::param before) {
     return rows_of(db, db::sql::list_unit_tasks, "status::text",
-                   {"T", "u", std::move(status), db::param{}, after, "11"});
+                   {"T", "u", std::move(status), db::param{}, std::move(before), "11"});
   };
-  BOOST_CHECK_EQUAL(page(db::param{}, "0"), "cancelled,stopped");
-  BOOST_CHECK_EQUAL(page(db::param{"cancelled"}, "0"), "cancelled");
-  BOOST_CHECK_EQUAL(page(db::param{}, std::to_string(first.id)), "stopped");
+  BOOST_CHECK_EQUAL(page(db::param{}, db::param{}), "stopped,cancelled");
+  BOOST_CHECK_EQUAL(page(db::param{"cancelled"}, db::param{}), "cancelled");
+  BOOST_CHECK_EQUAL(page(db::param{}, std::to_string(second.id)), "cancelled");
+  BOOST_CHECK_EQUAL(page(db::param{}, std::to_string(first.id)), "");
 }
 
 // A page of one type is read through that type's tasks of each status
 // (storage/sql/task_reads.sql): following its tokens gives each of the
-// type's tasks once and in id order, for every status filter, in one page
+// type's tasks once and newest first, for every status filter, in one page
 // of 1,000 where a scan of 100 tasks a page takes many; and the same when
 // more of them wait than a page sorts by id (1,000), by the bounded scan
 // for the statuses that may be waiting.
-BOOST_AUTO_TEST_CASE(a_types_pages_give_each_of_its_tasks_once_in_id_order) {
+BOOST_AUTO_TEST_CASE(a_types_pages_give_each_of_its_tasks_once_newest_first) {
   test::task_database db{"typepages"};
   db.insert_tasks(1400, "CASE WHEN g % 3 = 0 THEN 'O' ELSE 'T' END", "now()");
   db.exec(every_status_by_id("true"));
@@ -1249,7 +1302,7 @@ BOOST_AUTO_TEST_CASE(a_types_pages_give_each_of_its_tasks_once_in_id_order) {
       statuses.emplace_back(std::string{s});
     for (const auto& status : statuses) {
       auto expected = db.scalar(
-          "SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM taskmill.tasks "
+          "SELECT coalesce(string_agg(id::text, ',' ORDER BY id DESC), '') FROM taskmill.tasks "
           "WHERE type = 'T' AND ($1::taskmill.task_status IS NULL OR status = $1)",
           {status});
       BOOST_TEST_CONTEXT("status " << (status ? *status : std::string{"any"}) << ", pages of "

@@ -724,7 +724,7 @@
       const short = res.next_page_token && (res.tasks || []).length < Number(q.limit || 100);
       fill(pager, [pageToken, res.next_page_token, short], () => [
         // A page reads a bounded stretch of the table; a rare match may lie further on.
-        short ? h('span', { class: 'muted', 'data-test': 'scanned-to' }, `Looked through tasks up to id ${res.next_page_token}; more may match further on. `) : null,
+        short ? h('span', { class: 'muted', 'data-test': 'scanned-to' }, `Looked through tasks down to id ${res.next_page_token}; older ones may match too. `) : null,
         pageToken ? h('a', { class: 'button', href: hashFor('tasks', q), 'data-test': 'first-page' }, 'First page') : null,
         res.next_page_token ? h('a', { class: 'button', href: hashFor('tasks', { ...q, page_token: res.next_page_token }), 'data-test': 'next-page' },
           'Next') : null,

@@ -115,3 +115,101 @@ LANGUAGE sql STABLE AS $$
   UNION ALL
   SELECT * FROM taskmill.finished_counts(p_exact_up_to, true) f WHERE f.type IS NOT NULL
 $$;
+
+-- Callers: nodes of generation 23 and before, which list tasks oldest first
+-- (a page after p_after; taskmill.tasks_before lists newest first). Drop
+-- from generation 25 on, with taskmill.type_task_page and
+-- taskmill.unit_task_page below.
+CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
+                                   p_batch text, p_after bigint, p_limit integer, p_scan integer)
+RETURNS TABLE (task taskmill.tasks, scan_last bigint, scan_rows bigint)
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  c_waiting_read constant integer := 1000;
+  v_waiting bigint[] := '{}';
+BEGIN
+  IF p_type IS NOT NULL AND p_key IS NULL AND p_batch IS NULL THEN
+    IF p_status IS NULL OR p_status IN ('pending', 'failed') THEN
+      v_waiting := taskmill.waiting_ids_of_type(p_type, c_waiting_read + 1);
+    END IF;
+    IF cardinality(v_waiting) <= c_waiting_read THEN
+      RETURN QUERY SELECT p::taskmill.tasks, NULL::bigint, 0::bigint
+                     FROM taskmill.type_task_page(p_type, p_status, v_waiting, p_after, p_limit) p;
+      RETURN;
+    END IF;
+  END IF;
+  RETURN QUERY
+  WITH page AS (
+    SELECT s.* FROM (SELECT * FROM taskmill.tasks t WHERE t.id > p_after
+                      ORDER BY t.id LIMIT p_scan) s
+     WHERE (p_type IS NULL OR s.type = p_type) AND (p_key IS NULL OR s.key = p_key)
+       AND (p_status IS NULL OR s.status = p_status) AND (p_batch IS NULL OR s.batch = p_batch)
+     ORDER BY s.id LIMIT p_limit
+  ), scan AS (
+    SELECT max(x.id) AS last_id, count(*) AS scanned
+      FROM (SELECT t.id FROM taskmill.tasks t WHERE t.id > p_after ORDER BY t.id LIMIT p_scan) x
+     WHERE (SELECT count(*) FROM page) < p_limit
+  )
+  SELECT m::taskmill.tasks, scan.last_id, scan.scanned FROM scan LEFT JOIN page m ON true
+   ORDER BY m.id;
+END
+$$;
+
+-- Called by taskmill.task_page above: a page of one type's tasks after
+-- p_after.
+CREATE FUNCTION taskmill.type_task_page(p_type text, p_status taskmill.task_status,
+                                        p_waiting bigint[], p_after bigint, p_limit integer)
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql STABLE
+SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off
+SET jit = off AS $$
+BEGIN
+  RETURN QUERY
+  SELECT u.* FROM (
+    (SELECT t.* FROM taskmill.live_tasks t
+      WHERE t.id = ANY (p_waiting) AND t.id > p_after AND t.status IN ('pending', 'failed')
+        AND (p_status IS NULL OR t.status = p_status)
+      ORDER BY t.id LIMIT p_limit)
+    UNION ALL
+    SELECT t.* FROM taskmill.live_tasks t
+     WHERE t.status = 'running' AND t.type = p_type AND t.id > p_after
+       AND (p_status IS NULL OR p_status = 'running')
+    UNION ALL
+    SELECT f.* FROM unnest('{dead,cancelled}'::taskmill.task_status[]) s (status),
+           LATERAL (SELECT t.* FROM taskmill.live_tasks t
+                     WHERE t.status = s.status AND t.status IN ('dead', 'cancelled')
+                       AND (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+                     ORDER BY t.type, t.id LIMIT p_limit) f
+     WHERE p_status IS NULL OR s.status = p_status
+    UNION ALL
+    (SELECT t.* FROM taskmill.succeeded_tasks t
+      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+        AND (p_status IS NULL OR p_status = 'succeeded')
+      ORDER BY t.type, t.id LIMIT p_limit)
+    UNION ALL
+    (SELECT t.* FROM taskmill.stopped_tasks t
+      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+        AND (p_status IS NULL OR p_status = 'stopped')
+      ORDER BY t.type, t.id LIMIT p_limit)
+  ) u ORDER BY u.id LIMIT p_limit;
+END
+$$;
+
+-- Callers: nodes of generation 23 and before (see taskmill.task_page).
+CREATE FUNCTION taskmill.unit_task_page(p_type text, p_key text, p_status taskmill.task_status,
+                                        p_batch text, p_after bigint, p_limit integer)
+RETURNS SETOF taskmill.tasks
+LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+BEGIN
+  RETURN QUERY
+  SELECT t.* FROM (SELECT k.task_id FROM taskmill.task_keys k
+                    WHERE k.type = p_type AND k.key = p_key AND k.task_id > p_after
+                   UNION
+                   SELECT c.id FROM taskmill.tasks c
+                    WHERE c.status = 'cancelled' AND c.type = p_type AND c.key = p_key
+                      AND c.id > p_after) u,
+         LATERAL taskmill.task_by_id(u.task_id) t
+   WHERE (p_status IS NULL OR t.status = p_status) AND (p_batch IS NULL OR t.batch = p_batch)
+   ORDER BY t.id LIMIT p_limit;
+END
+$$;

@@ -21,23 +21,29 @@ BEGIN
 END
 $$;
 
--- A page of tasks in id order after p_after: at most p_limit of those among
--- the p_scan tasks past it that match the filters (a NULL filter matches
--- every task), so that a filter matching few of millions of tasks costs the
--- same as any other: the page may then be short, and scan_last says where
--- the next one goes on. The read stops once the page is full, so a page
--- that fills costs its own rows, however many the table holds; only a short
--- page counts where its scan ended (scan_rows; 0 otherwise). Without a match
--- the scan is one row with only scan_last and scan_rows. A page of one type
--- is read through the type's own tasks instead (taskmill.type_task_page),
--- whole and without a scan, unless it may hold waiting tasks and more of
--- them wait than a page should read to sort them by id.
-CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
-                                   p_batch text, p_after bigint, p_limit integer, p_scan integer)
+-- A page of tasks newest first, before p_before (NULL: from the newest): at
+-- most p_limit of those among the p_scan tasks before it that match the
+-- filters (a NULL filter matches every task), so that a filter matching few
+-- of millions of tasks costs the same as any other: the page may then be
+-- short, and scan_last says where the next one goes on. The read stops once
+-- the page is full, so a page that fills costs its own rows, however many
+-- the table holds; only a short page counts where its scan ended (scan_rows;
+-- 0 otherwise). Without a match the scan is one row with only scan_last and
+-- scan_rows. A page of one type is read through the type's own tasks
+-- instead (taskmill.type_tasks_before), whole and without a scan, unless it
+-- may hold waiting tasks and more of them wait than a page should read to
+-- sort them by id. Newest first, because the retention moves and deletes
+-- the oldest tasks: their index entries stay at the old end until a vacuum
+-- of a table that may hold millions, and a first page from there would step
+-- over all of them.
+CREATE FUNCTION taskmill.tasks_before(p_type text, p_key text, p_status taskmill.task_status,
+                                      p_batch text, p_before bigint, p_limit integer,
+                                      p_scan integer)
 RETURNS TABLE (task taskmill.tasks, scan_last bigint, scan_rows bigint)
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
 DECLARE
   c_waiting_read constant integer := 1000;
+  v_before bigint := coalesce(p_before, 9223372036854775807);
   v_waiting bigint[] := '{}';
 BEGIN
   IF p_type IS NOT NULL AND p_key IS NULL AND p_batch IS NULL THEN
@@ -46,30 +52,32 @@ BEGIN
     END IF;
     IF cardinality(v_waiting) <= c_waiting_read THEN
       RETURN QUERY SELECT p::taskmill.tasks, NULL::bigint, 0::bigint
-                     FROM taskmill.type_task_page(p_type, p_status, v_waiting, p_after, p_limit) p;
+                     FROM taskmill.type_tasks_before(p_type, p_status, v_waiting, v_before,
+                                                     p_limit) p;
       RETURN;
     END IF;
   END IF;
   RETURN QUERY
   WITH page AS (
-    SELECT s.* FROM (SELECT * FROM taskmill.tasks t WHERE t.id > p_after
-                      ORDER BY t.id LIMIT p_scan) s
+    SELECT s.* FROM (SELECT * FROM taskmill.tasks t WHERE t.id < v_before
+                      ORDER BY t.id DESC LIMIT p_scan) s
      WHERE (p_type IS NULL OR s.type = p_type) AND (p_key IS NULL OR s.key = p_key)
        AND (p_status IS NULL OR s.status = p_status) AND (p_batch IS NULL OR s.batch = p_batch)
-     ORDER BY s.id LIMIT p_limit
+     ORDER BY s.id DESC LIMIT p_limit
   ), scan AS (
-    SELECT max(x.id) AS last_id, count(*) AS scanned
-      FROM (SELECT t.id FROM taskmill.tasks t WHERE t.id > p_after ORDER BY t.id LIMIT p_scan) x
+    SELECT min(x.id) AS last_id, count(*) AS scanned
+      FROM (SELECT t.id FROM taskmill.tasks t WHERE t.id < v_before
+             ORDER BY t.id DESC LIMIT p_scan) x
      WHERE (SELECT count(*) FROM page) < p_limit
   )
   SELECT m::taskmill.tasks, scan.last_id, scan.scanned FROM scan LEFT JOIN page m ON true
-   ORDER BY m.id;
+   ORDER BY m.id DESC;
 END
 $$;
 
 -- The ids of up to p_limit of type p_type's waiting tasks, whatever their
 -- ids, read from the claim's index by type alone: the type is a range and
--- the order that index's, as in taskmill.type_task_page below.
+-- the order that index's, as in taskmill.type_tasks_before below.
 CREATE FUNCTION taskmill.waiting_ids_of_type(p_type text, p_limit integer) RETURNS bigint[]
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off AS $$
@@ -80,12 +88,12 @@ BEGIN
 END
 $$;
 
--- The tasks of type p_type after p_after in id order, at most p_limit, each
--- read through an index that holds a type's tasks of its status, so that a
--- page costs the type's own tasks and not the history of others: p_waiting
--- are all its waiting tasks of either waiting status (their index orders
--- them for the claim, not by id), its running ones are read among every
--- running task (as many as the nodes run), and its finished ones
+-- The tasks of type p_type before p_before newest first, at most p_limit,
+-- each read through an index that holds a type's tasks of its status, so
+-- that a page costs the type's own tasks and not the history of others:
+-- p_waiting are all its waiting tasks of either waiting status (their index
+-- orders them for the claim, not by id), its running ones are read among
+-- every running task (as many as the nodes run), and its finished ones
 -- (succeeded, dead, cancelled, stopped) are indexed by type and id. The
 -- plan is made once, for any type, so it takes each type to be as common as
 -- any other: ordered by id alone, the finished tasks would be read in the
@@ -94,8 +102,8 @@ $$;
 -- constant, so that the order by type and id is one only the type's index
 -- gives, and that index's scan starts at the page and ends with the type.
 -- Sorts ruled out put the plan's cost past every JIT threshold.
-CREATE FUNCTION taskmill.type_task_page(p_type text, p_status taskmill.task_status,
-                                        p_waiting bigint[], p_after bigint, p_limit integer)
+CREATE FUNCTION taskmill.type_tasks_before(p_type text, p_status taskmill.task_status,
+                                           p_waiting bigint[], p_before bigint, p_limit integer)
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql STABLE
 SET plan_cache_mode = force_generic_plan SET enable_seqscan = off SET enable_sort = off
@@ -104,52 +112,55 @@ BEGIN
   RETURN QUERY
   SELECT u.* FROM (
     (SELECT t.* FROM taskmill.live_tasks t
-      WHERE t.id = ANY (p_waiting) AND t.id > p_after AND t.status IN ('pending', 'failed')
+      WHERE t.id = ANY (p_waiting) AND t.id < p_before AND t.status IN ('pending', 'failed')
         AND (p_status IS NULL OR t.status = p_status)
-      ORDER BY t.id LIMIT p_limit)
+      ORDER BY t.id DESC LIMIT p_limit)
     UNION ALL
     SELECT t.* FROM taskmill.live_tasks t
-     WHERE t.status = 'running' AND t.type = p_type AND t.id > p_after
+     WHERE t.status = 'running' AND t.type = p_type AND t.id < p_before
        AND (p_status IS NULL OR p_status = 'running')
     UNION ALL
     SELECT f.* FROM unnest('{dead,cancelled}'::taskmill.task_status[]) s (status),
            LATERAL (SELECT t.* FROM taskmill.live_tasks t
                      WHERE t.status = s.status AND t.status IN ('dead', 'cancelled')
-                       AND (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
-                     ORDER BY t.type, t.id LIMIT p_limit) f
+                       AND (t.type, t.id) < (p_type, p_before) AND t.type >= p_type
+                     ORDER BY t.type DESC, t.id DESC LIMIT p_limit) f
      WHERE p_status IS NULL OR s.status = p_status
     UNION ALL
     (SELECT t.* FROM taskmill.succeeded_tasks t
-      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+      WHERE (t.type, t.id) < (p_type, p_before) AND t.type >= p_type
         AND (p_status IS NULL OR p_status = 'succeeded')
-      ORDER BY t.type, t.id LIMIT p_limit)
+      ORDER BY t.type DESC, t.id DESC LIMIT p_limit)
     UNION ALL
     (SELECT t.* FROM taskmill.stopped_tasks t
-      WHERE (t.type, t.id) > (p_type, p_after) AND t.type <= p_type
+      WHERE (t.type, t.id) < (p_type, p_before) AND t.type >= p_type
         AND (p_status IS NULL OR p_status = 'stopped')
-      ORDER BY t.type, t.id LIMIT p_limit)
-  ) u ORDER BY u.id LIMIT p_limit;
+      ORDER BY t.type DESC, t.id DESC LIMIT p_limit)
+  ) u ORDER BY u.id DESC LIMIT p_limit;
 END
 $$;
 
--- The tasks of one (type, key) after p_after, in id order, at most p_limit:
--- those its keys name (live or stopped) and the cancelled ones, which keep
--- none.
-CREATE FUNCTION taskmill.unit_task_page(p_type text, p_key text, p_status taskmill.task_status,
-                                        p_batch text, p_after bigint, p_limit integer)
+-- The tasks of one (type, key) before p_before (NULL: from the newest),
+-- newest first, at most p_limit: those its keys name (live or stopped) and
+-- the cancelled ones, which keep none.
+CREATE FUNCTION taskmill.unit_tasks_before(p_type text, p_key text,
+                                           p_status taskmill.task_status, p_batch text,
+                                           p_before bigint, p_limit integer)
 RETURNS SETOF taskmill.tasks
 LANGUAGE plpgsql STABLE SET plan_cache_mode = force_generic_plan AS $$
+DECLARE
+  v_before bigint := coalesce(p_before, 9223372036854775807);
 BEGIN
   RETURN QUERY
   SELECT t.* FROM (SELECT k.task_id FROM taskmill.task_keys k
-                    WHERE k.type = p_type AND k.key = p_key AND k.task_id > p_after
+                    WHERE k.type = p_type AND k.key = p_key AND k.task_id < v_before
                    UNION
                    SELECT c.id FROM taskmill.tasks c
                     WHERE c.status = 'cancelled' AND c.type = p_type AND c.key = p_key
-                      AND c.id > p_after) u,
+                      AND c.id < v_before) u,
          LATERAL taskmill.task_by_id(u.task_id) t
    WHERE (p_status IS NULL OR t.status = p_status) AND (p_batch IS NULL OR t.batch = p_batch)
-   ORDER BY t.id LIMIT p_limit;
+   ORDER BY t.id DESC LIMIT p_limit;
 END
 $$;
 

@@ -179,7 +179,7 @@ def walk(console, node, doomed, later, unwanted, child, shots):
     # it looked, and offers the next page.
     console.open("/tasks?key=NOTHING")
     scanned = console.text("scanned-to")
-    check("tasks: a short page says how far it looked", "Looked through tasks up to id" in scanned,
+    check("tasks: a short page says how far it looked", "Looked through tasks down to id" in scanned,
           scanned)
     check("tasks: a short page offers the next", console.find("next-page") is not None)
 
