@@ -151,6 +151,8 @@ WITH gone AS (DELETE FROM taskmill.tasks WHERE type = ANY ($1::text[]) RETURNING
 DELETE FROM taskmill.attempts a USING gone WHERE a.task_id = gone.id
 )sql";
 
+const char* const vacuum_live_tasks = "VACUUM taskmill.live_tasks";
+
 const char* const now = "SELECT clock_timestamp()";
 
 const char* const succeeded_count = R"sql(

@@ -60,6 +60,8 @@ extern const char* const make_past_days;
 extern const char* const newest_succeeded;
 /// $1: types (text[]). Removes their tasks and attempts, keeping the rest.
 extern const char* const delete_types;
+/// A vacuum of the live tasks alone.
+extern const char* const vacuum_live_tasks;
 /// $1: type, $2: how many. A chain of tasks (keys chain-1, chain-2, ...),
 /// each submitted after the one before.
 extern const char* const submit_chain;
