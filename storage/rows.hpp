@@ -31,12 +31,12 @@ std::vector<param> type_settings_params(const pb::TypeSettingsList& settings);
 
 param timestamp_param(const google::protobuf::Timestamp& ts);
 
-/// A page of tasks: its first `limit` rows, and the next page's token after
-/// the last of them when the result holds more.
+/// A page of tasks: its first `limit` rows, and the last one's id as the
+/// next page's token when the result holds more.
 pb::TaskList read_task_page(const result& res, int limit);
 
 /// A page of list_tasks (storage/sql/task_reads.sql): its matches, and the
-/// next page's token either after the last match shown or, when its scan of
+/// next page's token either the last match shown or, when its scan of
 /// `scan_rows` tasks ended before the page was full, where the scan ended.
 pb::TaskList read_scanned_task_page(const result& res, int limit, int scan_rows);
 

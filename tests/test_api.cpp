@@ -280,17 +280,18 @@ BOOST_AUTO_TEST_CASE(listing_pages_through_filters) {
          "{\"type\": \"NOOP\", \"key\": \"p" + std::to_string(i) + "\", \"batch\": \"pb\"}");
   call("POST", "/v1/tasks",
        R"({"type": "SLEEP", "key": "other", "execute_at": "2099-01-01T00:00:00Z"})");
-  std::vector<std::string> keys;
+  // Newest first.
+  std::string keys;
   std::string path = "/v1/tasks?batch=pb&limit=2";
   for (int page = 0; page < 5; ++page) {
     auto res = call("GET", path);
     BOOST_REQUIRE_EQUAL(res.status, 200);
-    for (const auto& t : res.body["tasks"]) keys.push_back(t["key"]);
+    for (const auto& t : res.body["tasks"]) keys += t["key"].get<std::string>() + ",";
     if (res.body["next_page_token"].is_null()) break;
     path =
         "/v1/tasks?batch=pb&limit=2&page_token=" + res.body["next_page_token"].get<std::string>();
   }
-  BOOST_CHECK_EQUAL(keys.size(), 5u);
+  BOOST_CHECK_EQUAL(keys, "p4,p3,p2,p1,p0,");
   auto pending = call("GET", "/v1/tasks?type=SLEEP&status=pending");
   BOOST_REQUIRE_EQUAL(pending.body["tasks"].size(), 1u);
   BOOST_CHECK_EQUAL(pending.body["tasks"][0]["key"], "other");

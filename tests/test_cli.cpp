@@ -241,7 +241,8 @@ BOOST_AUTO_TEST_CASE(submit_show_and_list) {
   BOOST_CHECK_EQUAL(lines_of(first_page.out).size(), 2u);
   BOOST_CHECK(contains(first_page.err, "--all"));
   auto every_page = run_json({"list", "--limit", "1", "--all"});
-  BOOST_CHECK_EQUAL(every_page["tasks"].size(), 2u);
+  BOOST_REQUIRE_EQUAL(every_page["tasks"].size(), 2u);
+  BOOST_CHECK_EQUAL(every_page["tasks"][0]["key"], "other");  // newest first
   BOOST_CHECK(every_page["next_page_token"].is_null());
 
   auto bad_status = run({"list", "--status", "asleep"});

@@ -828,9 +828,19 @@ BOOST_AUTO_TEST_CASE(retention_and_purge_touch_only_what_is_old_enough) {
   auto old_dead = make("d", "dead", "8 days");
   auto new_cancelled = make("e", "cancelled", "1 day");
   auto old_pending = make("f", "pending", "30 days");
+  // As the leader's watcher makes it ahead.
+  db.exec(
+      "SELECT taskmill.make_stopped_days(d, d) FROM (SELECT (now() AT TIME ZONE 'UTC')::date) "
+      "x(d)");
   BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_succeeded(86400000, 1000, " + term + ")"), 1);
   BOOST_CHECK_EQUAL(db.by_id(old_success).status, "stopped");
   BOOST_CHECK_EQUAL(db.by_id(new_success).status, "succeeded");
+  // Into today's table of stopped tasks (UTC), whose purge drops it whole.
+  BOOST_CHECK_EQUAL(db.scalar("SELECT t.tableoid = to_regclass('taskmill.' || "
+                              "taskmill.stopped_day_table((now() AT TIME ZONE 'UTC')::date)) "
+                              "FROM taskmill.tasks t WHERE t.id = $1",
+                              {std::to_string(old_success)}),
+                    "t");
   BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1, " + term + ")"), 1);
   BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000, " + term + ")"), 1);
   BOOST_CHECK_EQUAL(count(db, "SELECT taskmill.sweep_purge(604800000, 1000, " + term + ")"), 0);

@@ -657,11 +657,10 @@ BOOST_AUTO_TEST_CASE(a_full_page_of_the_task_list_reads_only_its_rows) {
   BOOST_CHECK_GT(none, 10 * full);
 }
 
-// The retention moves and deletes the oldest tasks, and their index entries
-// stay until a vacuum, which for a day of successes may be minutes away: a
-// first page, newest first, reads none of them. Here 100,000 successes whose
-// oldest 80,000 were deleted and not vacuumed: each first page reads under
-// 60 buffers (4 to 16 here); from the oldest end, 228 to 322.
+// A first page reads none of the index entries that the oldest tasks, moved
+// on or deleted by the retention, leave until a vacuum (taskmill.tasks_before):
+// beside 100,000 successes whose oldest 80,000 were deleted and not vacuumed,
+// each reads under 60 buffers (4 to 16 here, 228 to 322 from the oldest end).
 BOOST_AUTO_TEST_CASE(a_first_page_reads_none_of_the_oldest_tasks_deleted) {
   test::task_database db{"deletedfront"};
   db.insert_tasks(100000, "'T'", "now()");

@@ -426,7 +426,7 @@ int list(const list_options& o) {
 
 void add_list(CLI::App& app, client_command& chosen) {
   auto o = std::make_shared<list_options>();
-  auto sub = app.add_subcommand("list", "List tasks, oldest first");
+  auto sub = app.add_subcommand("list", "List tasks, newest first");
   add_common_options(*sub, o->common);
   sub->add_option("--type", o->type, "Only this type");
   sub->add_option("--key", o->key, "Only this key");

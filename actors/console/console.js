@@ -727,7 +727,7 @@
         short ? h('span', { class: 'muted', 'data-test': 'scanned-to' }, `Looked through tasks down to id ${res.next_page_token}; older ones may match too. `) : null,
         pageToken ? h('a', { class: 'button', href: hashFor('tasks', q), 'data-test': 'first-page' }, 'First page') : null,
         res.next_page_token ? h('a', { class: 'button', href: hashFor('tasks', { ...q, page_token: res.next_page_token }), 'data-test': 'next-page' },
-          'Next') : null,
+          'Older') : null,
       ]);
     };
   }

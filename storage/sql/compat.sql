@@ -118,7 +118,7 @@ $$;
 
 -- Callers: nodes of generation 23 and before, which list tasks oldest first
 -- (a page after p_after; taskmill.tasks_before lists newest first). Drop
--- from generation 25 on, with taskmill.type_task_page and
+-- from generation 26 on, with taskmill.type_task_page and
 -- taskmill.unit_task_page below.
 CREATE FUNCTION taskmill.task_page(p_type text, p_key text, p_status taskmill.task_status,
                                    p_batch text, p_after bigint, p_limit integer, p_scan integer)

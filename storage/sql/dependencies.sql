@@ -456,8 +456,9 @@ CREATE TRIGGER tasks_rearmed AFTER UPDATE ON taskmill.tasks
 
 -- A success or a stopped task brought back leaves its partition: its
 -- update is a delete there and an insert among the live tasks, which fire
--- no update trigger. Not for the purge's deletes (taskmill.sweep_purge) nor
--- for the successes the retention moves on (taskmill.sweep_succeeded).
+-- no update trigger. Not where the transaction set taskmill.not_brought_back:
+-- the purge's deletes (taskmill.sweep_purge) and the successes the
+-- retention moves on (taskmill.sweep_succeeded).
 CREATE FUNCTION taskmill.finished_task_left() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE
@@ -472,11 +473,11 @@ END
 $$;
 
 CREATE TRIGGER stopped_tasks_left AFTER DELETE ON taskmill.stopped_tasks
-  FOR EACH ROW WHEN (current_setting('taskmill.purging', true) IS DISTINCT FROM 'on')
+  FOR EACH ROW WHEN (current_setting('taskmill.not_brought_back', true) IS DISTINCT FROM 'on')
   EXECUTE FUNCTION taskmill.finished_task_left();
 
 CREATE TRIGGER succeeded_tasks_left AFTER DELETE ON taskmill.succeeded_tasks
-  FOR EACH ROW WHEN (current_setting('taskmill.sweeping', true) IS DISTINCT FROM 'on')
+  FOR EACH ROW WHEN (current_setting('taskmill.not_brought_back', true) IS DISTINCT FROM 'on')
   EXECUTE FUNCTION taskmill.finished_task_left();
 
 -- The parents a waiting task still waits for (at most p_limit of them), and

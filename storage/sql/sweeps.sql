@@ -150,7 +150,7 @@ DECLARE
 BEGIN
   PERFORM taskmill.fence(p_term);
   -- Moved on, not brought back (taskmill.finished_task_left).
-  PERFORM set_config('taskmill.sweeping', 'on', true);
+  PERFORM set_config('taskmill.not_brought_back', 'on', true);
   WITH stopped AS (
     UPDATE taskmill.tasks t SET status = 'stopped', updated_at = now()
      WHERE t.status = 'succeeded'
@@ -160,7 +160,7 @@ BEGIN
                               ORDER BY x.updated_at LIMIT p_limit FOR UPDATE SKIP LOCKED))
     RETURNING 1)
   SELECT count(*)::integer INTO v_stopped FROM stopped;
-  PERFORM set_config('taskmill.sweeping', '', true);
+  PERFORM set_config('taskmill.not_brought_back', '', true);
   RETURN v_stopped;
 END
 $$;
@@ -185,7 +185,7 @@ BEGIN
   -- A statement of its own: a day is not dropped while a statement reads it.
   PERFORM taskmill.turn_stopped_days(p_retention_ms);
   -- Deleted, not brought back (taskmill.finished_task_left).
-  PERFORM set_config('taskmill.purging', 'on', true);
+  PERFORM set_config('taskmill.not_brought_back', 'on', true);
   WITH picked AS (
     SELECT x.id FROM (
       SELECT l.id, l.updated_at FROM (
@@ -303,7 +303,7 @@ BEGIN
   SELECT greatest((SELECT count(*) FROM gone), (SELECT count(*) FROM firings),
                   (SELECT count(*) FROM alerts), (SELECT count(*) FROM key_starts))::integer
     INTO v_lost;
-  PERFORM set_config('taskmill.purging', '', true);
+  PERFORM set_config('taskmill.not_brought_back', '', true);
   RETURN v_lost;
 END
 $$;
