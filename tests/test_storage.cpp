@@ -1234,6 +1234,13 @@ BOOST_AUTO_TEST_CASE(finished_counts_say_whether_a_sample_came_with_them) {
   BOOST_CHECK_EQUAL(counts("taskmill.finished_counts(2, false)"), "-:f");
   BOOST_CHECK_EQUAL(counts("taskmill.finished_counts(2, true)"), "-:t,T:succeeded:1:t");
   BOOST_CHECK_EQUAL(counts("taskmill.status_counts(2)"), "T:pending:1:f,T:succeeded:1:t");
+  // A stopped task lies two levels down, in its day's table: its row counts
+  // towards the bound as well.
+  db.call("submit('T', 'stops')");
+  db.exec("UPDATE taskmill.tasks SET status = 'stopped' WHERE key = 'stops'");
+  db.exec("ANALYZE taskmill.tasks");
+  BOOST_CHECK_EQUAL(counts("taskmill.finished_counts(3, false)"), "-:f");
+  BOOST_CHECK_EQUAL(counts("taskmill.finished_counts(4, false)"), "T:stopped:1:f,T:succeeded:1:f");
 }
 
 // SPEC §4: processed and failed records sum per batch, beside its counts.
