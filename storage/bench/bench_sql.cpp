@@ -79,6 +79,9 @@ const char* const forget_stopped_nodes = "DELETE FROM taskmill.nodes WHERE stopp
 
 const char* const checkpoint = "CHECKPOINT";
 
+const char* const autovacuum_workers =
+    "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'";
+
 const char* const load_backlog = R"sql(
 INSERT INTO taskmill.tasks (type, key, execute_at, trace_id, priority, max_retries, timeout_ms,
                             backoff_kind, backoff_base_ms, backoff_cap_ms, backoff_jitter)
