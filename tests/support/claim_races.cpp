@@ -1,10 +1,12 @@
 #include "tests/support/claim_races.hpp"
 
+#include "messages/errors.hpp"
 #include "storage/pg.hpp"
 
 #include <boost/test/unit_test.hpp>
 
 #include <chrono>
+#include <cstdio>
 #include <thread>
 
 namespace taskmill::test::races {
@@ -24,6 +26,8 @@ void race_claimers(const task_database& db, int workers, int attempt_column, rac
         // that always fails ends the race (and fails it) instead of
         // spinning.
         if (!claimed) {
+          std::fprintf(stderr, "race: a claim failed: %s\n",
+                       error_message(claimed.error()).c_str());
           ++record.errors;
           ++idle;
           continue;
@@ -71,10 +75,12 @@ race_finish finish_a_third_retried(race_record& record, std::atomic<int>& stale)
         conn.exec("SELECT count(*) FILTER (WHERE NOT applied) FROM taskmill.complete_many('" +
                   integers(ids) + "', '" + integers(attempts) + "', '" +
                   db::array_literal({outcomes.begin(), outcomes.end()}) + "', NULL, NULL, 'w')");
-    if (!done)
+    if (!done) {
+      std::fprintf(stderr, "race: outcomes failed: %s\n", error_message(done.error()).c_str());
       ++record.errors;
-    else
+    } else {
       stale += std::stoi(done->string(0, 0));
+    }
   };
 }
 
