@@ -37,7 +37,6 @@ extern const char* const analyze_tasks;
 extern const char* const forget_stopped_nodes;
 /// Needs superuser or pg_checkpoint; the bench goes on without it.
 extern const char* const checkpoint;
-
 /// How many autovacuum workers are at work now.
 extern const char* const autovacuum_workers;
 /// $1: type, $2: how many, $3: key prefix. Due tasks, loaded directly.

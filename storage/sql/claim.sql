@@ -247,9 +247,9 @@ $$;
 -- before this one's lock fails (40001, "already moved to another
 -- partition") instead of passing it over, and is made again: the task is
 -- not due then. Each try's rows are returned only once it succeeded. Claims
--- racing nodes that finish their tasks at once can meet such a task at
--- several tries in a row (three did, in the claims' race tests); a claim
--- that still fails is retried by the node after 50 ms or more.
+-- racing nodes that finish their tasks at once meet a newly moved task at
+-- one try after another; one that fails ten times is retried by the node
+-- after 50 ms or more.
 CREATE FUNCTION taskmill.claim_by_turns(p_node text, p_limit integer, p_turns integer[],
                                         p_capped_types text[], p_type_limits integer[],
                                         p_global_limit integer, p_types text[],

@@ -95,8 +95,9 @@ RETURNS TABLE (type text, status text, n bigint, estimated boolean)
 LANGUAGE plpgsql STABLE AS $$
 DECLARE
   -- Each partition's -1 until it was first vacuumed or analyzed. The tree
-  -- is walked through pg_inherits: pg_partition_tree looks up each
-  -- partition's ancestors as well, twice the time beside a month of days.
+  -- is walked through pg_inherits: pg_partition_tree also looks up each
+  -- partition's ancestors, which beside a month of days cost most of a
+  -- stats call (tools/bench/BENCH.md).
   v_rows real := (WITH RECURSIVE tree(oid) AS (
                     SELECT 'taskmill.tasks'::regclass::oid
                     UNION ALL
