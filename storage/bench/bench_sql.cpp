@@ -185,6 +185,11 @@ SELECT extract(epoch FROM max(updated_at) - min(started_at))::float8, count(*)
   FROM taskmill.tasks WHERE type = ANY ($1::text[]) AND status IN ('succeeded', 'stopped')
 )sql";
 
+const char* const claim_to_outcome = R"sql(
+SELECT avg(extract(epoch FROM updated_at - started_at))::float8
+  FROM taskmill.tasks WHERE type = ANY ($1::text[]) AND status IN ('succeeded', 'stopped')
+)sql";
+
 const char* const start_times =
     "SELECT key, (result->>'started_at_us')::float8 / 1e6 FROM taskmill.tasks WHERE type = $1";
 

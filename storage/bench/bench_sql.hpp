@@ -111,6 +111,9 @@ extern const char* const seconds_to_last_completion;
 /// $1: types (text[]). Seconds from the first claim to the last completion,
 /// and the number of succeeded tasks in between.
 extern const char* const claim_window;
+/// $1: types (text[]). Seconds from a task's claim to its outcome's start
+/// (started_at to updated_at), on average over the finished tasks.
+extern const char* const claim_to_outcome;
 /// $1: type. Each task's key and when the noop executor ran it, in seconds
 /// since the epoch by the node's clock (the bench's host and clock).
 extern const char* const start_times;

@@ -235,6 +235,12 @@ drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list
     return function_time{a.calls - b.calls, a.total_ms - b.total_ms, a.self_ms - b.self_ms};
   };
   auto claims = delta("claim_by_turns");
+  // A task is held from its claim's start (started_at) past its outcome's
+  // start (updated_at) until that outcome commits: the mean outcome call.
+  auto outcomes = delta("complete_many");
+  auto outcome_s = outcomes.calls > 0 ? outcomes.total_ms / 1000.0 / outcomes.calls : 0;
+  auto claim_to_outcome_s = run(conn, sql::claim_to_outcome, {types_param(types)}).float64(0, 0);
+  out.tasks_held = out.rate * (claim_to_outcome_s + outcome_s);
   out.claim_us_per_task = claims.total_ms * 1000.0 / tasks;
   out.tasks_per_claim = claims.calls > 0 ? static_cast<double>(tasks) / claims.calls : 0;
   out.node_us_per_task = node.last_cpu_seconds() * 1e6 / tasks;
@@ -243,8 +249,9 @@ drain_run profiled_drain(bench_node& node, db::connection& conn, const type_list
     if (auto d = delta(name); d.self_ms > 0) heaviest.emplace_back(d.self_ms, name);
   std::sort(heaviest.rbegin(), heaviest.rend());
   std::string line = "  claims: " + fixed(out.claim_us_per_task, 1) + " us a task, " +
-                     fixed(out.tasks_per_claim, 1) + " tasks a claim; node " +
-                     fixed(out.node_us_per_task, 1) + " us a task; most time in itself:";
+                     fixed(out.tasks_per_claim, 1) + " tasks a claim, " + fixed(out.tasks_held, 0) +
+                     " held; node " + fixed(out.node_us_per_task, 1) +
+                     " us a task; most time in itself:";
   for (size_t i = 0; i < std::min<size_t>(heaviest.size(), 8); ++i)
     line += " " + heaviest[i].second + " " + fixed(heaviest[i].first * 1000.0 / tasks, 1);
   progress(line);

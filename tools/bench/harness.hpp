@@ -281,6 +281,11 @@ struct drain_run {
   double claim_us_per_task;  // in PostgreSQL, in taskmill.claim_by_turns
   double tasks_per_claim;
   double node_us_per_task;  // the node's processor time, user and system
+  // Tasks claimed and not yet stored as finished, on average over the drain
+  // (Little's law: the rate times the time from a task's claim to its
+  // outcome's commit). A running limit bounds it; where the limit is below
+  // what the drain holds without it, the limit is what slows the drain.
+  double tasks_held;
 };
 
 /// While a phase measures where claims spend their time, PostgreSQL times

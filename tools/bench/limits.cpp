@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 
 namespace taskmill::bench {
 namespace {
@@ -26,16 +27,29 @@ constexpr const char* stranded_type = "BENCH_STRANDED";
 /// that no node runs, older than the drain's own at every level.
 enum class stranded_backlog { none, beside };
 
-/// Config overrides: the mixed types run by the noop executor, with a
-/// global limit of 1000 and type limits of 300 or without, and another type
-/// besides (none of its tasks due) or not.
-std::vector<std::string> mixed_node_types(bool limited, bool another_type = false) {
+/// Running limits on the mixed drain: a global one and one for each type.
+struct mixed_limits {
+  int global;
+  int each_type;
+};
+/// The limits measured: the 900 tasks they let run at once are fewer than
+/// the drain holds without them.
+constexpr mixed_limits binding_limits{1000, 300};
+/// Limits above what the drain holds without them: what counting them costs
+/// the claims and outcomes, apart from what holding the drain to them does.
+constexpr mixed_limits loose_limits{3000, 1000};
+
+/// Config overrides: the mixed types run by the noop executor, with
+/// `limits` or without, and another type besides (none of its tasks due)
+/// or not.
+std::vector<std::string> mixed_node_types(std::optional<mixed_limits> limits,
+                                          bool another_type = false) {
   std::vector<std::string> out;
   for (const auto& t : mixed_types) {
     out.push_back("types." + t + ".executor=noop");
-    if (limited) out.push_back("types." + t + ".running_limit=300");
+    if (limits) out.push_back("types." + t + ".running_limit=" + std::to_string(limits->each_type));
   }
-  if (limited) out.push_back("scheduling.global_limit=1000");
+  if (limits) out.push_back("scheduling.global_limit=" + std::to_string(limits->global));
   if (another_type) out.push_back(std::string{"types."} + beside_type + ".executor=noop");
   return out;
 }
@@ -85,6 +99,11 @@ struct limits_series {
   series ratio{"ratio"};
   series beside{"tasks/s"};
   series beside_ratio{"ratio"};
+  series loose{"tasks/s"};
+  series loose_ratio{"ratio"};
+  /// Tasks claimed and not yet stored, on average (drain_run::tasks_held).
+  series unlimited_held{"tasks"};
+  series limited_held{"tasks"};
   /// Per task: in PostgreSQL's claim function, and the node's processor.
   series unlimited_claim_us{"us"};
   series limited_claim_us{"us"};
@@ -97,13 +116,15 @@ struct limits_series {
 phase_report measure_limits(const limits_plan& plan, const std::string& binary,
                             const std::string& conninfo, db::connection& conn,
                             const announce_fn& announce) {
-  bench_node unlimited{binary, conninfo, mixed_node_types(false), "unlimited"};
-  bench_node limited{binary, conninfo, mixed_node_types(true), "limited"};
-  bench_node limited_beside{binary, conninfo, mixed_node_types(true, true), "limited-beside"};
+  bench_node unlimited{binary, conninfo, mixed_node_types(std::nullopt), "unlimited"};
+  bench_node limited{binary, conninfo, mixed_node_types(binding_limits), "limited"};
+  bench_node limited_beside{binary, conninfo, mixed_node_types(binding_limits, true),
+                            "limited-beside"};
+  bench_node loosely_limited{binary, conninfo, mixed_node_types(loose_limits), "loosely-limited"};
   bench_node uneven{binary, conninfo, uneven_node_types(), "uneven"};
   auto peak_rss = [&] {
-    return std::max(
-        {unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss(), uneven.peak_rss()});
+    return std::max({unlimited.peak_rss(), limited.peak_rss(), limited_beside.peak_rss(),
+                     loosely_limited.peak_rss(), uneven.peak_rss()});
   };
   auto runs = [&](const std::string& what, int r) { announce(what, r, peak_rss()); };
   std::map<int, limits_series> at_size;
@@ -119,12 +140,17 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
       at.unlimited.runs.push_back(plain.rate);
       at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
       at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
+      at.unlimited_held.runs.push_back(plain.tasks_held);
       runs("the same drain with a global limit of 1000 and type limits of 300", r);
       auto capped = mixed_drain(limited, conn, backlog, r);
       at.limited.runs.push_back(capped.rate);
       at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
       at.limited_node_us.runs.push_back(capped.node_us_per_task);
+      at.limited_held.runs.push_back(capped.tasks_held);
       at.ratio.runs.push_back(capped.rate / plain.rate);
+      runs("the same drain with a global limit of 3000 and type limits of 1000", r);
+      at.loose.runs.push_back(mixed_drain(loosely_limited, conn, backlog, r).rate);
+      at.loose_ratio.runs.push_back(at.loose.runs.back() / plain.rate);
       runs("the same limited drain on a node that runs another type too", r);
       at.beside.runs.push_back(mixed_drain(limited_beside, conn, backlog, r).rate);
       at.beside_ratio.runs.push_back(at.beside.runs.back() / plain.rate);
@@ -156,11 +182,17 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
                      {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
                      {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
                      {"  node processor per task, no limits", at.unlimited_node_us},
-                     {"  node processor per task, limits", at.limited_node_us}});
+                     {"  node processor per task, limits", at.limited_node_us},
+                     {"  tasks held (claimed, not stored), no limits", at.unlimited_held},
+                     {"  tasks held, limits (900 may run)", at.limited_held},
+                     {"  the same with global 3000, type limits 1000", at.loose},
+                     {"  that drain / without limits, " + due, at.loose_ratio}});
     out.targets.push_back(
         {"limits cost <= 10% at " + due + " (with / without)", at.ratio, ">=", 0.9});
     out.targets.push_back(
         {"  the same, node running another type too", at.beside_ratio, ">=", 0.9});
+    out.targets.push_back(
+        {"  limits above what the drain holds, " + due, at.loose_ratio, ">=", 0.9});
   }
   auto first_due = short_count(first);
   out.rows.insert(
