@@ -11,23 +11,35 @@ namespace {
 
 using self_ptr = readiness_actor::pointer;
 
-/// Answers the first problem the checks report, once all of them did.
+/// Answers the first problem a check reports as it comes, or none once
+/// every check passed. A storage actor busy connecting answers only once its
+/// attempt ends, most of a second while every server refuses it (a
+/// failover); a probe need not wait for that when another check already
+/// found a problem.
 class checks {
  public:
   checks(caf::typed_response_promise<std::string> promise, size_t waiting)
       : promise_{std::move(promise)}, waiting_{waiting} {
-    if (waiting_ == 0) promise_.deliver(std::string{});
+    if (waiting_ == 0) answer({});
   }
 
   void done(std::string problem) {
-    if (problem_.empty()) problem_ = std::move(problem);
-    if (--waiting_ == 0) promise_.deliver(problem_);
+    if (answered_) return;
+    if (!problem.empty())
+      answer(std::move(problem));
+    else if (--waiting_ == 0)
+      answer({});
   }
 
  private:
+  void answer(std::string problem) {
+    answered_ = true;
+    promise_.deliver(std::move(problem));
+  }
+
   caf::typed_response_promise<std::string> promise_;
   size_t waiting_;
-  std::string problem_;
+  bool answered_ = false;
 };
 
 /// Asks every actor of `o` within `patience`; `connected_too` also wants

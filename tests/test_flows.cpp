@@ -11,6 +11,7 @@
 #include "actors/limiter.hpp"
 #include "actors/metrics/node_metrics.hpp"
 #include "actors/pusher.hpp"
+#include "actors/readiness.hpp"
 #include "messages/types.hpp"
 
 #include <caf/actor_system.hpp>
@@ -1089,6 +1090,76 @@ BOOST_AUTO_TEST_CASE(a_grant_leaves_the_room_the_nodes_own_tasks_take_under_its_
   lo.types = {"A", "B", "FREE"};
   limiter = spawn_limiter(sys, lo);
   BOOST_CHECK_EQUAL(acquire(), 10);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+/// A storage actor whose status is `status`.
+storage_status_actor status_stand_in(caf::actor_system& sys, pb::StorageStatus status) {
+  return sys.spawn([status]() -> storage_status_actor::behavior_type {
+    return {[status](status_atom) { return status; }};
+  });
+}
+
+/// Status requests a busy storage actor has not answered yet.
+using unanswered = std::vector<caf::typed_response_promise<pb::StorageStatus>>;
+
+/// A storage actor busy connecting: it answers no status until `kept` is
+/// cleared, which drops the requests (the test clears it before it ends).
+storage_status_actor busy_stand_in(caf::actor_system& sys, std::shared_ptr<unanswered> kept) {
+  return sys.spawn(
+      [kept](storage_status_actor::pointer self) -> storage_status_actor::behavior_type {
+        return {[self, kept](status_atom) {
+          kept->push_back(self->make_response_promise<pb::StorageStatus>());
+          return kept->back();
+        }};
+      });
+}
+
+pb::StorageStatus connected_status() {
+  pb::StorageStatus s;
+  s.set_connected(true);
+  s.set_schema_current(true);
+  return s;
+}
+
+}  // namespace
+
+BOOST_FIXTURE_TEST_SUITE(readiness_checks, flow_fixture)
+
+// A probe is answered with a problem as soon as one check finds it, not
+// once a storage actor busy connecting ends its attempt (SPEC §8, /readyz).
+BOOST_AUTO_TEST_CASE(a_problem_is_answered_without_waiting_for_a_busy_check) {
+  pb::StorageStatus refused;
+  refused.set_last_error("the server takes no writes");
+  auto kept = std::make_shared<unanswered>();
+  auto busy = busy_stand_in(sys, kept);
+  auto refusing = status_stand_in(sys, refused);
+  auto readiness =
+      spawn_readiness(sys, {{{"claim storage", busy}, {"outcome storage", refusing}}, {}});
+  auto problem = ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}});
+  BOOST_CHECK_EQUAL(problem,
+                    "PostgreSQL is not connected (outcome storage): the server takes no writes");
+  BOOST_CHECK_EQUAL(kept->size(), 1u);
+  kept->clear();
+  for (const auto& a : {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(busy),
+                        caf::actor_cast<caf::actor>(refusing)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+BOOST_AUTO_TEST_CASE(ready_once_every_check_passed) {
+  auto claims_storage = status_stand_in(sys, connected_status());
+  auto outcomes_storage = status_stand_in(sys, connected_status());
+  auto readiness = spawn_readiness(
+      sys, {{{"claim storage", claims_storage}, {"outcome storage", outcomes_storage}}, {}});
+  BOOST_CHECK_EQUAL(
+      ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}}), "");
+  for (const auto& a :
+       {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(claims_storage),
+        caf::actor_cast<caf::actor>(outcomes_storage)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
