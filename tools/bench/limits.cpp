@@ -39,6 +39,17 @@ constexpr mixed_limits binding_limits{1000, 300};
 /// the claims and outcomes, apart from what holding the drain to them does.
 constexpr mixed_limits loose_limits{3000, 1000};
 
+/// `limits` as the rows and the progress name them.
+std::string named(const mixed_limits& limits) {
+  return "global " + std::to_string(limits.global) + ", type limits " +
+         std::to_string(limits.each_type);
+}
+
+/// How many tasks of the mixed types `limits` let run at once.
+int most_running(const mixed_limits& limits) {
+  return std::min(limits.global, limits.each_type * static_cast<int>(mixed_types.size()));
+}
+
 /// Config overrides: the mixed types run by the noop executor, with
 /// `limits` or without, and another type besides (none of its tasks due)
 /// or not.
@@ -141,14 +152,14 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
       at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
       at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
       at.unlimited_held.runs.push_back(plain.tasks_held);
-      runs("the same drain with a global limit of 1000 and type limits of 300", r);
+      runs("the same drain with limits: " + named(binding_limits), r);
       auto capped = mixed_drain(limited, conn, backlog, r);
       at.limited.runs.push_back(capped.rate);
       at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
       at.limited_node_us.runs.push_back(capped.node_us_per_task);
       at.limited_held.runs.push_back(capped.tasks_held);
       at.ratio.runs.push_back(capped.rate / plain.rate);
-      runs("the same drain with a global limit of 3000 and type limits of 1000", r);
+      runs("the same drain with limits: " + named(loose_limits), r);
       at.loose.runs.push_back(mixed_drain(loosely_limited, conn, backlog, r).rate);
       at.loose_ratio.runs.push_back(at.loose.runs.back() / plain.rate);
       runs("the same limited drain on a node that runs another type too", r);
@@ -173,20 +184,22 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
   phase_report out;
   for (const auto& [backlog, at] : at_size) {
     auto due = short_count(backlog);
-    out.rows.insert(out.rows.end(),
-                    {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
-                     {"  the same with global 1000, type limits 300", at.limited},
-                     {"  drain with limits / without, " + due, at.ratio},
-                     {"  the same, the node running another type too", at.beside},
-                     {"  that drain / without limits, " + due, at.beside_ratio},
-                     {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
-                     {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
-                     {"  node processor per task, no limits", at.unlimited_node_us},
-                     {"  node processor per task, limits", at.limited_node_us},
-                     {"  tasks held (claimed, not stored), no limits", at.unlimited_held},
-                     {"  tasks held, limits (900 may run)", at.limited_held},
-                     {"  the same with global 3000, type limits 1000", at.loose},
-                     {"  that drain / without limits, " + due, at.loose_ratio}});
+    out.rows.insert(
+        out.rows.end(),
+        {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
+         {"  the same with " + named(binding_limits), at.limited},
+         {"  drain with limits / without, " + due, at.ratio},
+         {"  the same, the node running another type too", at.beside},
+         {"  that drain / without limits, " + due, at.beside_ratio},
+         {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
+         {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
+         {"  node processor per task, no limits", at.unlimited_node_us},
+         {"  node processor per task, limits", at.limited_node_us},
+         {"  tasks held (claimed, not stored), no limits", at.unlimited_held},
+         {"  tasks held, limits (" + std::to_string(most_running(binding_limits)) + " may run)",
+          at.limited_held},
+         {"  the same with " + named(loose_limits), at.loose},
+         {"  that drain / without limits, " + due, at.loose_ratio}});
     out.targets.push_back(
         {"limits cost <= 10% at " + due + " (with / without)", at.ratio, ">=", 0.9});
     out.targets.push_back(
