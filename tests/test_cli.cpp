@@ -25,6 +25,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -1389,16 +1390,6 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_every_process_the_scenario_started) {
 
 // Ctrl-C with the harness's own PostgreSQL: the server goes too.
 BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_scenarios_own_postgresql_too) {
-  // PostgreSQL servers running here (postgre[s]: not the shell that asks).
-  auto postmasters = [] {
-    int n = 0;
-    if (FILE* p = popen("pgrep -c -f 'bin/postgre[s] -D'", "r")) {
-      if (std::fscanf(p, "%d", &n) != 1) n = 0;
-      pclose(p);
-    }
-    return n;
-  };
-  auto before = postmasters();
   auto node = "s-own-" + std::to_string(getpid());
   auto file = write_scenario("own", start_and_sleep_scenario(node));
   auto out = std::filesystem::temp_directory_path() /
@@ -1410,10 +1401,24 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_scenarios_own_postgresql_too) {
   };
   BOOST_REQUIRE_MESSAGE(test::eventually([&] { return contains(printed(), "ok: running"); }, 60s),
                         test::later{[&](std::ostream& out) { out << printed(); }});
-  BOOST_CHECK_EQUAL(postmasters(), before + 1);
+  // The scenario's own server, by its cluster: other tests start and stop
+  // servers of their own meanwhile (postgre[s]: not the shell that asks).
+  std::smatch cluster;
+  auto said = printed();
+  BOOST_REQUIRE(
+      std::regex_search(said, cluster, std::regex{"its own PostgreSQL: .*cluster in (\\S+)"}));
+  auto own_postmasters = [dir = cluster[1].str()] {
+    int n = 0;
+    if (FILE* p = popen(("pgrep -c -f 'bin/postgre[s] -D " + dir + "/'").c_str(), "r")) {
+      if (std::fscanf(p, "%d", &n) != 1) n = 0;
+      pclose(p);
+    }
+    return n;
+  };
+  BOOST_CHECK_EQUAL(own_postmasters(), 1);
   kill(pid, SIGINT);
   BOOST_CHECK_EQUAL(wait_for_exit(pid, 60s), 130);
-  BOOST_CHECK_EQUAL(postmasters(), before);
+  BOOST_CHECK_EQUAL(own_postmasters(), 0);
   BOOST_CHECK_NE(std::system(("pgrep -f 'node[.]name=" + node + "' > /dev/null").c_str()), 0);
   std::filesystem::remove(file);
   std::filesystem::remove(out);

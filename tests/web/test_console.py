@@ -41,7 +41,10 @@ class Console:
     def find(self, test, seconds=15, **attrs):
         css = sel(test, **attrs)
         try:
-            return WebDriverWait(self.driver, seconds).until(
+            # An element the console redrew between the lookup and
+            # is_displayed is looked up again on the next poll.
+            return WebDriverWait(self.driver, seconds,
+                                 ignored_exceptions=[StaleElementReferenceException]).until(
                 lambda d: next((e for e in d.find_elements(By.CSS_SELECTOR, css) if e.is_displayed()), None))
         except TimeoutException:
             raise AssertionError("no visible %s on %s" % (css, self.driver.current_url))

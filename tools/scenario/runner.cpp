@@ -71,6 +71,7 @@ void runner::start_database() {
   if (!started) throw step_failure{"cannot start PostgreSQL: " + error_message(started.error())};
   pg_.emplace(std::move(*started));
   conninfo_ = pg_->conninfo();
+  say("  its own PostgreSQL: port " + std::to_string(pg_->port()) + ", cluster in " + pg_->dir());
 }
 
 void runner::set_up() {
