@@ -122,6 +122,7 @@ struct limits_series {
   /// Tasks claimed and not yet stored, on average (drain_run::tasks_held).
   series unlimited_held{"tasks"};
   series limited_held{"tasks"};
+  series beside_held{"tasks"};
   /// Per task: in PostgreSQL's claim function, and the node's processor.
   series unlimited_claim_us{"us"};
   series limited_claim_us{"us"};
@@ -170,8 +171,10 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
       at.loose.runs.push_back(mixed_drain(loosely_limited, conn, backlog, r).rate);
       at.loose_ratio.runs.push_back(at.loose.runs.back() / plain.rate);
       runs("the same limited drain on a node that runs another type too", r);
-      at.beside.runs.push_back(mixed_drain(limited_beside, conn, backlog, r).rate);
-      at.beside_ratio.runs.push_back(at.beside.runs.back() / plain.rate);
+      auto beside = mixed_drain(limited_beside, conn, backlog, r);
+      at.beside.runs.push_back(beside.rate);
+      at.beside_held.runs.push_back(beside.tasks_held);
+      at.beside_ratio.runs.push_back(beside.rate / plain.rate);
     }
     runs("the unlimited drain beside as many due tasks of a type no node runs", r);
     stranded.runs.push_back(mixed_drain(unlimited, conn, first, r, stranded_backlog::beside).rate);
@@ -205,6 +208,7 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
          {"  tasks held (claimed, not stored), no limits", at.unlimited_held},
          {"  tasks held, limits (" + std::to_string(most_running(binding_limits)) + " may run)",
           at.limited_held},
+         {"  tasks held, limits, the node running another type too", at.beside_held},
          {"  the same with " + named(loose_limits), at.loose},
          {"  loose limits / without, " + due, at.loose_ratio}});
     out.targets.push_back(
