@@ -748,6 +748,17 @@ BOOST_AUTO_TEST_CASE(a_task_cancelled_as_it_is_handed_off_is_stopped_or_never_ru
     auto in_flight = test::in_flight(*sys, node.limiter);
     return in_flight && *in_flight == 0;
   }));
+  // Each attempt the node took is counted stopped once, whether its cancel
+  // came before its hand-off or after.
+  auto taken = db.scalar("SELECT count(*) FROM taskmill.tasks WHERE attempt > 0");
+  std::string counted;
+  BOOST_CHECK_MESSAGE(test::eventually([&] {
+                        auto metrics = http_fetch("GET", api_url(node) + "/metrics")->body;
+                        auto at = metrics.find("\ntaskmill_executions_cancelled_total ") + 1;
+                        counted = metrics.substr(at, metrics.find('\n', at) - at);
+                        return counted == "taskmill_executions_cancelled_total " + taken;
+                      }),
+                      counted << " for " << taken << " taken");
 }
 
 // A cancel and the outcome of the same attempt, on two connections at once,

@@ -21,5 +21,15 @@ cd build
 tested=$SECONDS
 status=0
 ctest --output-on-failure --timeout 900 -j 2 "$@" || status=$?
+# A failed test's output may be long, and CI's summary keeps only the head
+# and tail of the run: its failed checks are repeated here, at the end.
+if [ "$status" -ne 0 ] && [ -f Testing/Temporary/LastTestsFailed.log ]; then
+  while IFS=: read -r _ name; do
+    echo "what $name reported:"
+    awk -v t=" Testing: $name" 'substr($0, length($0) - length(t) + 1) == t {on = 1}
+                                 on && / end time:/ {on = 0} on' Testing/Temporary/LastTest.log |
+      grep -E 'error: in "|fatal error|Traceback|Error:|^FAILED' | head -n 20 || true
+  done <Testing/Temporary/LastTestsFailed.log
+fi
 echo "tests took $(took $tested); with the install and the build, $(took $began)"
 exit $status

@@ -133,6 +133,7 @@ void log_end(const pb::TaskOutcome& outcome, std::string_view type, std::string_
 
 void execute(self_ptr self, const pb::Task& task) {
   if (cancelled_before(self->state, task.id(), task.attempt())) {
+    self->state.options.metrics->executions_cancelled.Increment();
     give_back_permit(self, task.type());
     return;
   }

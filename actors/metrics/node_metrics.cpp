@@ -54,8 +54,9 @@ node_metrics::node_metrics()
           counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "fail"}})),
       outcome_stale(
           counter(*registry, "taskmill_outcomes_total", "Outcomes stored", {{"outcome", "stale"}})),
-      executions_cancelled(counter(*registry, "taskmill_executions_cancelled_total",
-                                   "Executions stopped here because their task was cancelled", {})),
+      executions_cancelled(counter(
+          *registry, "taskmill_executions_cancelled_total",
+          "Executions stopped here, or kept from starting, because their task was cancelled", {})),
       in_flight(gauge(*registry, "taskmill_in_flight", "Tasks in flight on this node")),
       storage_connected(
           gauge(*registry, "taskmill_storage_connected", "1 while PostgreSQL is connected")),
