@@ -12,10 +12,8 @@ namespace {
 using self_ptr = readiness_actor::pointer;
 
 /// Answers the first problem a check reports as it comes, or none once
-/// every check passed. A storage actor busy connecting answers only once its
-/// attempt ends, most of a second while every server refuses it (a
-/// failover); a probe need not wait for that when another check already
-/// found a problem.
+/// every check passed: a probe need not wait for a busy actor when another
+/// check already found a problem.
 class checks {
  public:
   checks(caf::typed_response_promise<std::string> promise, size_t waiting)
@@ -42,26 +40,32 @@ class checks {
   bool answered_ = false;
 };
 
-/// Asks every actor of `o` within `patience`; `connected_too` also wants
-/// every storage connected and migrated.
+/// Why storage `name` with `status` keeps the node from being ready; empty
+/// if it does not.
+std::string unready(const std::string& name, const pb::StorageStatus& status) {
+  if (!status.connected())
+    return "PostgreSQL is not connected (" + name + "): " + status.last_error();
+  if (!status.schema_current()) return "migrations are not applied";
+  return {};
+}
+
+/// Asks every actor of `o` to answer within `patience`; `connected_too` also
+/// wants every storage connected and migrated, as the status it keeps says
+/// without being asked.
 caf::result<std::string> check(self_ptr self, const readiness_options& o, caf::timespan patience,
                                bool connected_too) {
+  if (connected_too)
+    for (const auto& storage : o.storages)
+      if (auto problem = unready(storage.name, storage.status->read()); !problem.empty())
+        return problem;
   auto promise = self->make_response_promise<std::string>();
   auto c = std::make_shared<checks>(promise, o.storages.size() + o.pingables.size());
-  for (const auto& [name, storage] : o.storages)
-    self->request(storage, patience, status_atom_v)
-        .then(
-            [c, name = name, connected_too](const pb::StorageStatus& status) {
-              if (connected_too && !status.connected())
-                return c->done("PostgreSQL is not connected (" + name +
-                               "): " + status.last_error());
-              if (connected_too && !status.schema_current())
-                return c->done("migrations are not applied");
-              c->done({});
-            },
-            [c, name = name](const caf::error&) {
-              c->done("the " + name + " actor does not answer");
-            });
+  for (const auto& storage : o.storages)
+    self->request(storage.actor, patience, status_atom_v)
+        .then([c](const pb::StorageStatus&) { c->done({}); },
+              [c, name = storage.name](const caf::error&) {
+                c->done("the " + name + " actor does not answer");
+              });
   for (const auto& [name, actor] : o.pingables)
     self->request(actor, patience, ping_atom_v)
         .then([c](caf::ok_atom) { c->done({}); },

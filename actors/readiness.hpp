@@ -1,19 +1,29 @@
 #pragma once
 
 #include "messages/actors.hpp"
+#include "messages/storage_status.hpp"
 
 #include <caf/fwd.hpp>
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace taskmill {
 
+/// A storage actor, and where it keeps its status for readiness to read
+/// while it is busy connecting.
+struct watched_storage {
+  std::string name;
+  storage_status_actor actor;
+  std::shared_ptr<const shared_storage_status> status;
+};
+
 /// What readiness asks: every storage connection's status and every other
 /// actor's ping.
 struct readiness_options {
-  std::vector<std::pair<std::string, storage_status_actor>> storages;
+  std::vector<watched_storage> storages;
   std::vector<std::pair<std::string, pingable_actor>> pingables;
 };
 

@@ -2,11 +2,13 @@
 
 #include "config/config.hpp"
 #include "messages/actors.hpp"
+#include "messages/storage_status.hpp"
 
 #include <caf/fwd.hpp>
 
 #include <array>
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,6 +42,9 @@ struct storage_options {
     int32_t global_limit = 0;
     std::array<int, 5> weights{};
   } waiting;
+  /// Where the actor keeps its status for readers that must not wait for
+  /// it (readiness); one of its own if none is given.
+  std::shared_ptr<shared_storage_status> status;
 };
 
 /// Spawns the storage actor on its own thread (libpq blocks). It connects,

@@ -1125,6 +1125,13 @@ pb::StorageStatus connected_status() {
   return s;
 }
 
+/// Where a storage actor keeps `status` for readiness.
+std::shared_ptr<shared_storage_status> kept_status(const pb::StorageStatus& status) {
+  auto kept = std::make_shared<shared_storage_status>();
+  kept->update([&](pb::StorageStatus& s) { s = status; });
+  return kept;
+}
+
 }  // namespace
 
 BOOST_FIXTURE_TEST_SUITE(readiness_checks, flow_fixture)
@@ -1132,20 +1139,67 @@ BOOST_FIXTURE_TEST_SUITE(readiness_checks, flow_fixture)
 // A probe is answered with a problem as soon as one check finds it, not
 // once a storage actor busy connecting ends its attempt (SPEC §8, /readyz).
 BOOST_AUTO_TEST_CASE(a_problem_is_answered_without_waiting_for_a_busy_check) {
-  pb::StorageStatus refused;
-  refused.set_last_error("the server takes no writes");
   auto kept = std::make_shared<unanswered>();
   auto busy = busy_stand_in(sys, kept);
-  auto refusing = status_stand_in(sys, refused);
-  auto readiness =
-      spawn_readiness(sys, {{{"claim storage", busy}, {"outcome storage", refusing}}, {}});
-  auto problem = ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}});
-  BOOST_CHECK_EQUAL(problem,
-                    "PostgreSQL is not connected (outcome storage): the server takes no writes");
+  auto gone = caf::actor_cast<pingable_actor>(sys.spawn([]() -> pingable_actor::behavior_type {
+    return {[](ping_atom) { return caf::ok_atom_v; }};
+  }));
+  caf::anon_send_exit(gone, caf::exit_reason::kill);
+  sched.run();
+  auto readiness = spawn_readiness(
+      sys, {{{"claim storage", busy, kept_status(connected_status())}}, {{"limiter", gone}}});
+  BOOST_CHECK_EQUAL(
+      ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}}),
+      "the limiter actor does not answer");
   BOOST_CHECK_EQUAL(kept->size(), 1u);
   kept->clear();
-  for (const auto& a : {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(busy),
-                        caf::actor_cast<caf::actor>(refusing)})
+  for (const auto& a : {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(busy)})
+    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+}
+
+// Every storage actor busy connecting, as while a server takes no
+// connections and answers none: the status they keep says so, and the probe
+// is answered without them.
+BOOST_AUTO_TEST_CASE(storage_actors_all_busy_connecting_are_not_waited_for) {
+  pb::StorageStatus lost;
+  lost.set_last_error("timeout expired");
+  auto kept = std::make_shared<unanswered>();
+  auto claims_storage = busy_stand_in(sys, kept);
+  auto outcomes_storage = busy_stand_in(sys, kept);
+  auto readiness =
+      spawn_readiness(sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
+                             {"outcome storage", outcomes_storage, kept_status(lost)}},
+                            {}});
+  // Asked without `ask`, which requires an answer: a failing run must reach
+  // the end and let the busy actors go.
+  auto answer = [&](auto... xs) {
+    auto out = std::make_shared<std::optional<std::string>>();
+    sys.spawn([readiness, out, xs...](caf::event_based_actor* self) {
+      self->request(readiness, caf::infinite, xs...).then([out](std::string problem) {
+        *out = std::move(problem);
+      });
+    });
+    sched.run();
+    return out;
+  };
+  auto ready = answer(ready_atom_v, caf::timespan{200ms});
+  BOOST_CHECK_EQUAL(ready->value_or("(no answer)"),
+                    "PostgreSQL is not connected (outcome storage): timeout expired");
+  BOOST_CHECK_EQUAL(kept->size(), 0u);
+  kept->clear();
+  // Alive asks the actors themselves: a busy one is taken for wedged once
+  // the patience runs out, not before.
+  auto alive = answer(alive_atom_v, caf::timespan{200ms});
+  BOOST_CHECK(!alive->has_value());
+  BOOST_CHECK_EQUAL(kept->size(), 2u);
+  sched.advance_time(200ms);
+  sched.run();
+  BOOST_CHECK_MESSAGE(alive->value_or("").ends_with("storage actor does not answer"),
+                      alive->value_or("(no answer)"));
+  kept->clear();
+  for (const auto& a :
+       {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(claims_storage),
+        caf::actor_cast<caf::actor>(outcomes_storage)})
     caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
 }
 
@@ -1153,7 +1207,9 @@ BOOST_AUTO_TEST_CASE(ready_once_every_check_passed) {
   auto claims_storage = status_stand_in(sys, connected_status());
   auto outcomes_storage = status_stand_in(sys, connected_status());
   auto readiness = spawn_readiness(
-      sys, {{{"claim storage", claims_storage}, {"outcome storage", outcomes_storage}}, {}});
+      sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
+             {"outcome storage", outcomes_storage, kept_status(connected_status())}},
+            {}});
   BOOST_CHECK_EQUAL(
       ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}}), "");
   for (const auto& a :

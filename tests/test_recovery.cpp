@@ -1233,9 +1233,9 @@ struct failover_fixture {
     return res && res->status == 200;
   }
 
-  /// Whether no node of `ports` is ready, asked of all at once: a node whose
-  /// storage actors are all busy connecting answers only once one attempt
-  /// ends, and asked in turn, their waits added up in a measured time.
+  /// Whether no node of `ports` is ready, asked of all at once: a probe may
+  /// wait out its patience for an actor busy with the lost primary, and
+  /// asked in turn, such waits would add up in a measured time.
   template <class Ports>
   static bool none_ready(const Ports& ports) {
     std::vector<std::future<bool>> answers;

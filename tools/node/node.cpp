@@ -293,8 +293,16 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
     caf::anon_send(node.supervisor, watch_atom_v, std::string{name},
                    caf::actor_cast<caf::actor>(actor));
   };
-  node.storage = spawn_storage(sys, storage_opts);
-  watch("storage", node.storage);
+  // Readiness reads each storage actor's status where the actor keeps it.
+  std::vector<watched_storage> storages;
+  auto spawn_watched_storage = [&](storage_actor& actor, storage_options opts, const char* name) {
+    auto status = std::make_shared<shared_storage_status>();
+    opts.status = status;
+    actor = spawn_storage(sys, std::move(opts));
+    watch(name, actor);
+    storages.push_back({name, actor, std::move(status)});
+  };
+  spawn_watched_storage(node.storage, storage_opts, "storage");
 
   auto stop_storage = [&] { stop_node(sys, node); };
   auto cluster_listen = parse_listen_address(cfg->cluster.listen, "cluster.listen");
@@ -319,8 +327,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
                               std::pair{&node.claim_storage, "claim storage"},
                               std::pair{&node.outcome_storage, "outcome storage"},
                               std::pair{&node.lease_storage, "lease storage"}}) {
-    *helper = spawn_storage(sys, helper_opts);
-    watch(name, *helper);
+    spawn_watched_storage(*helper, helper_opts, name);
     if (auto err = wait_until_ready(sys, *helper, keep_waiting)) {
       stop_storage();
       return err;
@@ -461,11 +468,7 @@ caf::expected<node_actors> start_node(caf::actor_system& sys, std::shared_ptr<co
   api_opts.pusher = caf::actor_cast<wake_listener_actor>(node.pusher);
   api_opts.peers = node.peers;
   readiness_options readiness_opts;
-  readiness_opts.storages = {{"storage", node.storage},
-                             {"submit storage", node.submit_storage},
-                             {"claim storage", node.claim_storage},
-                             {"outcome storage", node.outcome_storage},
-                             {"lease storage", node.lease_storage}};
+  readiness_opts.storages = std::move(storages);
   auto pingable = [](const auto& actor) { return caf::actor_cast<pingable_actor>(actor); };
   readiness_opts.pingables = {
       {"inserter", pingable(node.inserter)}, {"limiter", pingable(node.limiter)},
