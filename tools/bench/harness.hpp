@@ -64,12 +64,14 @@ db::result run(db::connection& conn, const char* statement);
 /// measurement runs, not its figures).
 class bench_database {
  public:
-  bench_database(const std::string& server, bool throwaway) {
+  /// On `server`, a database named after `label` and this process; without
+  /// one, a private server of its own.
+  bench_database(const std::string& server, bool throwaway, const std::string& label = "bench") {
     if (server.empty()) {
       start_private_server(throwaway);
     } else {
       admin_conninfo_ = server;
-      name_ = "taskmill_bench_" + std::to_string(getpid());
+      name_ = "taskmill_" + label + "_" + std::to_string(getpid());
       auto admin = connect(admin_conninfo_);
       run(admin, ("CREATE DATABASE " + name_).c_str());
       conninfo_ = with_dbname(server, name_);

@@ -6,6 +6,7 @@
 #include "tools/http_fetch.hpp"
 
 #include <algorithm>
+#include <optional>
 
 namespace taskmill::bench {
 namespace {
@@ -38,7 +39,6 @@ const std::vector<std::string> api_calls{"/v1/stats",
 
 struct table_figures {
   double drain = 0;
-  latency_run pickup{};
   /// The median time of each of api_calls, ms.
   std::vector<double> call_ms;
   /// The first of the stats' calls, ms: past the rows counted exactly, it
@@ -85,8 +85,6 @@ table_figures measure_table(bench_node& node, db::connection& conn, const histor
            std::to_string(autovacuums() - vacuums_before));
   // The drain leaves the node stopped.
   node.start();
-  f.pickup = inproc_pickup_latency(conn, {plan.latency_seconds, plan.latency_rate}, 0,
-                                   tasks_before_pickup::kept);
   // The drain leaves its tasks' dead rows among the live tasks, which each
   // count of waiting tasks steps over until autovacuum clears them, a
   // minute or two later on either side; and a table fresh from a drain has
@@ -114,6 +112,33 @@ table_figures measure_table(bench_node& node, db::connection& conn, const histor
   return f;
 }
 
+/// Slices of each side's in-process pickup, taken in turn.
+constexpr int pickup_slices = 4;
+
+/// The in-process pickup beside the history and on an empty database of the
+/// same server, each side's node running throughout: slices of the
+/// measurement are taken in turn, one side first then the other (ABBA), so
+/// that whatever else the machine does meanwhile falls on both alike. A
+/// p99 of a few thousand pickups measured minutes apart swung either way
+/// (tools/bench/BENCH.md). A slice on each side goes first untimed: a node
+/// just started plans its claims at their first runs. Answers the history's
+/// side, then the empty one.
+std::pair<latency_run, latency_run> pickup_side_by_side(db::connection& full, db::connection& empty,
+                                                        const history_plan& plan, int run_index) {
+  std::vector<double> full_ms, empty_ms;
+  pace slice{plan.latency_seconds / pickup_slices, plan.latency_rate};
+  for (auto* side : {&empty, &full})
+    inproc_pickup_times(*side, slice, -1 - run_index, tasks_before_pickup::kept);
+  for (int s = 0; s < pickup_slices; ++s)
+    for (bool on_empty : {s % 2 == 0, s % 2 != 0}) {
+      auto ms = inproc_pickup_times(on_empty ? empty : full, slice, run_index * pickup_slices + s,
+                                    tasks_before_pickup::kept);
+      auto& into = on_empty ? empty_ms : full_ms;
+      into.insert(into.end(), ms.begin(), ms.end());
+    }
+  return {summary(std::move(full_ms)), summary(std::move(empty_ms))};
+}
+
 }  // namespace
 
 phase_report measure_history(const history_plan& plan, const std::string& binary,
@@ -134,7 +159,7 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   run(conn, sql::reset_tasks);
   std::vector<table_figures> empty;
   for (int r = 0; r < plan.runs; ++r) {
-    announce("drain, pickup and API calls on an empty table", r, node.peak_rss());
+    announce("drain and API calls on an empty table", r, node.peak_rss());
     empty.push_back(measure_table(node, conn, plan, "e" + std::to_string(r)));
   }
   progress("loading " + std::to_string(plan.finished_tasks) + " finished tasks and " +
@@ -152,6 +177,12 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   // As autovacuum would have by the time a table holds that history.
   run(conn, sql::vacuum_tasks);
   progress("  loaded and vacuumed in " + fixed(seconds_since(start), 1) + " s");
+  bench_database beside{conninfo, false, "bench_empty"};
+  bench_node beside_node{binary,
+                         beside.conninfo(),
+                         {std::string{"types."} + inproc_type + ".executor=noop"},
+                         "history-empty"};
+  std::optional<db::connection> beside_conn;
   for (int r = 0; r < plan.runs; ++r) {
     announce("the same beside " + finished + " finished tasks", r, node.peak_rss());
     auto full = measure_table(node, conn, plan, "f" + std::to_string(r));
@@ -159,12 +190,19 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
     drain_empty.runs.push_back(before.drain);
     drain_full.runs.push_back(full.drain);
     drain_ratio.runs.push_back(full.drain / before.drain);
-    p50_empty.runs.push_back(before.pickup.p50);
-    p50_full.runs.push_back(full.pickup.p50);
-    p50_ratio.runs.push_back(full.pickup.p50 / before.pickup.p50);
-    p99_empty.runs.push_back(before.pickup.p99);
-    p99_full.runs.push_back(full.pickup.p99);
-    p99_ratio.runs.push_back(full.pickup.p99 / before.pickup.p99);
+    progress("  pickup beside them and on an empty database, in turn");
+    // Its node runs only now: an idle node would weigh on the drain and the
+    // calls, which the empty table had without it.
+    beside_node.start();
+    if (!beside_conn) beside_conn = connect(beside.conninfo());
+    auto [pickup_full, pickup_empty] = pickup_side_by_side(conn, *beside_conn, plan, r);
+    beside_node.stop();
+    p50_empty.runs.push_back(pickup_empty.p50);
+    p50_full.runs.push_back(pickup_full.p50);
+    p50_ratio.runs.push_back(pickup_full.p50 / pickup_empty.p50);
+    p99_empty.runs.push_back(pickup_empty.p99);
+    p99_full.runs.push_back(pickup_full.p99);
+    p99_ratio.runs.push_back(pickup_full.p99 / pickup_empty.p99);
     double slowest = 0;
     for (size_t i = 0; i < api_calls.size(); ++i) {
       call_empty[i].runs.push_back(before.call_ms[i]);
@@ -185,9 +223,9 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
       {"drain: " + drains + ", empty table", drain_empty},
       {"  the same beside " + finished + " finished", drain_full},
       {"  that drain / on the empty table", drain_ratio},
-      {"  pickup p50 (in-process), empty table", p50_empty},
+      {"  pickup p50 (in-process), empty database", p50_empty},
       {"  the same beside " + finished + " finished", p50_full},
-      {"  pickup p99 (in-process), empty table", p99_empty},
+      {"  pickup p99 (in-process), empty database", p99_empty},
       {"  the same beside " + finished + " finished", p99_full},
   };
   for (size_t i = 0; i < api_calls.size(); ++i) {

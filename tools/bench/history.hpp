@@ -2,7 +2,8 @@
 
 // The bench's scale of the table (#50): a drain, the in-process pickup and
 // the calls the API and the console make, on a table that holds a long
-// history of finished tasks, against the same on an empty one.
+// history of finished tasks, against the same on an empty one (the pickup:
+// on an empty database of the same server, in turn with it).
 
 #include "tools/bench/harness.hpp"
 

@@ -29,11 +29,6 @@ int paced(const pace& p, const std::function<void(int)>& submit) {
   return count;
 }
 
-latency_run summary(std::vector<double> ms) {
-  std::sort(ms.begin(), ms.end());
-  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
-}
-
 /// Submits at the latency rate, `submit(i)` answering the key of task i once
 /// it is committed, and times each from then to its arrival at the HTTP
 /// executor.
@@ -76,8 +71,18 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, 
 /// The same paced submits for a type the built-in noop executor runs, timed
 /// from the return of each commit to the executor's start, which it reports
 /// in its result by the node's clock, the bench's own.
+latency_run summary(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
+}
+
 latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
                                   tasks_before_pickup before) {
+  return summary(inproc_pickup_times(conn, p, run_index, before));
+}
+
+std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index,
+                                        tasks_before_pickup before) {
   if (before == tasks_before_pickup::reset)
     run(conn, sql::reset_tasks);
   else
@@ -102,7 +107,7 @@ latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_i
   if (ms.size() != committed.size())
     throw bench_failure{"in-process latency: " + std::to_string(ms.size()) + " of " +
                         std::to_string(committed.size()) + " tasks started"};
-  return summary(std::move(ms));
+  return ms;
 }
 
 /// The pickup as plain SQL, the floor of the node's: jobs inserted with a

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace taskmill::bench {
 
@@ -57,6 +58,9 @@ struct latency_run {
   double p50, p95, p99, max;
 };
 
+/// The percentiles of `ms`, times in ms.
+latency_run summary(std::vector<double> ms);
+
 /// Submits through taskmill.submit (one autocommit statement each, as a
 /// business service would) at a steady rate and times, for each task, the
 /// return of its commit to its arrival at the HTTP executor.
@@ -70,6 +74,11 @@ enum class tasks_before_pickup { reset, kept };
 /// from the return of each commit to the executor's start.
 latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
                                   tasks_before_pickup before = tasks_before_pickup::reset);
+
+/// The same measurement's times, ms, one a task in no order: to be pooled
+/// with others' before their summary.
+std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index,
+                                        tasks_before_pickup before);
 
 /// The pickup as plain SQL, the floor of the node's (jobs inserted with a
 /// NOTIFY, claimed by a listener at each burst of notifications).
