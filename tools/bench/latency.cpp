@@ -68,9 +68,6 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, 
   });
 }
 
-/// The same paced submits for a type the built-in noop executor runs, timed
-/// from the return of each commit to the executor's start, which it reports
-/// in its result by the node's clock, the bench's own.
 latency_run summary(std::vector<double> ms) {
   std::sort(ms.begin(), ms.end());
   return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
@@ -81,6 +78,9 @@ latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_i
   return summary(inproc_pickup_times(conn, p, run_index, before));
 }
 
+/// The same paced submits for a type the built-in noop executor runs, timed
+/// from the return of each commit to the executor's start, which it reports
+/// in its result by the node's clock, the bench's own.
 std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index,
                                         tasks_before_pickup before) {
   if (before == tasks_before_pickup::reset)
