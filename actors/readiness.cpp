@@ -44,28 +44,37 @@ class checks {
 /// if it does not.
 std::string unready(const std::string& name, const pb::StorageStatus& status) {
   if (!status.connected())
-    return "PostgreSQL is not connected (" + name + "): " + status.last_error();
+    return "PostgreSQL is not connected (" + name + ")" +
+           (status.last_error().empty() ? "" : ": " + status.last_error());
   if (!status.schema_current()) return "migrations are not applied";
   return {};
 }
 
 /// Asks every actor of `o` to answer within `patience`; `connected_too` also
 /// wants every storage connected and migrated, as the status it keeps says
-/// without being asked.
+/// without being asked, and as it says once asked: it may have lost its
+/// connection meanwhile.
 caf::result<std::string> check(self_ptr self, const readiness_options& o, caf::timespan patience,
                                bool connected_too) {
-  if (connected_too)
-    for (const auto& storage : o.storages)
-      if (auto problem = unready(storage.name, storage.status->read()); !problem.empty())
-        return problem;
+  auto unready_now = [connected_too](const watched_storage& storage,
+                                     const pb::StorageStatus& status) {
+    return connected_too ? unready(storage.name, status) : std::string{};
+  };
+  for (const auto& storage : o.storages)
+    if (auto problem = unready_now(storage, storage.status->read()); !problem.empty())
+      return problem;
   auto promise = self->make_response_promise<std::string>();
   auto c = std::make_shared<checks>(promise, o.storages.size() + o.pingables.size());
   for (const auto& storage : o.storages)
     self->request(storage.actor, patience, status_atom_v)
-        .then([c](const pb::StorageStatus&) { c->done({}); },
-              [c, name = storage.name](const caf::error&) {
-                c->done("the " + name + " actor does not answer");
-              });
+        .then(
+            [c, storage, unready_now](const pb::StorageStatus& status) {
+              c->done(unready_now(storage, status));
+            },
+            [c, storage, unready_now](const caf::error&) {
+              auto problem = unready_now(storage, storage.status->read());
+              c->done(problem.empty() ? "the " + storage.name + " actor does not answer" : problem);
+            });
   for (const auto& [name, actor] : o.pingables)
     self->request(actor, patience, ping_atom_v)
         .then([c](caf::ok_atom) { c->done({}); },

@@ -34,7 +34,7 @@
 namespace taskmill::storage_internal {
 
 caf::error unavailable(self_ptr self) {
-  auto last = self->state.status->read().last_error();
+  auto last = self->state.options.status->read().last_error();
   return make_error(errc::storage_unavailable,
                     "PostgreSQL is not reachable" + (last.empty() ? "" : ": " + last));
 }
@@ -115,7 +115,7 @@ namespace {
 bool connect(self_ptr self) {
   auto& st = self->state;
   auto fail = [&](const caf::error& err) {
-    st.status->update([&](pb::StorageStatus& s) { s.set_last_error(error_message(err)); });
+    st.options.status->update([&](pb::StorageStatus& s) { s.set_last_error(error_message(err)); });
     spdlog::warn("storage: {}", error_message(err));
     return false;
   };
@@ -134,7 +134,7 @@ bool connect(self_ptr self) {
   for (const auto& rule : st.rule_statements) statements.push_back(&rule);
   if (auto err = conn->prepare_and_enter_pipeline(statements)) return fail(err);
   st.conn = std::move(*conn);
-  st.status->update([&](pb::StorageStatus& s) {
+  st.options.status->update([&](pb::StorageStatus& s) {
     s.set_connected(true);
     s.set_schema_version(*version);
     s.set_schema_current(*version >= db::all_migrations().back().version);
@@ -159,7 +159,7 @@ void schedule_reconnect(self_ptr self) {
 void disconnect(self_ptr self) {
   auto& st = self->state;
   st.conn.reset();
-  st.status->update([](pb::StorageStatus& s) {
+  st.options.status->update([](pb::StorageStatus& s) {
     s.set_connected(false);
     s.set_reconnects(s.reconnects() + 1);
   });
@@ -396,7 +396,7 @@ void flush(self_ptr self) {
     pending = results{};
     ++next_part;
   });
-  st.status->update([&](pb::StorageStatus& s) {
+  st.options.status->update([&](pb::StorageStatus& s) {
     s.set_round_trips(s.round_trips() + 1);
     s.set_statements(s.statements() + static_cast<int64_t>(calls.size()));
     s.set_requests(s.requests() + static_cast<int64_t>(parts.size()));
@@ -407,8 +407,8 @@ void flush(self_ptr self) {
       for (const auto& r : rs)
         if (!r) last_error = error_message(r.error());
     if (!last_error.empty())
-      st.status->update([&](pb::StorageStatus& s) { s.set_last_error(last_error); });
-    spdlog::warn("storage: {}", st.status->read().last_error());
+      st.options.status->update([&](pb::StorageStatus& s) { s.set_last_error(last_error); });
+    spdlog::warn("storage: {}", st.options.status->read().last_error());
     disconnect(self);
   }
   for (auto& [index, rs] : after_disconnect) parts[index].on_results(std::move(rs));
@@ -443,7 +443,7 @@ void reconnect(self_ptr self) {
 storage_actor::behavior_type storage(self_ptr self, storage_options options) {
   auto& st = self->state;
   st.options = std::move(options);
-  st.status = st.options.status ? st.options.status : std::make_shared<shared_storage_status>();
+  if (!st.options.status) st.options.status = std::make_shared<shared_storage_status>();
   for (size_t i = 0; i < st.options.rules.size(); ++i)
     st.rule_text.emplace_back("compensate_" + std::to_string(i),
                               db::sql::compensation_sql(st.options.rules[i].query));
@@ -480,7 +480,7 @@ storage_actor::behavior_type storage(self_ptr self, storage_options options) {
       [self](stats_atom) { return stats(self); },
       [self](stats_atom, live_atom) { return live_counts(self); },
       [self](nodes_atom, int64_t lease_ms) { return nodes(self, lease_ms); },
-      [self](status_atom) { return self->state.status->read(); },
+      [self](status_atom) { return self->state.options.status->read(); },
       [self](register_atom, const pb::NodeRegistration& n) { return register_node(self, n); },
       [self](heartbeat_atom, const pb::Heartbeat& beat) { return heartbeat(self, beat); },
       [self](lead_atom, const pb::Lead& req) { return lead(self, req); },

@@ -91,7 +91,6 @@ struct storage_state {
   bool reconnect_scheduled = false;
   int last_group = 0;
   std::chrono::milliseconds reconnect_delay{0};
-  std::shared_ptr<shared_storage_status> status;
   std::unique_ptr<db::notification_listener> listener;
   std::unique_ptr<db::notification_listener> job_listener;
   std::unique_ptr<db::notification_listener> cancel_listener;

@@ -1134,10 +1134,32 @@ std::shared_ptr<shared_storage_status> kept_status(const pb::StorageStatus& stat
 
 }  // namespace
 
-BOOST_FIXTURE_TEST_SUITE(readiness_checks, flow_fixture)
+/// Probes readiness without `ask`, which requires an answer: a failing run
+/// must reach its end and let the busy stand-ins go.
+struct readiness_fixture : flow_fixture {
+  template <class... Ts>
+  std::shared_ptr<std::optional<std::string>> probe(readiness_actor readiness, Ts... xs) {
+    auto out = std::make_shared<std::optional<std::string>>();
+    sys.spawn([readiness, out, xs...](caf::event_based_actor* self) {
+      self->request(readiness, caf::infinite, xs...).then([out](std::string problem) {
+        *out = std::move(problem);
+      });
+    });
+    sched.run();
+    return out;
+  }
+
+  template <class... Actors>
+  static void stop(const Actors&... actors) {
+    (caf::anon_send_exit(actors, caf::exit_reason::user_shutdown), ...);
+  }
+};
+
+BOOST_FIXTURE_TEST_SUITE(readiness_checks, readiness_fixture)
 
 // A probe is answered with a problem as soon as one check finds it, not
-// once a storage actor busy connecting ends its attempt (SPEC §8, /readyz).
+// once an actor that does not answer runs out of patience (SPEC §8,
+// /readyz): here a busy storage actor whose published status is fine.
 BOOST_AUTO_TEST_CASE(a_problem_is_answered_without_waiting_for_a_busy_check) {
   auto kept = std::make_shared<unanswered>();
   auto busy = busy_stand_in(sys, kept);
@@ -1148,18 +1170,16 @@ BOOST_AUTO_TEST_CASE(a_problem_is_answered_without_waiting_for_a_busy_check) {
   sched.run();
   auto readiness = spawn_readiness(
       sys, {{{"claim storage", busy, kept_status(connected_status())}}, {{"limiter", gone}}});
-  BOOST_CHECK_EQUAL(
-      ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}}),
-      "the limiter actor does not answer");
+  BOOST_CHECK_EQUAL(probe(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
+                    "the limiter actor does not answer");
   BOOST_CHECK_EQUAL(kept->size(), 1u);
   kept->clear();
-  for (const auto& a : {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(busy)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  stop(readiness, busy);
 }
 
-// Every storage actor busy connecting, as while a server takes no
-// connections and answers none: the status they keep says so, and the probe
-// is answered without them.
+// Storage actors busy connecting, as while a server takes no connections
+// and answers none: the status one publishes says it is not connected, and
+// the probe is answered without asking any.
 BOOST_AUTO_TEST_CASE(storage_actors_all_busy_connecting_are_not_waited_for) {
   pb::StorageStatus lost;
   lost.set_last_error("timeout expired");
@@ -1170,26 +1190,14 @@ BOOST_AUTO_TEST_CASE(storage_actors_all_busy_connecting_are_not_waited_for) {
       spawn_readiness(sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
                              {"outcome storage", outcomes_storage, kept_status(lost)}},
                             {}});
-  // Asked without `ask`, which requires an answer: a failing run must reach
-  // the end and let the busy actors go.
-  auto answer = [&](auto... xs) {
-    auto out = std::make_shared<std::optional<std::string>>();
-    sys.spawn([readiness, out, xs...](caf::event_based_actor* self) {
-      self->request(readiness, caf::infinite, xs...).then([out](std::string problem) {
-        *out = std::move(problem);
-      });
-    });
-    sched.run();
-    return out;
-  };
-  auto ready = answer(ready_atom_v, caf::timespan{200ms});
+  auto ready = probe(readiness, ready_atom_v, caf::timespan{200ms});
   BOOST_CHECK_EQUAL(ready->value_or("(no answer)"),
                     "PostgreSQL is not connected (outcome storage): timeout expired");
   BOOST_CHECK_EQUAL(kept->size(), 0u);
   kept->clear();
   // Alive asks the actors themselves: a busy one is taken for wedged once
   // the patience runs out, not before.
-  auto alive = answer(alive_atom_v, caf::timespan{200ms});
+  auto alive = probe(readiness, alive_atom_v, caf::timespan{200ms});
   BOOST_CHECK(!alive->has_value());
   BOOST_CHECK_EQUAL(kept->size(), 2u);
   sched.advance_time(200ms);
@@ -1197,10 +1205,38 @@ BOOST_AUTO_TEST_CASE(storage_actors_all_busy_connecting_are_not_waited_for) {
   BOOST_CHECK_MESSAGE(alive->value_or("").ends_with("storage actor does not answer"),
                       alive->value_or("(no answer)"));
   kept->clear();
-  for (const auto& a :
-       {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(claims_storage),
-        caf::actor_cast<caf::actor>(outcomes_storage)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  stop(readiness, claims_storage, outcomes_storage);
+}
+
+// A storage actor may lose its connection between the probe's read of its
+// published status and its answer: what it answers counts.
+BOOST_AUTO_TEST_CASE(a_storage_actor_answering_that_it_lost_its_connection_is_not_ready) {
+  pb::StorageStatus lost;
+  lost.set_last_error("server closed the connection unexpectedly");
+  auto claims_storage = status_stand_in(sys, lost);
+  auto readiness = spawn_readiness(
+      sys, {{{"claim storage", claims_storage, kept_status(connected_status())}}, {}});
+  BOOST_CHECK_EQUAL(
+      probe(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
+      "PostgreSQL is not connected (claim storage): server closed the connection unexpectedly");
+  stop(readiness, claims_storage);
+}
+
+// Or it is busy noticing the loss and answers nothing in time: the probe
+// says what it published meanwhile, not that it does not answer.
+BOOST_AUTO_TEST_CASE(a_storage_actor_losing_its_connection_while_asked_is_said_not_connected) {
+  auto kept = std::make_shared<unanswered>();
+  auto claims_storage = busy_stand_in(sys, kept);
+  auto published = kept_status(connected_status());
+  auto readiness = spawn_readiness(sys, {{{"claim storage", claims_storage, published}}, {}});
+  auto ready = probe(readiness, ready_atom_v, caf::timespan{200ms});
+  BOOST_CHECK(!ready->has_value());
+  published->update([](pb::StorageStatus& s) { s.set_connected(false); });
+  sched.advance_time(200ms);
+  sched.run();
+  BOOST_CHECK_EQUAL(ready->value_or("(no answer)"), "PostgreSQL is not connected (claim storage)");
+  kept->clear();
+  stop(readiness, claims_storage);
 }
 
 BOOST_AUTO_TEST_CASE(ready_once_every_check_passed) {
@@ -1210,12 +1246,9 @@ BOOST_AUTO_TEST_CASE(ready_once_every_check_passed) {
       sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
              {"outcome storage", outcomes_storage, kept_status(connected_status())}},
             {}});
-  BOOST_CHECK_EQUAL(
-      ask<std::string>(readiness, ready_atom_v, caf::timespan{std::chrono::seconds{10}}), "");
-  for (const auto& a :
-       {caf::actor_cast<caf::actor>(readiness), caf::actor_cast<caf::actor>(claims_storage),
-        caf::actor_cast<caf::actor>(outcomes_storage)})
-    caf::anon_send_exit(a, caf::exit_reason::user_shutdown);
+  BOOST_CHECK_EQUAL(probe(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
+                    "");
+  stop(readiness, claims_storage, outcomes_storage);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
