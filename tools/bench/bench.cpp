@@ -244,12 +244,16 @@ void print_table(const std::vector<report_row>& rows, const std::vector<target>&
 json report_json(const bench_options& options, const std::string& where,
                  const std::vector<report_row>& rows, const std::vector<target>& targets) {
   json measurements = json::object();
-  for (const auto& [name, s] : rows)
+  for (const auto& [name, s] : rows) {
+    // The report is keyed by name: a second row of a name would replace
+    // the first.
+    if (measurements.contains(name)) throw bench_failure{"two rows are named \"" + name + "\""};
     measurements[name] = {{"unit", s.unit},
                           {"runs", s.runs},
                           {"median", s.median()},
                           {"min", s.min()},
                           {"max", s.max()}};
+  }
   json checked = json::array();
   for (const auto& t : targets)
     checked.push_back({{"name", t.name},

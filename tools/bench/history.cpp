@@ -223,20 +223,20 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   auto drains = short_count(plan.drain_tasks);
   report.rows = {
       {"drain: " + drains + ", empty table", drain_empty},
-      {"  the same beside " + finished + " finished", drain_full},
+      {"  drain beside " + finished + " finished", drain_full},
       {"  that drain / on the empty table", drain_ratio},
       {"  pickup p50 (in-process), empty database", p50_empty},
-      {"  the same beside " + finished + " finished", p50_full},
+      {"  pickup p50 beside " + finished + " finished", p50_full},
       {"  pickup p99 (in-process), empty database", p99_empty},
-      {"  the same beside " + finished + " finished", p99_full},
+      {"  pickup p99 beside " + finished + " finished", p99_full},
   };
   for (size_t i = 0; i < api_calls.size(); ++i) {
     report.rows.push_back({"  GET " + api_calls[i] + ", empty table", call_empty[i]});
-    report.rows.push_back({"    beside " + finished + " finished", call_full[i]});
+    report.rows.push_back({"    " + api_calls[i] + " beside " + finished, call_full[i]});
   }
   report.rows.push_back({"  slowest API call's time beside them / empty", slowest_call_ratio});
   report.rows.push_back({"  GET /v1/stats, first call, empty table", stats_first_empty});
-  report.rows.push_back({"    beside " + finished + " finished", stats_first_full});
+  report.rows.push_back({"    its first call beside " + finished, stats_first_full});
   report.targets = {
       {"drain beside " + finished + " finished >= 1/1.2 of empty", drain_ratio, ">=", 1 / 1.2},
       {"pickup p50 beside them <= 1.2x empty", p50_ratio, "<=", 1.2},
