@@ -196,25 +196,27 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
     auto due = short_count(backlog);
     out.rows.insert(
         out.rows.end(),
+        // Each name says its backlog: the report is keyed by name.
         {{"drain: " + due + ", 3 types x 5 priorities", at.unlimited},
-         {"  the same with " + named(binding_limits), at.limited},
+         {"  the same with " + named(binding_limits) + ", " + due, at.limited},
          {"  drain with limits / without, " + due, at.ratio},
-         {"  the same, the node running another type too", at.beside},
+         {"  the same, the node running another type too, " + due, at.beside},
          {"  that drain / without limits, " + due, at.beside_ratio},
-         {"  claim in PostgreSQL per task, no limits", at.unlimited_claim_us},
-         {"  claim in PostgreSQL per task, limits", at.limited_claim_us},
-         {"  node processor per task, no limits", at.unlimited_node_us},
-         {"  node processor per task, limits", at.limited_node_us},
-         {"  tasks held (claimed, not stored), no limits", at.unlimited_held},
-         {"  tasks held, limits (" + std::to_string(most_running(binding_limits)) + " may run)",
+         {"  claim in PostgreSQL per task, no limits, " + due, at.unlimited_claim_us},
+         {"  claim in PostgreSQL per task, limits, " + due, at.limited_claim_us},
+         {"  node processor per task, no limits, " + due, at.unlimited_node_us},
+         {"  node processor per task, limits, " + due, at.limited_node_us},
+         {"  tasks held (claimed, not stored), no limits, " + due, at.unlimited_held},
+         {"  tasks held, limits (" + std::to_string(most_running(binding_limits)) + " may run), " +
+              due,
           at.limited_held},
-         {"  tasks held, limits, the node running another type too", at.beside_held},
-         {"  the same with " + named(loose_limits), at.loose},
+         {"  tasks held, limits, the node running another type too, " + due, at.beside_held},
+         {"  the same with " + named(loose_limits) + ", " + due, at.loose},
          {"  loose limits / without, " + due, at.loose_ratio}});
     out.targets.push_back(
         {"limits cost <= 10% at " + due + " (with / without)", at.ratio, ">=", 0.9});
     out.targets.push_back(
-        {"  the same, node running another type too", at.beside_ratio, ">=", 0.9});
+        {"  the same, node running another type too, " + due, at.beside_ratio, ">=", 0.9});
     out.targets.push_back(
         {"  limits above what the drain holds, " + due, at.loose_ratio, ">=", 0.9});
   }
