@@ -190,13 +190,11 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
     // Its node runs only now: an idle node would weigh on the drain and the
     // calls, which the empty table had without it.
     beside_node.start();
-    if (!beside_conn) {
-      // Its node made the schema; its tables get statistics as the
-      // history's did.
-      beside_conn = connect(beside.conninfo());
-      run(*beside_conn, sql::vacuum_live_tasks);
-      run(*beside_conn, sql::analyze_tasks);
-    }
+    // Its node made the schema; its tables are vacuumed and get statistics
+    // as the history's do before each run.
+    if (!beside_conn) beside_conn = connect(beside.conninfo());
+    run(*beside_conn, sql::vacuum_live_tasks);
+    run(*beside_conn, sql::analyze_tasks);
     auto [pickup_full, pickup_empty] = pickup_side_by_side(conn, *beside_conn, plan, r);
     beside_node.stop();
     p50_empty.runs.push_back(pickup_empty.p50);
