@@ -406,9 +406,9 @@ void flush(self_ptr self) {
     for (const auto& [index, rs] : after_disconnect)
       for (const auto& r : rs)
         if (!r) last_error = error_message(r.error());
-    if (!last_error.empty())
-      st.options.status->update([&](pb::StorageStatus& s) { s.set_last_error(last_error); });
-    spdlog::warn("storage: {}", st.options.status->read().last_error());
+    if (last_error.empty()) last_error = "the connection to PostgreSQL was lost";
+    st.options.status->update([&](pb::StorageStatus& s) { s.set_last_error(last_error); });
+    spdlog::warn("storage: {}", last_error);
     disconnect(self);
   }
   for (auto& [index, rs] : after_disconnect) parts[index].on_results(std::move(rs));

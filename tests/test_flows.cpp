@@ -241,14 +241,22 @@ struct flow_fixture {
     if (hand_off_permits > 0 && listener_connected) caf::anon_send(pusher, adopt_atom_v);
   }
 
-  /// `handle`'s answer to `xs...`, asked by a helper actor.
+  /// `handle`'s answer to `xs...`, asked by a helper actor, once it came:
+  /// an answer that has not come yet may come once the test advances time.
   template <class T, class Handle, class... Ts>
-  T ask(const Handle& handle, Ts... xs) {
+  std::shared_ptr<std::optional<T>> ask_later(const Handle& handle, Ts... xs) {
     auto out = std::make_shared<std::optional<T>>();
     sys.spawn([out, handle, xs...](caf::event_based_actor* self) {
       self->request(handle, caf::infinite, xs...).then([out](T x) { *out = std::move(x); });
     });
     sched.run();
+    return out;
+  }
+
+  /// The same, answered at once.
+  template <class T, class Handle, class... Ts>
+  T ask(const Handle& handle, Ts... xs) {
+    auto out = ask_later<T>(handle, xs...);
     BOOST_REQUIRE(out->has_value());
     return std::move(**out);
   }
@@ -1134,21 +1142,9 @@ std::shared_ptr<shared_storage_status> kept_status(const pb::StorageStatus& stat
 
 }  // namespace
 
-/// Probes readiness without `ask`, which requires an answer: a failing run
-/// must reach its end and let the busy stand-ins go.
+/// Readiness is probed with `ask_later`, not `ask`, which requires an
+/// answer: a failing run must reach its end and let the busy stand-ins go.
 struct readiness_fixture : flow_fixture {
-  template <class... Ts>
-  std::shared_ptr<std::optional<std::string>> probe(readiness_actor readiness, Ts... xs) {
-    auto out = std::make_shared<std::optional<std::string>>();
-    sys.spawn([readiness, out, xs...](caf::event_based_actor* self) {
-      self->request(readiness, caf::infinite, xs...).then([out](std::string problem) {
-        *out = std::move(problem);
-      });
-    });
-    sched.run();
-    return out;
-  }
-
   template <class... Actors>
   static void stop(const Actors&... actors) {
     (caf::anon_send_exit(actors, caf::exit_reason::user_shutdown), ...);
@@ -1170,7 +1166,7 @@ BOOST_AUTO_TEST_CASE(a_problem_is_answered_without_waiting_for_a_busy_check) {
   sched.run();
   auto readiness = spawn_readiness(
       sys, {{{"claim storage", busy, kept_status(connected_status())}}, {{"limiter", gone}}});
-  auto ready = probe(readiness, ready_atom_v, caf::timespan{200ms});
+  auto ready = ask_later<std::string>(readiness, ready_atom_v, caf::timespan{200ms});
   BOOST_CHECK_EQUAL(ready->value_or("(no answer)"), "the limiter actor does not answer");
   BOOST_CHECK_EQUAL(kept->size(), 1u);
   sched.advance_time(200ms);
@@ -1192,14 +1188,14 @@ BOOST_AUTO_TEST_CASE(storage_actors_all_busy_connecting_are_not_waited_for) {
       spawn_readiness(sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
                              {"outcome storage", outcomes_storage, kept_status(lost)}},
                             {}});
-  auto ready = probe(readiness, ready_atom_v, caf::timespan{200ms});
+  auto ready = ask_later<std::string>(readiness, ready_atom_v, caf::timespan{200ms});
   BOOST_CHECK_EQUAL(ready->value_or("(no answer)"),
                     "PostgreSQL is not connected (outcome storage): timeout expired");
   BOOST_CHECK_EQUAL(kept->size(), 0u);
   kept->clear();
   // Alive asks the actors themselves: a busy one is taken for wedged once
   // the patience runs out, not before.
-  auto alive = probe(readiness, alive_atom_v, caf::timespan{200ms});
+  auto alive = ask_later<std::string>(readiness, alive_atom_v, caf::timespan{200ms});
   BOOST_CHECK(!alive->has_value());
   BOOST_CHECK_EQUAL(kept->size(), 2u);
   sched.advance_time(200ms);
@@ -1219,7 +1215,7 @@ BOOST_AUTO_TEST_CASE(a_storage_actor_answering_that_it_lost_its_connection_is_no
   auto readiness = spawn_readiness(
       sys, {{{"claim storage", claims_storage, kept_status(connected_status())}}, {}});
   BOOST_CHECK_EQUAL(
-      probe(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
+      ask_later<std::string>(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
       "PostgreSQL is not connected (claim storage): server closed the connection unexpectedly");
   stop(readiness, claims_storage);
 }
@@ -1232,12 +1228,12 @@ BOOST_AUTO_TEST_CASE(a_storage_actor_losing_its_connection_while_asked_is_said_n
   auto claims_storage = busy_stand_in(sys, kept);
   auto published = kept_status(connected_status());
   auto readiness = spawn_readiness(sys, {{{"claim storage", claims_storage, published}}, {}});
-  auto wedged = probe(readiness, ready_atom_v, caf::timespan{200ms});
+  auto wedged = ask_later<std::string>(readiness, ready_atom_v, caf::timespan{200ms});
   BOOST_CHECK(!wedged->has_value());
   sched.advance_time(200ms);
   sched.run();
   BOOST_CHECK_EQUAL(wedged->value_or("(no answer)"), "the claim storage actor does not answer");
-  auto ready = probe(readiness, ready_atom_v, caf::timespan{200ms});
+  auto ready = ask_later<std::string>(readiness, ready_atom_v, caf::timespan{200ms});
   BOOST_CHECK(!ready->has_value());
   published->update([](pb::StorageStatus& s) { s.set_connected(false); });
   sched.advance_time(200ms);
@@ -1254,8 +1250,9 @@ BOOST_AUTO_TEST_CASE(ready_once_every_check_passed) {
       sys, {{{"claim storage", claims_storage, kept_status(connected_status())},
              {"outcome storage", outcomes_storage, kept_status(connected_status())}},
             {}});
-  BOOST_CHECK_EQUAL(probe(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
-                    "");
+  BOOST_CHECK_EQUAL(
+      ask_later<std::string>(readiness, ready_atom_v, caf::timespan{10s})->value_or("(no answer)"),
+      "");
   stop(readiness, claims_storage, outcomes_storage);
 }
 

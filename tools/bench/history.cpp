@@ -6,7 +6,6 @@
 #include "tools/http_fetch.hpp"
 
 #include <algorithm>
-#include <optional>
 
 namespace taskmill::bench {
 namespace {
@@ -178,7 +177,7 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
   progress("  loaded and vacuumed in " + fixed(seconds_since(start), 1) + " s");
   bench_database beside{conninfo, false, "bench_empty"};
   bench_node beside_node{binary, beside.conninfo(), types, "history-empty"};
-  std::optional<db::connection> beside_conn;
+  auto beside_conn = connect(beside.conninfo());
   for (int r = 0; r < plan.runs; ++r) {
     announce("the same beside " + finished + " finished tasks", r, node.peak_rss());
     auto full = measure_table(node, conn, plan, "f" + std::to_string(r));
@@ -192,10 +191,9 @@ phase_report measure_history(const history_plan& plan, const std::string& binary
     beside_node.start();
     // Its node made the schema; its tables are vacuumed and get statistics
     // as the history's do before each run.
-    if (!beside_conn) beside_conn = connect(beside.conninfo());
-    run(*beside_conn, sql::vacuum_live_tasks);
-    run(*beside_conn, sql::analyze_tasks);
-    auto [pickup_full, pickup_empty] = pickup_side_by_side(conn, *beside_conn, plan, r);
+    run(beside_conn, sql::vacuum_live_tasks);
+    run(beside_conn, sql::analyze_tasks);
+    auto [pickup_full, pickup_empty] = pickup_side_by_side(conn, beside_conn, plan, r);
     beside_node.stop();
     p50_empty.runs.push_back(pickup_empty.p50);
     p50_full.runs.push_back(pickup_full.p50);
