@@ -65,8 +65,10 @@ struct plan {
   int backlog_window;
   /// The drains: the plain one, under a calendar.
   int drain_tasks;
-  /// The backlogs of the drains with and without limits.
+  /// The backlogs of the drains with and without limits, and their runs:
+  /// a ratio of two drains moves more between runs than either rate.
   std::vector<int> limit_backlogs;
+  int limit_runs;
   /// The uneven limits' drain: tasks of the types without a limit, and of
   /// the one held to 5 beside them.
   int even_tasks;
@@ -101,22 +103,22 @@ struct plan {
 plan plan_for(bench_size size) {
   switch (size) {
     case bench_size::smoke:
-      return {1,        0.5,    5'000, 2.0,   200, 20'000, 5'000, 5'000, 10'000,
-              {20'000}, 20'000, 5'000, 5'000, 500, 20'000, 100,   2.0,   50'000,
-              64,       100,    500,   200,   3.0, 20'000, 5'000, 10'000};
+      return {1,        0.5, 5'000,  2.0,   200,   20'000, 5'000,  5'000, 10'000,
+              {20'000}, 1,   20'000, 5'000, 5'000, 500,    20'000, 100,   2.0,
+              50'000,   64,  100,    500,   200,   3.0,    20'000, 5'000, 10'000};
     case bench_size::quick:
-      return {1,         1.0,     10'000,  3.0,    200,   100'000,   10'000,  10'000, 20'000,
-              {100'000}, 100'000, 100'000, 20'000, 2'000, 20'000,    300,     3.0,    200'000,
-              64,        200,     2'000,   1'000,  5.0,   1'000'000, 100'000, 100'000};
+      return {1,         1.0, 10'000,  3.0,     200,    100'000, 10'000,    10'000,  20'000,
+              {100'000}, 3,   100'000, 100'000, 20'000, 2'000,   20'000,    300,     3.0,
+              200'000,   64,  200,     2'000,   1'000,  5.0,     1'000'000, 100'000, 100'000};
     case bench_size::full:
       break;
   }
-  return {3,         5.0,     100'000,   15.0,       200,
-          1'000'000, 10'000,  10'000,    100'000,    {100'000, 1'000'000},
-          100'000,   100'000, 100'000,   10'000,     100'000,
-          1'000,     10.0,    5'000'000, 64,         1'000,
-          10'000,    1'000,   10.0,      10'000'000, 1'000'000,
-          1'000'000};
+  return {3,         5.0,      100'000, 15.0,      200,
+          1'000'000, 10'000,   10'000,  100'000,   {100'000, 1'000'000},
+          3,         100'000,  100'000, 100'000,   10'000,
+          100'000,   1'000,    10.0,    5'000'000, 64,
+          1'000,     10'000,   1'000,   10.0,      10'000'000,
+          1'000'000, 1'000'000};
 }
 
 const char* size_name(bench_size size) {
@@ -270,7 +272,7 @@ json report_json(const bench_options& options, const std::string& where,
 
 int measure(const bench_options& options) {
   auto p = plan_for(options.size);
-  if (options.runs > 0) p.runs = options.runs;
+  if (options.runs > 0) p.runs = p.limit_runs = options.runs;
   if (options.history_tasks > 0) p.history_tasks = options.history_tasks;
   if (options.purge_tasks > 0) p.purge_tasks = options.purge_tasks;
   auto want = [&](const char* phase) {
@@ -329,11 +331,14 @@ int measure(const bench_options& options) {
   };
   // With the peak so far on each line, the line after a measurement that
   // raised it tells which one did.
-  auto announce = [&](const std::string& what, int r, int64_t more_rss) {
-    progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(p.runs) +
-             "; nodes' peak RSS so far " + std::to_string(std::max(peak_rss(), more_rss) >> 20) +
-             " MiB)");
+  auto announce_of = [&](int total) -> announce_fn {
+    return [&, total](const std::string& what, int r, int64_t more_rss) {
+      progress(what + " (run " + std::to_string(r + 1) + " of " + std::to_string(total) +
+               "; nodes' peak RSS so far " + std::to_string(std::max(peak_rss(), more_rss) >> 20) +
+               " MiB)");
+    };
   };
+  auto announce = announce_of(p.runs);
   auto runs = [&](const std::string& what, int r) { announce(what, r, 0); };
   auto clients = std::to_string(p.many_clients);
 
@@ -412,8 +417,8 @@ int measure(const bench_options& options) {
     // Alone on the server, as in a full run, where the drains before left
     // it stopped.
     node.stop();
-    limits = measure_limits({p.runs, p.limit_backlogs, p.even_tasks, p.held_tasks}, options.binary,
-                            database.conninfo(), conn, announce);
+    limits = measure_limits({p.limit_runs, p.limit_backlogs, p.even_tasks, p.held_tasks},
+                            options.binary, database.conninfo(), conn, announce_of(p.limit_runs));
   }
   if (want("keys")) {
     node.stop();

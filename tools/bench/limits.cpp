@@ -154,24 +154,39 @@ phase_report measure_limits(const limits_plan& plan, const std::string& binary,
   for (int r = 0; r < plan.runs; ++r) {
     for (int backlog : plan.backlogs) {
       auto& at = at_size[backlog];
-      runs("drain of " + std::to_string(backlog) + ", 3 types x 5 priorities, no limits", r);
-      auto plain = mixed_drain(unlimited, conn, backlog, r);
+      drain_run plain{}, capped{}, loose{}, beside{};
+      std::vector<std::function<void()>> drains{
+          [&] {
+            runs("drain of " + std::to_string(backlog) + ", 3 types x 5 priorities, no limits", r);
+            plain = mixed_drain(unlimited, conn, backlog, r);
+          },
+          [&] {
+            runs("the same drain with limits: " + named(binding_limits), r);
+            capped = mixed_drain(limited, conn, backlog, r);
+          },
+          [&] {
+            runs("the same drain with limits: " + named(loose_limits), r);
+            loose = mixed_drain(loosely_limited, conn, backlog, r);
+          },
+          [&] {
+            runs("the same limited drain on a node that runs another type too", r);
+            beside = mixed_drain(limited_beside, conn, backlog, r);
+          }};
+      // Every other run takes them in the opposite order, lest the ratios
+      // take the server's drift in one direction.
+      if (r % 2 == 1) std::reverse(drains.begin(), drains.end());
+      for (const auto& drain : drains) drain();
       at.unlimited.runs.push_back(plain.rate);
       at.unlimited_claim_us.runs.push_back(plain.claim_us_per_task);
       at.unlimited_node_us.runs.push_back(plain.node_us_per_task);
       at.unlimited_held.runs.push_back(plain.tasks_held);
-      runs("the same drain with limits: " + named(binding_limits), r);
-      auto capped = mixed_drain(limited, conn, backlog, r);
       at.limited.runs.push_back(capped.rate);
       at.limited_claim_us.runs.push_back(capped.claim_us_per_task);
       at.limited_node_us.runs.push_back(capped.node_us_per_task);
       at.limited_held.runs.push_back(capped.tasks_held);
       at.ratio.runs.push_back(capped.rate / plain.rate);
-      runs("the same drain with limits: " + named(loose_limits), r);
-      at.loose.runs.push_back(mixed_drain(loosely_limited, conn, backlog, r).rate);
-      at.loose_ratio.runs.push_back(at.loose.runs.back() / plain.rate);
-      runs("the same limited drain on a node that runs another type too", r);
-      auto beside = mixed_drain(limited_beside, conn, backlog, r);
+      at.loose.runs.push_back(loose.rate);
+      at.loose_ratio.runs.push_back(loose.rate / plain.rate);
       at.beside.runs.push_back(beside.rate);
       at.beside_held.runs.push_back(beside.tasks_held);
       at.beside_ratio.runs.push_back(beside.rate / plain.rate);
