@@ -73,9 +73,8 @@ latency_run summary(std::vector<double> ms) {
   return {percentile(ms, 0.50), percentile(ms, 0.95), percentile(ms, 0.99), ms.back()};
 }
 
-latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
-                                  tasks_before_pickup before) {
-  return summary(inproc_pickup_times(conn, p, run_index, before));
+latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index) {
+  return summary(inproc_pickup_times(conn, p, run_index, tasks_before_pickup::reset));
 }
 
 /// The same paced submits for a type the built-in noop executor runs, timed

@@ -71,9 +71,9 @@ latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, 
 enum class tasks_before_pickup { reset, kept };
 
 /// The same paced submits for a type the built-in noop executor runs, timed
-/// from the return of each commit to the executor's start.
-latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index,
-                                  tasks_before_pickup before = tasks_before_pickup::reset);
+/// from the return of each commit to the executor's start, on an emptied
+/// tasks table.
+latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index);
 
 /// The same measurement's times, ms, one a task in no order: to be pooled
 /// with others' before their summary.
