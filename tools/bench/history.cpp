@@ -126,12 +126,10 @@ std::pair<latency_run, latency_run> pickup_side_by_side(db::connection& full, db
                                                         const history_plan& plan, int run_index) {
   std::vector<double> full_ms, empty_ms;
   pace slice{plan.latency_seconds / pickup_slices, plan.latency_rate};
-  for (auto* side : {&empty, &full})
-    inproc_pickup_times(*side, slice, -1 - run_index, tasks_before_pickup::kept);
+  for (auto* side : {&empty, &full}) inproc_pickup_times(*side, slice, -1 - run_index);
   for (int s = 0; s < pickup_slices; ++s)
     for (bool on_empty : {s % 2 == 0, s % 2 != 0}) {
-      auto ms = inproc_pickup_times(on_empty ? empty : full, slice, run_index * pickup_slices + s,
-                                    tasks_before_pickup::kept);
+      auto ms = inproc_pickup_times(on_empty ? empty : full, slice, run_index * pickup_slices + s);
       auto& into = on_empty ? empty_ms : full_ms;
       into.insert(into.end(), ms.begin(), ms.end());
     }

@@ -74,18 +74,15 @@ latency_run summary(std::vector<double> ms) {
 }
 
 latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index) {
-  return summary(inproc_pickup_times(conn, p, run_index, tasks_before_pickup::reset));
+  run(conn, sql::reset_tasks);
+  return summary(inproc_pickup_times(conn, p, run_index));
 }
 
 /// The same paced submits for a type the built-in noop executor runs, timed
 /// from the return of each commit to the executor's start, which it reports
 /// in its result by the node's clock, the bench's own.
-std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index,
-                                        tasks_before_pickup before) {
-  if (before == tasks_before_pickup::reset)
-    run(conn, sql::reset_tasks);
-  else
-    run(conn, sql::delete_types, {types_param({inproc_type})});
+std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index) {
+  run(conn, sql::delete_types, {types_param({inproc_type})});
   auto since = run(conn, sql::now).string(0, 0);
   std::unordered_map<std::string, double> committed;
   auto count = paced(p, [&](int i) {

@@ -66,19 +66,15 @@ latency_run summary(std::vector<double> ms);
 /// return of its commit to its arrival at the HTTP executor.
 latency_run pickup_latency(db::connection& conn, arrivals& seen, const pace& p, int run_index);
 
-/// Whether a measurement empties the tasks table first, or leaves what it
-/// holds but the measurement's own tasks.
-enum class tasks_before_pickup { reset, kept };
-
 /// The same paced submits for a type the built-in noop executor runs, timed
 /// from the return of each commit to the executor's start, on an emptied
 /// tasks table.
 latency_run inproc_pickup_latency(db::connection& conn, const pace& p, int run_index);
 
 /// The same measurement's times, ms, one a task in no order: to be pooled
-/// with others' before their summary.
-std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index,
-                                        tasks_before_pickup before);
+/// with others' before their summary. The table keeps what it holds but
+/// the measurement's own tasks.
+std::vector<double> inproc_pickup_times(db::connection& conn, const pace& p, int run_index);
 
 /// The pickup as plain SQL, the floor of the node's (jobs inserted with a
 /// NOTIFY, claimed by a listener at each burst of notifications).
